@@ -1,0 +1,62 @@
+# The README's two commands: `make book` and `make test`. Both set everything up themselves.
+SHELL := /bin/bash
+.DELETE_ON_ERROR:
+.PHONY: book test venv clean
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+MATHJAX_VERSION := 3.2.2
+MATHJAX := book/_static/mathjax/tex-mml-chtml.js
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Data: a folder with the official files if one is beside the checkout (as on CI), else the
+# loaders' own defaults (~/.cache/ntk_core, download, embedded MNIST subset).
+SHARED_DATA := $(abspath ../shared/data)
+ifneq ($(wildcard $(SHARED_DATA)/mnist),)
+export NTK_CORE_DATA ?= $(SHARED_DATA)
+endif
+export NTK_BOOK_PROFILE ?= quick
+
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/*.svg book/_ext/*.py) $(wildcard ntk_core/*.py ntk_core/*/*.py)
+
+## book: build the HTML book, executing every chapter (strict: warnings and cell errors fail)
+book: _build/html/index.html
+	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
+
+_build/html/index.html: $(STAMP) $(MATHJAX) $(BOOK_SOURCES)
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute
+	$(VENV)/bin/jupyter-book build . --builder html -W -n --keep-going
+	test -f $@ && touch $@
+
+## test: run the whole test suite (builds the book first: the browser test reads it)
+test: $(STAMP) $(CHROMIUM) book
+	$(PY) -m pytest
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install --no-deps -e .
+	touch $@
+
+# MathJax 3 served from the book itself, so that equations typeset with no network.
+$(MATHJAX):
+	command -v npm >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y npm)
+	rm -rf .build/mathjax book/_static/mathjax book/_static/.mathjax.tmp
+	mkdir -p .build/mathjax book/_static
+	npm install --prefix .build/mathjax --no-save --no-audit --no-fund --loglevel=error mathjax@$(MATHJAX_VERSION)
+	cp -r .build/mathjax/node_modules/mathjax/es5 book/_static/.mathjax.tmp
+	mv book/_static/.mathjax.tmp book/_static/mathjax
+
+# Headless Chromium for the browser test (Debian package).
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium
+
+clean:
+	rm -rf _build .build book/_static/mathjax .pytest_cache .hypothesis

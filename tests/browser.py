@@ -1,0 +1,154 @@
+"""Drive the built HTML book in headless Chromium (Playwright) and report what a reader would see.
+
+Used by ``tests/test_book.py``; runnable alone for a quick look:
+``python tests/browser.py _build/html``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+CHROMIUM = "/usr/bin/chromium"
+# Flags for a sandbox with no network: no background connections, no first-run work.
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+@dataclass
+class PageReport:
+    """Everything the browser test checks on one page."""
+
+    path: str
+    console_errors: list[str] = field(default_factory=list)
+    outside_requests: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    math_elements: int = 0          # elements that should be typeset (.math, MathJax-processed)
+    typeset_elements: int = 0       # MathJax 3 output (mjx-container)
+    raw_tex: list[str] = field(default_factory=list)
+    broken_images: list[str] = field(default_factory=list)
+    images: int = 0
+
+    def problems(self) -> list[str]:
+        out = [f"console error: {e}" for e in self.console_errors]
+        out += [f"request outside the built site: {u}" for u in self.outside_requests]
+        out += [f"failed request: {u}" for u in self.failed_requests]
+        out += [f"broken image: {s}" for s in self.broken_images]
+        if self.math_elements and self.typeset_elements == 0:
+            out.append(f"{self.math_elements} math element(s) but no MathJax output (raw TeX shown)")
+        out += [f"raw TeX left on the page: {t!r}" for t in self.raw_tex]
+        return out
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@contextlib.contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Serve ``root`` on a free localhost port for the duration of the block; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+_INSPECT_JS = """
+() => {
+  const imgs = Array.from(document.images);
+  const broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));
+  const math = document.querySelectorAll('.math, div.math, span.math').length;
+  const typeset = document.querySelectorAll('mjx-container').length;
+  // Visible text outside code and MathJax output that still looks like TeX.
+  const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+  const raw = [];
+  const pattern = /(\\$\\$|\\\\\\(|\\\\\\[|\\\\(frac|lambda|sum|mathrm|tilde|begin)\\b)/;
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    const el = node.parentElement;
+    if (!el || el.closest('pre, code, mjx-container, script, style, .highlight, .cell_output, .output')) continue;
+    if (el.offsetParent === null) continue;
+    if (pattern.test(node.textContent)) raw.push(node.textContent.trim().slice(0, 80));
+  }
+  return {images: imgs.length, broken, math, typeset, raw};
+}
+"""
+
+
+def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
+    """Open each page of the built site in Chromium and collect a :class:`PageReport` for it."""
+    from playwright.sync_api import sync_playwright
+
+    reports = []
+    with serve(root) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for rel in pages:
+                report = PageReport(rel)
+                page = browser.new_page()
+                page.on("console", lambda msg, r=report: r.console_errors.append(
+                    f"{msg.text} [{msg.location.get('url', '')}]") if msg.type == "error" else None)
+                page.on("pageerror", lambda exc, r=report: r.console_errors.append(str(exc)))
+                page.on("request", lambda req, r=report: r.outside_requests.append(req.url)
+                        if not (req.url.startswith(base) or req.url.startswith("data:")
+                                or req.url.startswith("blob:") or req.url == "about:blank") else None)
+                page.on("requestfailed", lambda req, r=report: r.failed_requests.append(req.url))
+                page.on("response", lambda resp, r=report: r.failed_requests.append(f"{resp.status} {resp.url}")
+                        if resp.status >= 400 else None)
+                page.goto(base + rel, wait_until="load")
+                # MathJax 3 typesets asynchronously: wait for its startup promise when it is on the page.
+                page.evaluate("""async () => {
+                    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+                        await MathJax.startup.promise;
+                    }
+                }""")
+                page.wait_for_load_state("networkidle")
+                found = page.evaluate(_INSPECT_JS)
+                report.images = found["images"]
+                report.broken_images = found["broken"]
+                report.math_elements = found["math"]
+                report.typeset_elements = found["typeset"]
+                report.raw_tex = found["raw"]
+                page.close()
+                reports.append(report)
+        finally:
+            browser.close()
+    return reports
+
+
+def is_redirect(page: Path) -> bool:
+    """True for the small pages Jupyter Book writes that only redirect (``<meta http-equiv="Refresh">``)."""
+    head = page.read_text(encoding="utf-8", errors="replace")[:2000].lower()
+    return 'http-equiv="refresh"' in head
+
+
+def content_pages(site: Path) -> list[str]:
+    """Paths, relative to ``site``, of every HTML page a reader can open (redirects and assets excluded)."""
+    return sorted(
+        str(p.relative_to(site)) for p in site.rglob("*.html")
+        if "_static" not in p.parts and "_sources" not in p.parts and not is_redirect(p)
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    site = Path(sys.argv[1] if len(sys.argv) > 1 else "_build/html")
+    pages = content_pages(site)
+    for rep in inspect_site(site, pages):
+        print(rep.path, f"images={rep.images} math={rep.math_elements} typeset={rep.typeset_elements}")
+        for problem in rep.problems():
+            print("   ", problem)
