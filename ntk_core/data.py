@@ -427,8 +427,11 @@ def _download_cifar(root: Path) -> Path:
         _fetch(CIFAR10_URL, archive, timeout=60.0)
         if _md5_of_file(archive) != CIFAR10_MD5:
             raise DataError(f"checksum mismatch for the CIFAR-10 archive downloaded from {CIFAR10_URL}")
-        with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(staging, filter="data")
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                tar.extractall(staging, filter="data")  # refuses absolute paths, "..", links out, devices
+        except tarfile.TarError as exc:
+            raise DataError(f"the CIFAR-10 archive is corrupt or unsafe to extract ({exc})") from exc
         extracted = staging / "cifar-10-batches-bin"
         if not extracted.is_dir():
             raise DataError("the CIFAR-10 archive has no cifar-10-batches-bin folder")

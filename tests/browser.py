@@ -90,6 +90,18 @@ _INSPECT_JS = """
 """
 
 
+def _local(url: str, base: str) -> bool:
+    return url.startswith((base, "data:", "blob:")) or url == "about:blank"
+
+
+def _route(route, base: str, report: PageReport) -> None:
+    if _local(route.request.url, base):
+        route.continue_()
+    else:
+        report.outside_requests.append(route.request.url)
+        route.abort()
+
+
 def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
     """Open each page of the built site in Chromium and collect a :class:`PageReport` for it."""
     from playwright.sync_api import sync_playwright
@@ -104,10 +116,11 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 page.on("console", lambda msg, r=report: r.console_errors.append(
                     f"{msg.text} [{msg.location.get('url', '')}]") if msg.type == "error" else None)
                 page.on("pageerror", lambda exc, r=report: r.console_errors.append(str(exc)))
-                page.on("request", lambda req, r=report: r.outside_requests.append(req.url)
-                        if not (req.url.startswith(base) or req.url.startswith("data:")
-                                or req.url.startswith("blob:") or req.url == "about:blank") else None)
-                page.on("requestfailed", lambda req, r=report: r.failed_requests.append(req.url))
+                # Requests for anything outside the built site are recorded and aborted before
+                # they leave the machine; the page must work without them.
+                page.route("**/*", lambda route, request, r=report: _route(route, base, r))
+                page.on("requestfailed", lambda req, r=report: r.failed_requests.append(req.url)
+                        if req.url.startswith(base) else None)
                 page.on("response", lambda resp, r=report: r.failed_requests.append(f"{resp.status} {resp.url}")
                         if resp.status >= 400 else None)
                 page.goto(base + rel, wait_until="load")

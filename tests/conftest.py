@@ -1,0 +1,37 @@
+"""Shared fixtures. Tests never touch the network: they use the embedded MNIST subset,
+files they make themselves, or the official files in ``$NTK_CORE_DATA`` (``../shared/data`` on CI)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_data_dir() -> Path | None:
+    env = os.environ.get("NTK_CORE_DATA")
+    for candidate in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data"]:
+        if (candidate / "mnist").is_dir():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder with the official MNIST files and the partial CIFAR-10 (skips if absent)."""
+    path = _shared_data_dir()
+    if path is None:
+        pytest.skip("no data folder: set NTK_CORE_DATA to a folder with mnist/ and cifar10/ (as on CI)")
+    return path
+
+
+@pytest.fixture
+def empty_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty data directory, also set as $NTK_CORE_DATA so that nothing else is found."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("NTK_CORE_DATA", str(folder))
+    return folder

@@ -1,0 +1,119 @@
+"""The book: strict configuration, every chapter built, and the built pages checked in a real browser.
+
+The HTML must exist (``make book``; ``make test`` builds it first).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from browser import CHROMIUM, content_pages, inspect_site
+
+REPO = Path(__file__).resolve().parents[1]
+SITE = REPO / "_build" / "html"
+pytestmark = pytest.mark.book
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+            for part in entry.get("parts", []) if isinstance(entry, dict) else []:
+                walk(part.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return files
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    if not (SITE / "index.html").exists():
+        pytest.fail("the book is not built: run `make book` (or `make test`, which builds it first)")
+    return SITE
+
+
+def test_config_is_strict_and_offline():
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    execute = config["execute"]
+    assert execute["execute_notebooks"] == "force"  # CI never reuses a stale cache
+    assert execute["raise_on_error"] is True and execute["allow_errors"] is False
+    assert config["sphinx"]["config"]["mathjax_path"].startswith("mathjax/")  # served locally
+    assert not (REPO / "_static").exists(), "a root _static/ folder is added to every page by Jupyter Book 1"
+    assert any(p.startswith(".") for p in config["exclude_patterns"])  # hidden folders (.pytest_cache) excluded
+
+
+def test_every_chapter_is_built(site):
+    for chapter in _toc_files():
+        page = site / f"{chapter}.html"
+        assert page.exists(), f"{chapter} is in _toc.yml but {page} was not built"
+        assert "Traceback" not in page.read_text(encoding="utf-8"), f"{chapter} shows a traceback"
+    assert 'url=book/intro.html' in (site / "index.html").read_text()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
+def test_pages_in_headless_chromium(site):
+    pages = content_pages(site)
+    assert {f"{c}.html" for c in _toc_files()} <= set(pages)
+    reports = inspect_site(site, pages)
+    problems = {r.path: r.problems() for r in reports if r.problems()}
+    assert not problems, problems
+    by_path = {r.path: r for r in reports}
+    # pages with equations show MathJax output, and the chapters' figures are real images
+    assert by_path["book/intro.html"].typeset_elements > 0
+    assert by_path["book/setting.html"].typeset_elements > 0
+    assert by_path["book/setting.html"].images >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ok", [True, False])
+def test_a_failing_assert_breaks_the_build(tmp_path, ok):
+    """The strict configuration really fails on an error in a cell (and only then)."""
+    root = tmp_path / "mini"
+    (root / "book").mkdir(parents=True)
+    shutil.copy(REPO / "_config.yml", root / "_config.yml")
+    for name in ("_static", "_ext", "references.bib", "favicon.svg"):
+        os.symlink(REPO / "book" / name, root / "book" / name)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/page\n")
+    (root / "book" / "page.md").write_text(
+        "---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n"
+        "  display_name: Python 3\n---\n\n# Mini\n\n```{code-cell} ipython3\n"
+        f"assert {ok}, 'the claim does not hold'\n```\n"
+    )
+    jb = Path(sys.executable).parent / "jupyter-book"
+    result = subprocess.run([str(jb), "build", str(root), "-W", "-n", "--keep-going"],
+                            capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    if ok:
+        assert result.returncode == 0, output[-3000:]
+    else:
+        assert result.returncode != 0 and "the claim does not hold" in output
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
+def test_browser_check_catches_what_it_should(tmp_path):
+    """The checker itself: raw TeX, a broken image, an outside request and a script error are all reported."""
+    (tmp_path / "bad.html").write_text(
+        "<html><head><script>undefinedFunction();</script></head><body><main>"
+        "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
+        "<img src='missing.png'><img src='http://outside.invalid/outside.png'></main></body></html>"
+    )
+    (report,) = inspect_site(tmp_path, ["bad.html"])
+    text = "\n".join(report.problems())
+    assert "undefinedFunction" in text
+    assert "broken image: missing.png" in text
+    assert "outside the built site: http://outside.invalid/outside.png" in text
+    assert "no MathJax output" in text and "raw TeX" in text
