@@ -1,0 +1,320 @@
+r"""One trainer for the paper's three settings: GD / SGD with RDI, AUX or early stopping.
+
+Objectives (Section 4, with the loss written as in the paper, a *sum* over examples):
+
+* vanilla, eq. (L):  :math:`L(\theta) = \tfrac12 \sum_i \lVert f(\theta, x_i) - \tilde y_i\rVert^2`
+  (``loss="l2"``) or :math:`\sum_i \mathrm{CE}(f(\theta, x_i), \tilde c_i)` (``loss="ce"``);
+* RDI, eq. (3): :math:`L(\theta) + \tfrac{\lambda^2}{2}\lVert\theta - \theta(0)\rVert^2`;
+* AUX, eq. (4): the loss of :math:`f(\theta, x_i) + \lambda b_i` with one trainable
+  :math:`b_i \in \mathbb R^K` per training example, :math:`b(0) = 0`; the
+  auxiliary variables are used in training only, never at test time;
+* early stopping: vanilla training; the reported test error is the one at the
+  epoch of best validation error (the validation split is held out of training).
+
+Mini-batches. A step on a batch :math:`B` of the :math:`n` training examples
+minimises :math:`\tfrac12\sum_{i\in B}(\cdot)^2 + \tfrac{|B|}{n}\tfrac{\lambda^2}{2}\lVert\theta-\theta(0)\rVert^2`:
+over one epoch the penalty is applied once in total, and with ``batch_size=None``
+(full-batch GD, Setting 1) the step is exactly gradient descent on eq. (3).
+
+Labels. A model with one output is a binary classifier with labels in
+``{-1, +1}`` (the ℓ2 target is the label itself); a model with ``K > 1`` outputs
+takes class indices ``0..K-1`` (the ℓ2 target is the one-hot vector, Section 3.1).
+
+Runs are deterministic on CPU for a fixed seed (the batch order of epoch ``e``
+depends only on ``(seed, e)``), write atomic checkpoints, and resume from them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from ._checks import check_positive
+
+__all__ = ["TrainConfig", "TrainResult", "train", "predict", "classification_error"]
+
+Method = Literal["vanilla", "early_stopping", "rdi", "aux"]
+_METHODS = ("vanilla", "early_stopping", "rdi", "aux")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of one training run.
+
+    ``batch_size=None`` is full-batch GD. ``lr_milestones`` are the epochs after
+    which the learning rate (and the auxiliary weight decay) is multiplied by
+    ``lr_gamma`` (Setting 3: 0.1 after epochs 82 and 123 of 164).
+    """
+
+    method: Method = "vanilla"
+    lam: float | None = None
+    loss: Literal["l2", "ce"] = "l2"
+    epochs: int = 10
+    lr: float = 0.1
+    batch_size: int | None = None
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    lr_milestones: tuple[int, ...] = ()
+    lr_gamma: float = 0.1
+    aux_weight_decay: float = 0.0
+    seed: int = 0
+    eval_every: int = 1
+
+    def __post_init__(self) -> None:
+        if self.method not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
+        if self.method in ("rdi", "aux"):
+            if self.lam is None:
+                raise ValueError(f"method {self.method!r} needs lam = λ > 0 (the paper's regularisation strength)")
+            check_positive(self.lam, "lam")
+        if self.loss not in ("l2", "ce"):
+            raise ValueError(f"loss must be 'l2' or 'ce', got {self.loss!r}")
+        for name in ("epochs", "eval_every"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
+            raise ValueError(f"batch_size must be a positive int or None (full batch), got {self.batch_size!r}")
+        check_positive(self.lr, "lr")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
+        if self.weight_decay < 0 or self.aux_weight_decay < 0:
+            raise ValueError("weight_decay and aux_weight_decay must be >= 0")
+        if self.aux_weight_decay and self.method != "aux":
+            raise ValueError("aux_weight_decay only applies to method='aux'")
+
+    def key(self) -> str:
+        """A short hash of every field: the identity of a run, for checkpoints and caches."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class TrainResult:
+    """The trained model, its per-epoch history, and the early-stopping choice.
+
+    ``history`` has one row per evaluated epoch with columns ``epoch``, ``loss``,
+    ``train_error_noisy`` (with the auxiliary variables for AUX, as in the
+    paper's figures), ``train_error_clean``, ``val_error``, ``test_error``, and
+    for each trained weight ``W`` the columns ``dist/<name>`` = ‖W − W(0)‖_F and
+    ``norm/<name>`` = ‖W‖_F, plus ``dist/all`` = ‖θ − θ(0)‖.
+    """
+
+    model: nn.Module
+    history: pd.DataFrame
+    config: TrainConfig
+    aux: torch.Tensor | None = None
+    best_epoch: int | None = None
+
+    @property
+    def final(self) -> pd.Series:
+        """The last evaluated epoch."""
+        return self.history.iloc[-1]
+
+    @property
+    def best(self) -> pd.Series:
+        """The epoch of lowest validation error (early stopping); the last one without validation data."""
+        if self.best_epoch is None:
+            return self.final
+        return self.history.set_index("epoch").loc[self.best_epoch]
+
+    @property
+    def test_error(self) -> float:
+        """Test error reported for the method: at the best validation epoch for early stopping, else the last."""
+        row = self.best if self.config.method == "early_stopping" else self.final
+        return float(row["test_error"])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _trained_parameters(model: nn.Module) -> dict[str, torch.Tensor]:
+    params = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    if not params:
+        raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
+    return params
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """Network outputs ``f(θ, x)`` in evaluation mode, batched; no auxiliary variables."""
+    was_training = model.training
+    model.eval()
+    try:
+        outs = [model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)]
+    finally:
+        model.train(was_training)
+    return torch.cat(outs) if outs else torch.empty(0)
+
+
+def classification_error(outputs: torch.Tensor, labels: torch.Tensor) -> float:
+    """Fraction misclassified: ``sign(f) ≠ y`` for one output (labels ±1), ``argmax f ≠ c`` for K outputs."""
+    out = outputs.reshape(len(outputs), -1)
+    if out.shape[1] == 1:
+        pred = torch.where(out[:, 0] >= 0, 1, -1)
+    else:
+        pred = out.argmax(dim=1)
+    return float((pred != labels.to(pred.device)).float().mean().item()) if len(labels) else float("nan")
+
+
+def _targets(labels: torch.Tensor, outputs: int) -> torch.Tensor:
+    if outputs == 1:
+        if not torch.all((labels == 1) | (labels == -1)):
+            raise ValueError("a one-output model is a binary classifier: labels must be in {-1, +1}")
+        return labels.to(torch.get_default_dtype()).reshape(-1, 1)
+    if labels.min() < 0 or labels.max() >= outputs:
+        raise ValueError(f"labels must be class indices in 0..{outputs - 1} for a {outputs}-output model")
+    return nn.functional.one_hot(labels.long(), outputs).to(torch.get_default_dtype())
+
+
+def _loss(out: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "l2":
+        return 0.5 * ((out - targets) ** 2).sum()
+    if out.shape[1] == 1:
+        raise ValueError("loss='ce' needs a model with K >= 2 outputs")
+    return nn.functional.cross_entropy(out, labels.long(), reduction="sum")
+
+
+def _atomic_torch_save(obj: object, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+def train(
+    model: nn.Module,
+    x: torch.Tensor,
+    y_noisy: torch.Tensor,
+    config: TrainConfig,
+    *,
+    y_clean: torch.Tensor | None = None,
+    val: tuple[torch.Tensor, torch.Tensor] | None = None,
+    test: tuple[torch.Tensor, torch.Tensor] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    on_epoch_end: Callable[[int], None] | None = None,
+) -> TrainResult:
+    """Train ``model`` in place on ``(x, y_noisy)`` with the method of ``config``.
+
+    ``checkpoint`` is a file path: the state after each epoch is written there
+    atomically, and a later call with the same path and config resumes from it
+    (a checkpoint written for another config is refused). ``on_epoch_end(epoch)``
+    is called after each completed epoch (after the checkpoint is written).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if len(x) != len(y_noisy) or (y_clean is not None and len(y_clean) != len(x)):
+        raise ValueError(f"x, y_noisy (and y_clean) must have the same length, got {len(x)}, {len(y_noisy)}"
+                         + (f", {len(y_clean)}" if y_clean is not None else ""))
+    if config.method == "early_stopping" and val is None:
+        raise ValueError("method='early_stopping' needs a validation split (val=(x_val, y_val)) held out of training")
+    n = len(x)
+    params = _trained_parameters(model)
+    theta0 = {name: p.detach().clone() for name, p in params.items()}
+    outputs = predict(model, x[:1]).reshape(1, -1).shape[1]
+    targets = _targets(y_noisy, outputs)
+    if config.loss == "ce" and outputs == 1:
+        raise ValueError("loss='ce' needs a model with K >= 2 outputs")
+
+    aux = torch.zeros(n, outputs, device=x.device, dtype=targets.dtype, requires_grad=True) \
+        if config.method == "aux" else None
+    groups = [{"params": list(params.values()), "weight_decay": config.weight_decay}]
+    if aux is not None:
+        groups.append({"params": [aux], "weight_decay": config.aux_weight_decay})
+    optimizer = torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum)
+    batch = n if config.batch_size is None else min(config.batch_size, n)
+
+    start_epoch, rows = 0, []
+    path = Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        state = torch.load(path, weights_only=False)
+        if state["config_key"] != config.key():
+            raise ValueError(f"checkpoint {path} was written for another configuration; delete it or pass another path")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        theta0 = state["theta0"]
+        if aux is not None:
+            with torch.no_grad():
+                aux.copy_(state["aux"])
+        start_epoch, rows = state["epoch"], state["rows"]
+
+    epochs = range(start_epoch, config.epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        epochs = tqdm(epochs, initial=start_epoch, total=config.epochs, desc=f"{config.method}", leave=False)
+    for epoch in epochs:
+        decays = sum(epoch >= m for m in config.lr_milestones)
+        for g, base_wd in zip(optimizer.param_groups, [config.weight_decay, config.aux_weight_decay]):
+            g["lr"] = config.lr * config.lr_gamma ** decays
+            if g is optimizer.param_groups[-1] and aux is not None:
+                g["weight_decay"] = config.aux_weight_decay * config.lr_gamma ** decays
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(config.seed * 100_003 + epoch))
+        model.train()
+        for start in range(0, n, batch):
+            idx = order[start:start + batch].to(x.device)
+            optimizer.zero_grad(set_to_none=True)
+            out = model(x[idx]).reshape(len(idx), -1)
+            if aux is not None:
+                out = out + config.lam * aux[idx]
+            loss = _loss(out, y_noisy[idx], targets[idx], config.loss)
+            if config.method == "rdi":
+                penalty = sum(((p - theta0[name]) ** 2).sum() for name, p in params.items())
+                loss = loss + (len(idx) / n) * 0.5 * config.lam ** 2 * penalty
+            loss.backward()
+            optimizer.step()
+        done = epoch + 1
+        if done % config.eval_every == 0 or done == config.epochs:
+            rows.append(_evaluate(model, params, theta0, x, y_noisy, targets, y_clean, val, test, aux, config, done))
+        if path is not None:
+            _atomic_torch_save({"config_key": config.key(), "epoch": done, "rows": rows, "theta0": theta0,
+                                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                "aux": aux.detach().clone() if aux is not None else None}, path)
+        if on_epoch_end is not None:
+            on_epoch_end(done)
+
+    history = pd.DataFrame(rows)
+    best_epoch = None
+    if val is not None and len(history):
+        best_epoch = int(history.loc[history["val_error"].idxmin(), "epoch"])
+    return TrainResult(model, history, config, aux.detach() if aux is not None else None, best_epoch)
+
+
+@torch.no_grad()
+def _evaluate(model, params, theta0, x, y_noisy, targets, y_clean, val, test, aux, config, epoch) -> dict:
+    out = predict(model, x).reshape(len(x), -1)
+    train_out = out + config.lam * aux if aux is not None else out
+    row: dict[str, float] = {
+        "epoch": epoch,
+        "loss": float(_loss(train_out, y_noisy, targets, config.loss)),
+        "train_error_noisy": classification_error(train_out, y_noisy),
+        "train_error_clean": classification_error(out, y_clean) if y_clean is not None else math.nan,
+        "val_error": classification_error(predict(model, val[0]), val[1]) if val is not None else math.nan,
+        "test_error": classification_error(predict(model, test[0]), test[1]) if test is not None else math.nan,
+    }
+    total = 0.0
+    for name, p in params.items():
+        dist = float(torch.linalg.vector_norm(p - theta0[name]))
+        row[f"dist/{name}"] = dist
+        row[f"norm/{name}"] = float(torch.linalg.vector_norm(p))
+        total += dist ** 2
+    row["dist/all"] = math.sqrt(total)
+    return row
