@@ -1,0 +1,823 @@
+r"""Every term of the paper's generalization bounds (Section 5, Appendix C).
+
+Conventions. ``K`` is the kernel matrix k(X, X) (n × n, symmetric), ``lam`` is
+λ and the ridge is λ² I, ``delta`` is the failure probability δ ∈ (0, 1).
+A real random variable ε is *sub-Gaussian with parameter σ* when
+E exp(sε) ≤ exp(s²σ²/2) for every real s (so E ε = 0 and Var ε ≤ σ²); this
+is the definition the Hsu–Kakade–Zhang bound, and hence the paper, uses.
+
+What is here
+
+* Data quantities: :func:`complexity` (yᵀK⁻¹y), :func:`ridge_complexity`
+  (yᵀ(K + λ²I)⁻¹y), :func:`rkhs_norm`, :func:`krr_rkhs_norm`, :func:`gap`,
+  :func:`q_matrix` (Q = P·Y of Theorem 5.3).
+* Noise constants: :func:`centred_bernoulli_subgaussian_sigma`,
+  :func:`binary_noise_subgaussian_sigma`, :func:`multiclass_noise_subgaussian_sigma`
+  and the numerical check :func:`subgaussian_sigma_numeric`.
+* The three tail/deterministic lemmas: :func:`hsu_kakade_zhang_bound`
+  (eq. (13)), :func:`lemma_c1_bound`, :func:`lemma_c2_bound`.
+* Theorems 5.1–5.3, each twice: ``theorem_5_x_printed`` (the O(·) form as
+  printed, every hidden constant set to ``C``, default 1) and
+  ``theorem_5_x_bound`` (every constant written out by following Appendix C;
+  a rigorous bound, see the derivation in :func:`theorem_5_1_bound`).
+  Theorems 5.2 and 5.3 are computed, as in the paper's proofs, as reductions
+  to Theorem 5.1: they call the same machinery.
+
+Findings about the paper's constants (checked by tests/test_bounds.py)
+
+1. *Binary noise is not O(√p)-sub-Gaussian.* ε = ỹ − (1−2p)y takes the values
+   2p (prob. 1−p) and −2(1−p) (prob. p). Its optimal sub-Gaussian parameter is
+   σ_p = √(2(1−2p)/log((1−p)/p)) (Kearns–Saul / Buldygin–Moskvichova), e.g.
+   σ_p = 0.653 at p = 0.01 (√p = 0.1), 0.853 at p = 0.1 (√p = 0.316),
+   0.38 at p = 10⁻⁶ (√p = 0.001). As p → 0, σ_p ~ √(2/log(1/p)), so
+   σ_p/√p → ∞: the proof's claim "σ = O(√p)" is false. Only the *standard
+   deviation* 2√(p(1−p)) is O(√p). Theorem 5.2 as proved therefore holds with
+   σ_p in place of √p; recovering √p would need a variance-sensitive
+   (Bernstein-type) tail bound, which the proof does not use.
+2. *Multi-class noise.* Each coordinate of ỹ_i − q_i is a centred
+   Bernoulli(p_{h,c}), in an interval of length 1, so by Hoeffding it is
+   sub-Gaussian with parameter 1/2; the paper's "parameter 1" is valid but 2×
+   loose. The exact value per output h is max_c σ(p_{h,c}) ≤ 1/2.
+3. *Rademacher step.* The class F_B = {αᵀk(·, X) : ‖f‖_H ≤ B} used in the
+   proof depends on the sample X, so the uniform-convergence bound (eq. (16))
+   cannot be applied to it as written. Using the whole RKHS ball
+   {f ∈ H : ‖f‖_H ≤ B} (data independent, contains f*) fixes this with the
+   same Bartlett–Mendelson bound B√tr K / n. The Talagrand contraction step
+   (from the loss class to F, Lipschitz constant 1) is implicit; its constant is 1.
+4. *ε-net.* B' − b₀ = √(yᵀ(K+λ²I)⁻¹y) ≤ ‖y‖/λ ≤ √n/λ, not O(n/λ); the net has
+   N + 1 points with N = ⌈√n/(λε)⌉.
+5. *Theorem 5.3* applies Theorem 5.1 to the loss |u − v|, which is not
+   bounded by 1 as Theorem 5.1 requires. The truncated loss min(|u − v|, 1)
+   fixes it with no change to the result, because gap(P) ≤ 1.
+6. The constant 1/9 in the bound on tr[A⁴] (Lemma C.1) is valid: AM–GM gives
+   27/256 ≈ 0.105 ≤ 1/9. The hidden constants of Theorem 5.1 are: the O(1) in
+   λ + O(1) is 4√(tr K/n); the O(σ/λ) term is (5σ/(2λ))√(tr K/n).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp
+
+from ._checks import (
+    _check_real_scalar,
+    as_float64_array,
+    check_positive,
+    check_rate,
+    check_transition_matrix,
+    check_unit_interval_open,
+)
+from .krr import check_kernel_matrix, krr_coefficients
+
+__all__ = [
+    "AdditiveNoiseBound",
+    "BinaryBound",
+    "LemmaC1Bound",
+    "LemmaC2Bound",
+    "MulticlassBound",
+    "PrintedBound",
+    "binary_noise_subgaussian_sigma",
+    "centred_bernoulli_subgaussian_sigma",
+    "complexity",
+    "gap",
+    "hsu_kakade_zhang_bound",
+    "krr_rkhs_norm",
+    "lemma_c1_bound",
+    "lemma_c2_bound",
+    "multiclass_noise_subgaussian_sigma",
+    "q_matrix",
+    "ramp_loss",
+    "ridge_complexity",
+    "rkhs_norm",
+    "subgaussian_sigma_numeric",
+    "theorem_5_1_bound",
+    "theorem_5_1_printed",
+    "theorem_5_2_bound",
+    "theorem_5_2_printed",
+    "theorem_5_3_bound",
+    "theorem_5_3_printed",
+]
+
+
+# =========================================================================== validation
+
+
+def _check_nonneg(value: Any, name: str) -> float:
+    v = _check_real_scalar(value, name)
+    if v < 0.0:
+        raise ValueError(f"{name} must be >= 0, got {v!r}")
+    return v
+
+
+def _check_vector(y: Any, n: int, name: str) -> np.ndarray:
+    arr = as_float64_array(y, name, ndim=1)
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} must have shape (n,) = ({n},) to match K, got shape {arr.shape}")
+    return arr
+
+
+def _check_bounded_labels(y: np.ndarray, bound: float, name: str) -> None:
+    worst = float(np.max(np.abs(y))) if y.size else 0.0
+    if worst > bound * (1 + 1e-12):
+        raise ValueError(
+            f"{name} must lie in [-{bound:g}, {bound:g}] (Theorem 5.1 takes D over R^d x [-1, 1]), "
+            f"got max |{name}| = {worst:.6g}"
+        )
+
+
+def _check_pm1(y: np.ndarray, name: str) -> None:
+    if not np.all(np.abs(y) == 1.0):
+        raise ValueError(f"{name} must hold binary labels in {{-1, +1}} (Theorem 5.2)")
+
+
+def _cholesky_pd(K: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
+    try:
+        return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(
+            f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible); "
+            f"Cholesky failed"
+        ) from exc
+
+
+def _log_inv(delta: float) -> float:
+    return math.log(1.0 / delta)
+
+
+# =========================================================================== data quantities
+
+
+def complexity(K: Any, y: Any) -> float | np.ndarray:
+    """The data-dependent complexity yᵀ k(X, X)⁻¹ y of Theorems 5.1–5.3.
+
+    For ``y`` of shape ``(n,)`` returns a float; for ``(n, K)`` returns the
+    ``K`` values (y⁽ʰ⁾)ᵀK⁻¹y⁽ʰ⁾, one per column (Theorem 5.3 uses q⁽ʰ⁾). Needs
+    K positive definite (Cholesky, float64); raises ``ValueError`` otherwise.
+    """
+    Km = check_kernel_matrix(K)
+    yy = as_float64_array(y, "y", ndim=(1, 2))
+    if yy.shape[0] != Km.shape[0]:
+        raise ValueError(f"y must have n = {Km.shape[0]} rows to match K, got shape {yy.shape}")
+    sol = scipy.linalg.cho_solve(_cholesky_pd(Km, "y^T K^-1 y"), yy, check_finite=False)
+    vals = np.sum(yy * sol, axis=0)
+    return float(vals) if yy.ndim == 1 else vals
+
+
+def ridge_complexity(K: Any, y: Any, lam: float) -> float:
+    """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`)."""
+    yy = as_float64_array(y, "y", ndim=1)
+    return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))
+
+
+def rkhs_norm(K: Any, alpha: Any) -> float:
+    """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2)."""
+    Km = check_kernel_matrix(K)
+    a = _check_vector(alpha, Km.shape[0], "alpha")
+    return math.sqrt(max(float(a @ Km @ a), 0.0))
+
+
+def krr_rkhs_norm(K: Any, y_noisy: Any, lam: float) -> float:
+    """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ — the left side of Lemma C.2."""
+    return rkhs_norm(K, krr_coefficients(K, _check_vector(y_noisy, np.shape(K)[0], "y_noisy"), lam))
+
+
+def gap(P: Any) -> float:
+    """gap(P) = min over c ≠ c' of (p_{c,c} − p_{c',c}) (Theorem 5.3).
+
+    ``P`` is column-stochastic with ``P[c', c] = Pr[noisy c' | clean c]``
+    (Section 3.1). The value is returned as is, also when ≤ 0; the theorem
+    functions refuse gap(P) ≤ 0 because then some class c is not identifiable
+    from noisy labels (Section 3.1). For symmetric noise at rate r over K
+    classes, gap = 1 − rK/(K − 1).
+    """
+    Pm = check_transition_matrix(P)
+    diag = np.diag(Pm)
+    off = Pm - np.diag(np.full(Pm.shape[0], np.inf))  # exclude c' = c
+    return float(np.min(diag - np.max(off, axis=0)))
+
+
+def _require_positive_gap(P: np.ndarray) -> float:
+    g = gap(P)
+    if not g > 0.0:
+        raise ValueError(
+            f"gap(P) = {g:.6g} <= 0: some clean class c is turned into another class c' at least as "
+            f"often as it is kept (p_cc <= p_c'c), so labels are not identifiable (Section 3.1)"
+        )
+    return g
+
+
+def q_matrix(P: Any, labels: Any) -> np.ndarray:
+    """Q = P·Y ∈ R^{K×n} of Theorem 5.3: column i is E[ỹ_i | c_i] = P[:, c_i].
+
+    ``labels`` is either the clean classes, an integer array of shape ``(n,)``
+    with values in {0, …, K−1}, or the one-hot matrix Y of shape ``(K, n)``
+    (the paper's layout). Row h of Q is the vector q⁽ʰ⁾.
+    """
+    Pm = check_transition_matrix(P)
+    k = Pm.shape[0]
+    arr = _as_numpy(labels)
+    if arr.ndim == 2:
+        Y = as_float64_array(arr, "labels", ndim=2)
+        if Y.shape[0] != k:
+            raise ValueError(f"one-hot labels Y must have shape (K, n) with K = {k}, got {Y.shape}")
+        return Pm @ Y
+    return Pm[:, _check_class_labels(arr, k)]
+
+
+def _as_numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _check_class_labels(labels: Any, k: int) -> np.ndarray:
+    arr = _as_numpy(labels)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(
+            f"labels must be a 1-D integer array of classes, got dtype {arr.dtype} shape {arr.shape}"
+        )
+    if arr.size and (arr.min() < 0 or arr.max() >= k):
+        raise ValueError(f"labels must lie in {{0, ..., {k - 1}}}, got range [{arr.min()}, {arr.max()}]")
+    return arr.astype(np.int64)
+
+
+# =========================================================================== sub-Gaussian constants
+
+
+def centred_bernoulli_subgaussian_sigma(q: float) -> float:
+    """Optimal sub-Gaussian parameter of B − q, B ~ Bernoulli(q).
+
+    σ² = (1 − 2q) / (2 log((1 − q)/q)) for q ∉ {0, 1/2, 1}, σ² = 1/4 at q = 1/2
+    (the limit; Hoeffding's range/2 bound is attained), σ = 0 at q ∈ {0, 1}
+    (Kearns & Saul 1998; Buldygin & Moskvichova 2013). Symmetric in q ↔ 1 − q.
+    Verified against :func:`subgaussian_sigma_numeric` in the tests.
+    """
+    q = _check_real_scalar(q, "q")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be a probability in [0, 1], got {q!r}")
+    if q in (0.0, 1.0):
+        return 0.0
+    if abs(q - 0.5) < 1e-7:
+        return 0.5
+    return math.sqrt((1.0 - 2.0 * q) / (2.0 * (math.log1p(-q) - math.log(q))))
+
+
+def binary_noise_subgaussian_sigma(p: float) -> float:
+    """True sub-Gaussian parameter of the binary label noise ε = ỹ − (1 − 2p)y (Theorem 5.2).
+
+    Given y, ε = −2(B − p) with B ~ Bernoulli(p) the flip indicator: ε = 2p with
+    probability 1 − p and −2(1 − p) with probability p. Scaling
+    :func:`centred_bernoulli_subgaussian_sigma` by 2,
+
+    .. math:: \\sigma_p = \\sqrt{\\frac{2(1-2p)}{\\log((1-p)/p)}}, \\qquad \\sigma_0 = 0,\\ \\sigma_{1/2} = 1.
+
+    **The paper claims σ = O(√p); this is false.** σ_p ≥ 2√(p(1−p)) (the
+    standard deviation, which *is* O(√p)) but as p → 0,
+    σ_p ~ √(2/log(1/p)) and σ_p/√p → ∞: σ_p = 0.380 at p = 1e−6 (√p = 0.001),
+    0.653 at p = 0.01 (√p = 0.1), 0.782 at p = 0.05, 0.853 at p = 0.1
+    (√p = 0.316), 0.972 at p = 0.3. So Theorem 5.2, by the paper's proof, holds
+    with σ_p in place of √p (:func:`theorem_5_2_bound` uses σ_p).
+    """
+    p = check_rate(p, "p")
+    return 2.0 * centred_bernoulli_subgaussian_sigma(p)
+
+
+def multiclass_noise_subgaussian_sigma(P: Any) -> np.ndarray:
+    """Per-output sub-Gaussian parameters of the one-hot noise ỹ_i − q_i (Theorem 5.3).
+
+    Coordinate h of ỹ_i − q_i, given c_i = c, is a centred Bernoulli(p_{h,c}),
+    so its optimal parameter is :func:`centred_bernoulli_subgaussian_sigma`
+    (p_{h,c}); over classes, σ_h = max_c of that. Every σ_h ≤ 1/2 (Hoeffding:
+    a variable in an interval of length 1 is 1/2-sub-Gaussian), so the paper's
+    "bounded by 1 so subgaussian with parameter 1" is valid but twice too large.
+    """
+    Pm = check_transition_matrix(P)
+    sig = np.vectorize(centred_bernoulli_subgaussian_sigma, otypes=[float])(Pm)
+    return np.max(sig, axis=1)
+
+
+def subgaussian_sigma_numeric(values: Any, probs: Any) -> float:
+    """Optimal sub-Gaussian parameter of a finite distribution, by maximising over s.
+
+    σ² = sup_{s≠0} 2ψ(s)/s², ψ(s) = log E exp(s(X − EX)) (computed with
+    log-sum-exp): the smallest σ with E e^{s(X−EX)} ≤ e^{s²σ²/2} for all s. The
+    supremum is found on a log grid of s of both signs and refined by a bounded
+    scalar search. Used to check the closed forms above.
+    """
+    v = as_float64_array(values, "values", ndim=1)
+    w = as_float64_array(probs, "probs", ndim=1)
+    if v.shape != w.shape or v.size == 0:
+        raise ValueError(f"values and probs must be non-empty with equal shapes, got {v.shape} and {w.shape}")
+    if np.any(w < 0) or not math.isclose(float(w.sum()), 1.0, abs_tol=1e-9):
+        raise ValueError("probs must be non-negative and sum to 1")
+    keep = w > 0
+    v, logw = v[keep], np.log(w[keep])
+    x = v - float(np.exp(logw) @ v)
+    scale = float(np.max(np.abs(x)))
+    if scale == 0.0:
+        return 0.0
+
+    def ratio(s: float) -> float:
+        return 2.0 * float(logsumexp(logw + s * x)) / (s * s)
+
+    grid = np.sort(np.concatenate([-np.geomspace(1e-3, 1e3, 600), np.geomspace(1e-3, 1e3, 600)])) / scale
+    vals = np.array([ratio(s) for s in grid])
+    i = int(np.argmax(vals))
+    lo, hi = sorted((grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]))
+    if lo < 0 < hi:  # the maximiser is at s -> 0 (the variance)
+        return math.sqrt(max(vals[i], float(np.exp(logw) @ x**2)))
+    res = minimize_scalar(
+        lambda s: -ratio(s), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 / scale}
+    )
+    return math.sqrt(max(vals[i], -float(res.fun)))
+
+
+# =========================================================================== lemmas
+
+
+def hsu_kakade_zhang_bound(A: Any, sigma: float, delta: float) -> float:
+    """Hsu, Kakade & Zhang (2012, Thm 1) tail bound for ‖Aε‖, paper eq. (13).
+
+    If ε ∈ Rⁿ has independent coordinates, each mean zero and σ-sub-Gaussian,
+    then for any matrix A (m × n), with Σ = AᵀA, with probability ≥ 1 − δ
+
+    .. math:: \\|A\\varepsilon\\| \\le \\sigma\\sqrt{\\mathrm{tr}\\,\\Sigma
+              + 2\\sqrt{\\mathrm{tr}(\\Sigma^2)\\log(1/\\delta)} + 2\\|\\Sigma\\|\\log(1/\\delta)}.
+
+    (The paper writes A² for symmetric A.) Returns the right-hand side.
+    """
+    Am = as_float64_array(A, "A", ndim=2)
+    sigma = _check_nonneg(sigma, "sigma")
+    L = _log_inv(check_unit_interval_open(delta, "delta"))
+    sv = np.linalg.svd(Am, compute_uv=False) ** 2  # eigenvalues of Σ = AᵀA
+    inside = sv.sum() + 2.0 * math.sqrt(float(np.sum(sv**2)) * L) + 2.0 * float(sv.max(initial=0.0)) * L
+    return sigma * math.sqrt(inside)
+
+
+@dataclass(frozen=True)
+class LemmaC1Bound:
+    """Lemma C.1: ‖f*(X) − y‖ ≤ bias + noise + tail with probability ≥ 1 − δ.
+
+    ``bias`` = (λ/2)√(yᵀK⁻¹y), ``noise`` = (σ/(2λ))√tr K, ``tail`` = σ√(2 log(1/δ)).
+    """
+
+    bias: float
+    noise: float
+    tail: float
+
+    @property
+    def total(self) -> float:
+        return self.bias + self.noise + self.tail
+
+
+@dataclass(frozen=True)
+class LemmaC2Bound:
+    """Lemma C.2: ‖f*‖_H ≤ signal + noise + tail with probability ≥ 1 − δ.
+
+    ``signal`` = √(yᵀ(K + λ²I)⁻¹y), ``noise`` = σ√n/λ, ``tail`` = (σ/λ)√(2 log(1/δ)).
+    """
+
+    signal: float
+    noise: float
+    tail: float
+
+    @property
+    def total(self) -> float:
+        return self.signal + self.noise + self.tail
+
+
+def _lemma_inputs(
+    K: Any, y: Any, lam: float, sigma: float, delta: float
+) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    Km = check_kernel_matrix(K)
+    yy = _check_vector(y, Km.shape[0], "y")
+    lam, sigma = check_positive(lam, "lam"), _check_nonneg(sigma, "sigma")
+    return Km, yy, lam, sigma, check_unit_interval_open(delta, "delta")
+
+
+def lemma_c1_bound(K: Any, y: Any, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
+    """Lemma C.1: training error of the KRR solution against the *clean* labels.
+
+    With ỹ = y + ε, ε independent, mean zero, σ-sub-Gaussian (given X, y), with
+    probability ≥ 1 − δ
+
+    .. math:: \\|f^*(X) - y\\| \\le \\frac\\lambda2\\sqrt{y^\\top K^{-1}y}
+              + \\frac{\\sigma}{2\\lambda}\\sqrt{\\mathrm{tr}K} + \\sigma\\sqrt{2\\log(1/\\delta)}.
+
+    Derivation (checked): f*(X) − y = Aε − λ²(K+λ²I)⁻¹y with A = K(K+λ²I)⁻¹.
+    (i) λ²‖(K+λ²I)⁻¹y‖ ≤ (λ/2)√(yᵀK⁻¹y) since (s+λ²)² ≥ 4sλ² (AM–GM).
+    (ii) HKZ (:func:`hsu_kakade_zhang_bound`) with tr A² ≤ tr K/(4λ²),
+    tr A⁴ ≤ (27/256) tr K/λ² ≤ tr K/(9λ²) (AM–GM on λ² + 3·s/3) and ‖A²‖ ≤ 1;
+    then √(a² + 2ab' + b²) ≤ a + b with a = σ√tr K/(2λ), b = σ√(2 log(1/δ))
+    because 2√(tr K·log(1/δ)/(9λ²)) ≤ 2ab/σ². ``y`` has shape (n,); K must be
+    positive definite.
+    """
+    Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
+    return LemmaC1Bound(
+        bias=0.5 * lam * math.sqrt(max(float(complexity(Km, yy)), 0.0)),
+        noise=sigma / (2.0 * lam) * math.sqrt(max(float(np.trace(Km)), 0.0)),
+        tail=sigma * math.sqrt(2.0 * _log_inv(delta)),
+    )
+
+
+def lemma_c2_bound(K: Any, y: Any, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
+    """Lemma C.2: RKHS norm of the KRR solution trained on noisy labels.
+
+    With probability ≥ 1 − δ,
+
+    .. math:: \\|f^*\\|_{\\mathcal H} \\le \\sqrt{y^\\top(K+\\lambda^2I)^{-1}y}
+              + \\frac{\\sigma}{\\lambda}\\big(\\sqrt n + \\sqrt{2\\log(1/\\delta)}\\big).
+
+    Derivation (checked): ‖f*‖²_H = ỹᵀ(K+λ²I)⁻¹K(K+λ²I)⁻¹ỹ ≤ ỹᵀ(K+λ²I)⁻¹ỹ;
+    the triangle inequality in that norm splits y and ε; ε-part ≤ ‖ε‖/λ; HKZ
+    with A = I gives ‖ε‖ ≤ σ√(n + 2√(n log) + 2 log) ≤ σ(√n + √(2 log(1/δ))).
+    Does not need K invertible.
+    """
+    Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
+    return LemmaC2Bound(
+        signal=math.sqrt(max(ridge_complexity(Km, yy, lam), 0.0)),
+        noise=sigma * math.sqrt(Km.shape[0]) / lam,
+        tail=sigma / lam * math.sqrt(2.0 * _log_inv(delta)),
+    )
+
+
+# =========================================================================== Theorem 5.1 machinery
+
+
+@dataclass(frozen=True)
+class AdditiveNoiseBound:
+    """Theorem 5.1 with every constant explicit; ``total`` bounds E ℓ(f*(x), y).
+
+    Terms (τ = √tr K, L₃ = log(3/δ), ε the net spacing, M the loss range):
+
+    * ``train_bias``  = (λ/2)√(yᵀK⁻¹y / n)          — Lemma C.1 / √n
+    * ``train_noise`` = (σ/(2λ)) τ/√n                — Lemma C.1 / √n
+    * ``train_tail``  = σ√(2L₃/n)                    — Lemma C.1 / √n
+    * ``rademacher_signal`` = 2τ/n · √(yᵀ(K+λ²I)⁻¹y)  — 2R̂, Lemma C.2 signal
+    * ``rademacher_noise``  = 2τ/n · σ√n/λ             — 2R̂, Lemma C.2 noise
+    * ``rademacher_tail``   = 2τ/n · (σ/λ)√(2L₃)       — 2R̂, Lemma C.2 tail
+    * ``rademacher_net``    = 2τ/n · ε                 — net rounding B ≤ B' + ε
+    * ``concentration`` = 3M√(log(6(N+1)/δ)/(2n)), N = ⌈ȳ√n/(λε)⌉ — union bound
+    """
+
+    n: int
+    lam: float
+    sigma: float
+    delta: float
+    trace: float
+    train_bias: float
+    train_noise: float
+    train_tail: float
+    rademacher_signal: float
+    rademacher_noise: float
+    rademacher_tail: float
+    rademacher_net: float
+    concentration: float
+    net_size: int
+
+    @property
+    def total(self) -> float:
+        return (
+            self.train_bias
+            + self.train_noise
+            + self.train_tail
+            + self.rademacher_signal
+            + self.rademacher_noise
+            + self.rademacher_tail
+            + self.rademacher_net
+            + self.concentration
+        )
+
+
+def _additive_bound(
+    K: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    sigma: float,
+    delta: float,
+    eps_net: float,
+    label_bound: float,
+    loss_bound: float,
+) -> AdditiveNoiseBound:
+    """Shared machinery of Theorems 5.1–5.3 (validated inputs; see theorem_5_1_bound)."""
+    _check_bounded_labels(y, label_bound, "y")
+    n = K.shape[0]
+    trace = float(np.trace(K))
+    if not trace > 0.0:
+        raise ValueError(f"tr K must be > 0 for a kernel matrix, got {trace:.6g}")
+    tau = math.sqrt(trace)
+    lc1 = lemma_c1_bound(K, y, lam, sigma, delta / 3.0)
+    lc2 = lemma_c2_bound(K, y, lam, sigma, delta / 3.0)
+    rad = 2.0 * tau / n
+    N = math.ceil(label_bound * math.sqrt(n) / (lam * eps_net))
+    return AdditiveNoiseBound(
+        n=n,
+        lam=lam,
+        sigma=sigma,
+        delta=delta,
+        trace=trace,
+        train_bias=lc1.bias / math.sqrt(n),
+        train_noise=lc1.noise / math.sqrt(n),
+        train_tail=lc1.tail / math.sqrt(n),
+        rademacher_signal=rad * lc2.signal,
+        rademacher_noise=rad * lc2.noise,
+        rademacher_tail=rad * lc2.tail,
+        rademacher_net=rad * eps_net,
+        concentration=3.0 * loss_bound * math.sqrt(math.log(6.0 * (N + 1) / delta) / (2.0 * n)),
+        net_size=N + 1,
+    )
+
+
+def theorem_5_1_bound(
+    K: Any, y: Any, lam: float, sigma: float, delta: float, eps_net: float = 1.0
+) -> AdditiveNoiseBound:
+    """Theorem 5.1 (additive label noise) with every constant written out.
+
+    Setting: D over R^d × [−1, 1]; ỹ = y + ε with ε mean zero, σ-sub-Gaussian
+    given (x, y); ℓ : R × R → [0, 1], 1-Lipschitz in its first argument,
+    ℓ(y, y) = 0. Then with probability ≥ 1 − δ over the sample,
+    E ℓ(f*(x), y) ≤ ``total`` (see :class:`AdditiveNoiseBound` for the terms).
+
+    Derivation, following Appendix C.1, with δ split in three:
+
+    1. *Training error* (prob. 1 − δ/3): (1/n)Σℓ(f*(x_i), y_i) ≤ (1/n)Σ|f*(x_i) − y_i|
+       ≤ ‖f*(X) − y‖/√n ≤ Lemma C.1(δ/3)/√n.
+    2. *RKHS norm* (prob. 1 − δ/3): ‖f*‖_H ≤ B' = Lemma C.2(δ/3).
+    3. *Uniform convergence* (prob. 1 − δ/3): for the ball F_B = {f ∈ H : ‖f‖_H ≤ B}
+       (the whole ball, not the span of k(·, X) used in the paper, which depends
+       on the sample — see finding 3 in the module docstring),
+       R̂_S(F_B) ≤ B√tr K / n (Bartlett & Mendelson 2002, Lemma 22), Talagrand's
+       contraction (constant 1) passes it to the loss class, and for losses in
+       [0, M] (Mohri et al. 2012, Thm 3.3)
+       E ℓ ≤ Ê ℓ + 2R̂_S + 3M√(log(2/δ₀)/(2n)).
+    4. *ε-net*: B' ∈ [b₀, b₀ + ‖y‖/λ] with b₀ = (σ/λ)(√n + √(2 log(3/δ)))
+       data independent and ‖y‖ ≤ √n; the grid b₀ + jε, j = 0..N,
+       N = ⌈√n/(λε)⌉, contains a B with B' ≤ B ≤ B' + ε. A union bound over its
+       N + 1 points with δ₀ = δ/(3(N+1)) gives the ``concentration`` term
+       3√(log(6(N+1)/δ)/(2n)) and 2R̂_S(F_B) ≤ 2(B' + ε)√tr K / n.
+
+    ``eps_net`` is ε (the paper takes 1). ``lam`` > 0, ``sigma`` ≥ 0, |y| ≤ 1,
+    K positive definite (for yᵀK⁻¹y). Uses the actual tr K (no tr K = O(n)
+    assumption is needed). Setting tr K = O(n) recovers the printed form with
+    λ + O(1) = λ + 4√(tr K/n) and O(σ/λ) = (5σ/(2λ))√(tr K/n).
+    """
+    Km = check_kernel_matrix(K)
+    yy = _check_vector(y, Km.shape[0], "y")
+    return _additive_bound(
+        Km,
+        yy,
+        check_positive(lam, "lam"),
+        _check_nonneg(sigma, "sigma"),
+        check_unit_interval_open(delta, "delta"),
+        check_positive(eps_net, "eps_net"),
+        label_bound=1.0,
+        loss_bound=1.0,
+    )
+
+
+# =========================================================================== printed O(·) forms
+
+
+@dataclass(frozen=True)
+class PrintedBound:
+    """A theorem's bound as printed, with every O(·) replaced by ``constant`` × its argument.
+
+    ``leading`` is the (λ + C)/2 √(complexity/n) term, ``noise`` the O(σ/λ)
+    term, ``tail`` the σ√(log(1/δ)/n) term, ``noise_tail`` the
+    (σ/λ)√(log(1/δ)/n) term (Theorem 5.1 only; 0 elsewhere) and ``net`` the
+    √(log(n/(δλ))/n) term, each with the theorem's prefactors (1/(1−2p),
+    K/gap). log(n/(δλ)) < 0 (λ > n/δ) is clipped to 0.
+    """
+
+    theorem: str
+    constant: float
+    leading: float
+    noise: float
+    tail: float
+    noise_tail: float
+    net: float
+
+    @property
+    def total(self) -> float:
+        return self.leading + self.noise + self.tail + self.noise_tail + self.net
+
+
+def _printed_terms(
+    sqrt_complexity_over_n: float, n: int, lam: float, sigma: float, delta: float, C: float
+) -> tuple[float, float, float, float, float]:
+    """The five terms of eq. (14) with O(·) := C·(·): leading, noise, tail, noise_tail, net."""
+    L = _log_inv(delta)
+    return (
+        0.5 * (lam + C) * sqrt_complexity_over_n,
+        C * sigma / lam,
+        C * sigma * math.sqrt(L / n),
+        C * sigma / lam * math.sqrt(L / n),
+        C * math.sqrt(max(math.log(n / (delta * lam)), 0.0) / n),
+    )
+
+
+def theorem_5_1_printed(
+    K: Any, y: Any, lam: float, sigma: float, delta: float, C: float = 1.0
+) -> PrintedBound:
+    """Theorem 5.1, eq. (14), as printed:
+
+    .. math:: \\frac{\\lambda + O(1)}{2}\\sqrt{\\frac{y^\\top K^{-1}y}{n}} + O\\Big(\\frac\\sigma\\lambda\\Big)
+              + O\\Big(\\sigma\\sqrt{\\tfrac{\\log(1/\\delta)}{n}} + \\frac\\sigma\\lambda\\sqrt{\\tfrac{\\log(1/\\delta)}{n}}
+              + \\sqrt{\\tfrac{\\log\\frac{n}{\\delta\\lambda}}{n}}\\Big)
+
+    with each O(·) read as C·(·). This is *not* a rigorous bound for any
+    particular C; use :func:`theorem_5_1_bound` for one.
+    """
+    Km = check_kernel_matrix(K)
+    yy = _check_vector(y, Km.shape[0], "y")
+    lam, sigma = check_positive(lam, "lam"), _check_nonneg(sigma, "sigma")
+    delta, C = check_unit_interval_open(delta, "delta"), _check_nonneg(C, "C")
+    n = Km.shape[0]
+    terms = _printed_terms(math.sqrt(max(float(complexity(Km, yy)), 0.0) / n), n, lam, sigma, delta, C)
+    return PrintedBound("5.1", C, *terms)
+
+
+# =========================================================================== Theorem 5.2
+
+
+@dataclass(frozen=True)
+class BinaryBound:
+    """Theorem 5.2 with explicit constants: Pr[sgn f*(x) ≠ y] ≤ ``total``.
+
+    ``total`` = ``rescale`` × ``additive.total``, where ``additive`` is
+    Theorem 5.1 for the clean labels (1 − 2p)y, noise parameter ``sigma`` =
+    σ_p (the true one), the ramp loss (range M = 1 − 2p) and ``rescale`` =
+    1/(1 − 2p). ``sigma_paper`` = √p is the value the paper's proof asserts
+    (not a valid sub-Gaussian parameter; see
+    :func:`binary_noise_subgaussian_sigma`).
+    """
+
+    p: float
+    sigma: float
+    sigma_paper: float
+    rescale: float
+    additive: AdditiveNoiseBound
+
+    @property
+    def total(self) -> float:
+        return self.rescale * self.additive.total
+
+
+def _binary_inputs(
+    K: Any, y: Any, lam: float, p: float, delta: float
+) -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    Km = check_kernel_matrix(K)
+    yy = _check_vector(y, Km.shape[0], "y")
+    _check_pm1(yy, "y")
+    return Km, yy, check_positive(lam, "lam"), check_rate(p, "p"), check_unit_interval_open(delta, "delta")
+
+
+def ramp_loss(u: Any, y: Any, p: float) -> np.ndarray:
+    """The ramp loss of the proof of Theorem 5.2 (Appendix C.2), with ȳ = (1 − 2p)y.
+
+    .. math:: \\ell^{ramp}(u, \\bar y) = \\min\\Big(1-2p,\\ \\max\\big(0,\\ (1-2p) - \\frac{u\\bar y}{1-2p}\\big)\\Big),
+
+    i.e. 1 − 2p for uȳ ≤ 0, linear for 0 < uȳ < (1 − 2p)², 0 beyond. It is
+    1-Lipschitz in u, ℓ(ȳ, ȳ) = 0, takes values in [0, 1 − 2p] and
+    ℓ(u, ȳ) ≥ (1 − 2p)·1[sgn(u) ≠ y]. ``y`` holds clean labels in {−1, +1}
+    (broadcast against ``u``).
+    """
+    uu = as_float64_array(u, "u")
+    yy = as_float64_array(y, "y")
+    _check_pm1(yy, "y")
+    s = 1.0 - 2.0 * check_rate(p, "p")
+    return np.clip(s - uu * (s * yy) / s, 0.0, s)
+
+
+def theorem_5_2_bound(
+    K: Any, y: Any, lam: float, p: float, delta: float, eps_net: float = 1.0
+) -> BinaryBound:
+    """Theorem 5.2 (binary classification, flip rate p) with explicit constants.
+
+    Reduction to Theorem 5.1 as in Appendix C.2: the clean labels are
+    ȳ = (1 − 2p)y ∈ {±(1 − 2p)}, so that ε = ỹ − ȳ has mean zero; its
+    sub-Gaussian parameter is σ_p = :func:`binary_noise_subgaussian_sigma` (p),
+    *not* O(√p). The ramp loss ℓ^ramp(u, ȳ) (1 − 2p for uȳ ≤ 0, linear down to
+    0 at uȳ = (1 − 2p)²) is 1-Lipschitz, vanishes at u = ȳ, takes values in
+    [0, 1 − 2p] — so the concentration term carries M = 1 − 2p — and
+    ℓ^ramp ≥ (1 − 2p)·1[sgn u ≠ y]. Dividing by 1 − 2p gives the error bound.
+    In the ε-net, ‖ȳ‖ ≤ (1 − 2p)√n. ``y`` holds the clean labels in {−1, +1}.
+    """
+    Km, yy, lam, p, delta = _binary_inputs(K, y, lam, p, delta)
+    scale = 1.0 - 2.0 * p
+    sigma = binary_noise_subgaussian_sigma(p)
+    add = _additive_bound(
+        Km, scale * yy, lam, sigma, delta, check_positive(eps_net, "eps_net"),
+        label_bound=scale, loss_bound=scale,
+    )
+    return BinaryBound(p=p, sigma=sigma, sigma_paper=math.sqrt(p), rescale=1.0 / scale, additive=add)
+
+
+def theorem_5_2_printed(K: Any, y: Any, lam: float, p: float, delta: float, C: float = 1.0) -> PrintedBound:
+    """Theorem 5.2 as printed, O(·) := C·(·):
+
+    .. math:: \\frac{\\lambda + O(1)}{2}\\sqrt{\\frac{y^\\top K^{-1}y}{n}} + \\frac{1}{1-2p}
+              O\\Big(\\frac{\\sqrt p}{\\lambda} + \\sqrt{\\tfrac{p\\log(1/\\delta)}{n}}
+              + \\sqrt{\\tfrac{\\log\\frac{n}{\\delta\\lambda}}{n}}\\Big)
+
+    i.e. Theorem 5.1's printed terms with σ = √p, the (σ/λ)√(log(1/δ)/n) term
+    dropped (as in the paper) and the non-leading terms divided by 1 − 2p.
+    Note that σ = √p is the paper's claim; the true parameter is larger
+    (:func:`binary_noise_subgaussian_sigma`).
+    """
+    Km, yy, lam, p, delta = _binary_inputs(K, y, lam, p, delta)
+    C = _check_nonneg(C, "C")
+    n = Km.shape[0]
+    lead, noise, tail, _, net = _printed_terms(
+        math.sqrt(max(float(complexity(Km, yy)), 0.0) / n), n, lam, math.sqrt(p), delta, C
+    )
+    r = 1.0 / (1.0 - 2.0 * p)
+    return PrintedBound("5.2", C, lead, r * noise, r * tail, 0.0, r * net)
+
+
+# =========================================================================== Theorem 5.3
+
+
+@dataclass(frozen=True)
+class MulticlassBound:
+    """Theorem 5.3 with explicit constants: top-1 error ≤ ``total`` = Σ_h per_output[h].total / gap.
+
+    ``per_output[h]`` is Theorem 5.1 for output h with clean labels q⁽ʰ⁾,
+    noise parameter ``sigmas[h]`` (≤ 1/2; the paper uses 1) and confidence δ/K.
+    """
+
+    gap: float
+    sigmas: np.ndarray
+    per_output: tuple[AdditiveNoiseBound, ...]
+
+    @property
+    def total(self) -> float:
+        return sum(b.total for b in self.per_output) / self.gap
+
+
+def _multiclass_inputs(
+    K: Any, labels: Any, P: Any, lam: float, delta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
+    Km = check_kernel_matrix(K)
+    Pm = check_transition_matrix(P)
+    c = _check_class_labels(labels, Pm.shape[0])
+    if c.shape[0] != Km.shape[0]:
+        raise ValueError(f"labels must have n = {Km.shape[0]} entries to match K, got {c.shape[0]}")
+    g = _require_positive_gap(Pm)
+    return Km, Pm, Pm[:, c], g, check_positive(lam, "lam"), check_unit_interval_open(delta, "delta")
+
+
+def theorem_5_3_bound(
+    K: Any, labels: Any, P: Any, lam: float, delta: float, eps_net: float = 1.0
+) -> MulticlassBound:
+    """Theorem 5.3 (K-class, transition matrix P) with explicit constants.
+
+    Reduction to Theorem 5.1 as in Appendix C.3: for each output h, the clean
+    labels are q⁽ʰ⁾ (row h of Q = P·Y, in [0, 1]) and ỹ⁽ʰ⁾ − q⁽ʰ⁾ is mean zero
+    with parameter σ_h = :func:`multiclass_noise_subgaussian_sigma` (P)[h].
+    Theorem 5.1 at confidence δ/K for the truncated loss min(|u − v|, 1)
+    (the paper uses |u − v|, which is not bounded by 1 — finding 5) and a
+    union bound over h hold together with probability ≥ 1 − δ. If
+    c ∉ argmax_h f⁽ʰ⁾(x), some h' ≠ c has f⁽ʰ'⁾ ≥ f⁽ᶜ⁾ and then
+    Σ_h min(|f⁽ʰ⁾(x) − p_{h,c}|, 1) ≥ min(p_cc − p_h'c, 1) ≥ gap, so Markov's
+    inequality bounds the error by Σ_h E min(|f⁽ʰ⁾ − p_{h,c}|, 1) / gap.
+
+    ``labels`` are the clean classes (ints in 0..K−1), ``P[c', c]`` =
+    Pr[noisy c' | clean c]; raises ``ValueError`` when gap(P) ≤ 0.
+    """
+    Km, Pm, Q, g, lam, delta = _multiclass_inputs(K, labels, P, lam, delta)
+    eps_net = check_positive(eps_net, "eps_net")
+    k = Pm.shape[0]
+    sigmas = multiclass_noise_subgaussian_sigma(Pm)
+    per = tuple(
+        _additive_bound(Km, Q[h], lam, float(sigmas[h]), delta / k, eps_net, label_bound=1.0, loss_bound=1.0)
+        for h in range(k)
+    )
+    return MulticlassBound(gap=g, sigmas=sigmas, per_output=per)
+
+
+def theorem_5_3_printed(
+    K: Any, labels: Any, P: Any, lam: float, delta: float, C: float = 1.0
+) -> PrintedBound:
+    """Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
+
+    .. math:: \\frac{1}{\\mathrm{gap}}\\Big(\\frac{\\lambda + O(1)}{2}\\sum_{h=1}^K
+              \\sqrt{\\frac{q^{(h)\\top}K^{-1}q^{(h)}}{n}} + K\\cdot O\\Big(\\frac1\\lambda
+              + \\sqrt{\\tfrac{\\log(1/\\delta')}{n}} + \\sqrt{\\tfrac{\\log\\frac{n}{\\delta'\\lambda}}{n}}\\Big)\\Big)
+
+    i.e. Theorem 5.1's printed terms with σ = 1 (the paper's value), summed
+    over the K outputs and divided by gap(P).
+    """
+    Km, Pm, Q, g, lam, delta = _multiclass_inputs(K, labels, P, lam, delta)
+    C = _check_nonneg(C, "C")
+    n, k = Km.shape[0], Pm.shape[0]
+    comps = np.atleast_1d(complexity(Km, Q.T))
+    lead = sum(_printed_terms(math.sqrt(max(float(c), 0.0) / n), n, lam, 1.0, delta / k, C)[0] for c in comps)
+    _, noise, tail, _, net = _printed_terms(0.0, n, lam, 1.0, delta / k, C)
+    return PrintedBound("5.3", C, lead / g, k * noise / g, k * tail / g, 0.0, k * net / g)

@@ -1,0 +1,595 @@
+"""Kernel ridge regression and the linearised gradient-descent dynamics of Section 4.
+
+Everything here follows the paper's convention (DESIGN.md): the ridge term is
+**λ² I** and the argument ``lam`` is λ, so that
+
+.. math::  f^*(x) = k(x, X)^\\top (k(X, X) + \\lambda^2 I)^{-1} \\tilde y
+   \\qquad \\text{(paper eq. (7), "KRR solution")},
+
+and, for ``K`` outputs with targets stacked as the columns of ``y`` of shape
+``(n, K)``, the same formula column by column (paper eq. (8)).
+
+Contents
+
+* :func:`krr_predict`, :func:`krr_coefficients` — direct solves (float64, Cholesky).
+* :class:`KRRPath`, :func:`krr_path` — many λ from one eigendecomposition,
+  O(n³) once and then O(n²) per λ (per target column), for λ grid searches.
+* :func:`gd_rdi_params`, :func:`gd_aux_params` — gradient descent on the
+  linearised objectives :math:`\\tilde L^{RDI}_\\lambda` and
+  :math:`\\tilde L^{AUX}_\\lambda` in parameter space, for an explicit feature
+  matrix ``Z`` of shape ``(n, P)`` whose *rows* are :math:`\\phi(x_i)^\\top`
+  (the paper's :math:`\\mathbf Z = (\\phi(x_1),\\dots,\\phi(x_n))` is its
+  transpose), so that Theorem 4.1 can be checked iterate by iterate.
+* :func:`gd_rdi_kernel`, :func:`gd_aux_kernel` — the same two dynamics in
+  function space, for a kernel matrix only; :func:`gd_unregularized_kernel`
+  (plain GD, for early stopping) and :func:`gd_kernel_closed_form` (the
+  spectral closed form of any of them at step ``t``).
+* :func:`learning_rate_bound` (Theorem 4.1's η ≤ 1/(‖K‖ + λ²)) and
+  :func:`linear_rate` (the contraction factor of the iteration).
+
+Only NumPy and SciPy are imported; torch tensors are accepted through
+:func:`ntk_core._checks.as_float64_array`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.linalg
+
+from ._checks import _check_real_scalar, as_float64_array, check_positive
+
+__all__ = [
+    "KRRPath",
+    "KernelGDTrajectory",
+    "ParamGDTrajectory",
+    "check_kernel_matrix",
+    "gd_aux_kernel",
+    "gd_aux_params",
+    "gd_kernel_closed_form",
+    "gd_rdi_kernel",
+    "gd_rdi_params",
+    "gd_unregularized_kernel",
+    "krr_coefficients",
+    "krr_path",
+    "krr_predict",
+    "learning_rate_bound",
+    "linear_rate",
+]
+
+#: Relative tolerance for the symmetry check of kernel matrices.
+SYMMETRY_RTOL = 1e-8
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_kernel_matrix(K: Any, name: str = "K", rtol: float = SYMMETRY_RTOL) -> np.ndarray:
+    """Return ``K`` as a finite, square, symmetric float64 matrix, or raise.
+
+    Symmetry is checked to a relative tolerance ``rtol`` of the largest entry
+    (kernel matrices computed in float32 are symmetric only up to rounding);
+    the returned matrix is exactly symmetrised, ``(K + Kᵀ)/2``.
+    """
+    arr = as_float64_array(K, name, ndim=2)
+    if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square (n, n) kernel matrix, got shape {arr.shape}")
+    scale = max(float(np.max(np.abs(arr))), np.finfo(np.float64).tiny)
+    asym = float(np.max(np.abs(arr - arr.T)))
+    if asym > rtol * scale:
+        raise ValueError(
+            f"{name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {asym:.3g} "
+            f"exceeds {rtol:g} x max |K| = {rtol * scale:.3g}"
+        )
+    return 0.5 * (arr + arr.T)
+
+
+def _check_targets(y: Any, n: int, name: str = "y") -> np.ndarray:
+    arr = as_float64_array(y, name, ndim=(1, 2))
+    if arr.shape[0] != n:
+        raise ValueError(
+            f"{name} must have n = {n} rows to match the kernel/feature matrix, got shape {arr.shape}"
+        )
+    return arr
+
+
+def _check_cross_kernel(K_test_train: Any, n: int) -> np.ndarray:
+    arr = as_float64_array(K_test_train, "K_test_train", ndim=2)
+    if arr.shape[1] != n:
+        raise ValueError(
+            f"K_test_train must have shape (m, n) with n = {n} training points "
+            f"(entry [j, i] = k(x_test_j, x_i)), got shape {arr.shape}"
+        )
+    return arr
+
+
+def _check_lam_nonneg(lam: Any) -> float:
+    v = _check_real_scalar(lam, "lam")
+    if v < 0.0:
+        raise ValueError(
+            f"lam must be >= 0 (it is λ and the ridge is λ² I; a negative λ gives the same "
+            f"ridge and is refused to avoid sign confusion), got {v!r}"
+        )
+    return v
+
+
+def _check_count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
+    n = K.shape[0]
+    try:
+        return scipy.linalg.cho_factor(K + lam**2 * np.eye(n), lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(
+            f"K + λ² I (λ = {lam!r}) is not positive definite, so the KRR system has no unique "
+            f"solution; K must be positive semi-definite and λ > 0 (or K positive definite when λ = 0)"
+        ) from exc
+
+
+# --------------------------------------------------------------------------- direct KRR
+
+
+def krr_coefficients(K_train: Any, y: Any, lam: float) -> np.ndarray:
+    """Dual coefficients α = (K + λ² I)⁻¹ ỹ of kernel ridge regression (paper eq. (7)/(8)).
+
+    ``y`` has shape ``(n,)`` or ``(n, K)`` (one column per output, e.g. one-hot
+    targets); α has the same shape. ``lam`` = λ ≥ 0; λ = 0 is the unregularised
+    kernel regression solution (eq. (2)) and needs ``K`` positive definite.
+    Solved in float64 by Cholesky; raises ``ValueError`` when K + λ² I is not
+    positive definite.
+    """
+    K = check_kernel_matrix(K_train, "K_train")
+    return _solve_ridge(K, _check_targets(y, K.shape[0]), _check_lam_nonneg(lam))
+
+
+def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
+    return scipy.linalg.cho_solve(_cholesky_ridge(K, lam), y, check_finite=False)
+
+
+def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = None) -> np.ndarray:
+    """Kernel ridge regression predictions :math:`k(x, X)^\\top (K + \\lambda^2 I)^{-1} \\tilde y`.
+
+    This is the function the wide network learns under RDI or AUX (Theorem 4.1,
+    eq. (7)); for targets of shape ``(n, K)`` each column ``h`` gives the output
+    :math:`f^{(h)}` of eq. (8).
+
+    Parameters
+    ----------
+    K_train : (n, n) symmetric kernel matrix k(X, X).
+    y : (n,) or (n, K) training targets ỹ.
+    lam : λ ≥ 0; the ridge is λ² I.
+    K_test_train : optional (m, n) matrix with entries k(x_test_j, x_i). When
+        ``None`` the predictions at the training points,
+        :math:`K (K + \\lambda^2 I)^{-1} \\tilde y`, are returned.
+
+    Returns
+    -------
+    (m,) or (m, K) float64 array (``m = n`` for training predictions).
+    """
+    K = check_kernel_matrix(K_train, "K_train")
+    yy = _check_targets(y, K.shape[0])
+    lam = _check_lam_nonneg(lam)
+    Kt = K if K_test_train is None else _check_cross_kernel(K_test_train, K.shape[0])
+    return Kt @ _solve_ridge(K, yy, lam)
+
+
+# --------------------------------------------------------------------------- λ path
+
+
+class KRRPath:
+    """Kernel ridge regression for many λ from one eigendecomposition.
+
+    With :math:`K = U\\,\\mathrm{diag}(s)\\,U^\\top` (computed once, O(n³)),
+
+    .. math:: (K + \\lambda^2 I)^{-1}\\tilde y = U\\,\\frac{U^\\top\\tilde y}{s + \\lambda^2},
+       \\qquad K (K + \\lambda^2 I)^{-1}\\tilde y = U\\,\\frac{s\\,U^\\top\\tilde y}{s + \\lambda^2},
+
+    so each further λ costs O(n²) per target column (O(m n) for ``m`` test
+    points, whose product ``K_test_train @ U`` is also formed once). This is what
+    the λ grid searches of the experiments (Section 6) need.
+
+    An eigenvalue with :math:`s_i + \\lambda^2 \\le n\\,\\epsilon_{mach}\\max|s|`
+    means K + λ² I is numerically singular, and raises ``ValueError``.
+    """
+
+    def __init__(self, K_train: Any, K_test_train: Any | None = None) -> None:
+        K = check_kernel_matrix(K_train, "K_train")
+        self.n: int = K.shape[0]
+        self.eigenvalues, self.eigenvectors = np.linalg.eigh(K)
+        top = max(float(np.max(np.abs(self.eigenvalues))), np.finfo(np.float64).tiny)
+        self._tol = self.n * np.finfo(np.float64).eps * top
+        self._test_basis: np.ndarray | None = None
+        if K_test_train is not None:
+            self._test_basis = _check_cross_kernel(K_test_train, self.n) @ self.eigenvectors
+
+    def _filter(self, lam: float) -> np.ndarray:
+        lam = _check_lam_nonneg(lam)
+        denom = self.eigenvalues + lam**2
+        if np.min(denom) <= self._tol:
+            raise ValueError(
+                f"K + λ² I (λ = {lam!r}) is not positive definite (smallest eigenvalue "
+                f"{np.min(denom):.3g}); K must be positive semi-definite and λ > 0"
+            )
+        return 1.0 / denom
+
+    def _project(self, y: Any) -> tuple[np.ndarray, bool]:
+        yy = _check_targets(y, self.n)
+        return self.eigenvectors.T @ yy, yy.ndim == 1
+
+    def coefficients(self, y: Any, lam: float) -> np.ndarray:
+        """α(λ) = (K + λ² I)⁻¹ ỹ, shape of ``y``."""
+        c, _ = self._project(y)
+        w = self._filter(lam)
+        return self.eigenvectors @ (w[:, None] * c if c.ndim == 2 else w * c)
+
+    def predict(self, y: Any, lams: Sequence[float] | np.ndarray, test: bool = False) -> np.ndarray:
+        """Predictions for every λ in ``lams``: shape ``(len(lams),) + y.shape`` at the
+        training points, or ``(len(lams), m[, K])`` at the test points when ``test``."""
+        if test and self._test_basis is None:
+            raise ValueError("test=True needs the KRRPath to be built with K_test_train")
+        lam_arr = as_float64_array(lams, "lams", ndim=(0, 1)).reshape(-1)
+        c, one_d = self._project(y)
+        c2 = c[:, None] if one_d else c
+        basis = self._test_basis if test else self.eigenvectors * self.eigenvalues
+        assert basis is not None
+        out = np.empty((lam_arr.size, basis.shape[0], c2.shape[1]))
+        for j, lam in enumerate(lam_arr):
+            out[j] = basis @ (self._filter(float(lam))[:, None] * c2)
+        return out[..., 0] if one_d else out
+
+
+def krr_path(
+    K_train: Any, y: Any, lams: Sequence[float] | np.ndarray, K_test_train: Any | None = None
+) -> np.ndarray:
+    """:func:`krr_predict` for each λ in ``lams``, from one eigendecomposition (see :class:`KRRPath`).
+
+    Returns an array of shape ``(len(lams), m)`` or ``(len(lams), m, K)``; row
+    ``j`` equals ``krr_predict(K_train, y, lams[j], K_test_train)`` up to
+    rounding.
+    """
+    path = KRRPath(K_train, K_test_train)
+    return path.predict(y, lams, test=K_test_train is not None)
+
+
+# --------------------------------------------------------------------------- learning-rate facts
+
+
+def learning_rate_bound(K: Any, lam: float) -> float:
+    """Theorem 4.1's learning-rate condition: the largest η allowed, 1/(‖K‖ + λ²).
+
+    ‖K‖ is the spectral norm of k(X, X) = Z Zᵀ; the Hessian of
+    :math:`\\tilde L^{RDI}_\\lambda` is ZᵀZ + λ² I whose norm is ‖K‖ + λ², so
+    η ≤ 1/(‖K‖ + λ²) is the classical step-size condition for GD on a smooth
+    strongly convex quadratic (proof of Theorem 4.1, Appendix B).
+    """
+    Km = check_kernel_matrix(K)
+    lam = _check_lam_nonneg(lam)
+    return 1.0 / (float(np.linalg.norm(Km, 2)) + lam**2)
+
+
+def linear_rate(K: Any, lam: float, eta: float) -> float:
+    """Contraction factor ρ = max(|1 − η λ²|, |1 − η(‖K‖ + λ²)|) of RDI/AUX gradient descent.
+
+    Every eigenvalue h of the Hessian (ZᵀZ + λ² I in parameter space, K + λ² I
+    in function space) lies in [λ², ‖K‖ + λ²], and the error is multiplied by
+    1 − η h at each step, so ‖θ(t) − θ*‖ ≤ ρᵗ ‖θ(0) − θ*‖ (same for the
+    function-space coefficients). Under Theorem 4.1's condition
+    η ≤ 1/(‖K‖ + λ²), ρ = 1 − ηλ² < 1: linear convergence. Convergence holds
+    exactly when ρ < 1, i.e. 0 < η < 2/(‖K‖ + λ²) (for λ > 0).
+    """
+    Km = check_kernel_matrix(K)
+    lam = _check_lam_nonneg(lam)
+    eta = check_positive(eta, "eta")
+    top = float(np.linalg.norm(Km, 2)) + lam**2
+    return max(abs(1.0 - eta * lam**2), abs(1.0 - eta * top))
+
+
+# --------------------------------------------------------------------------- GD in parameter space
+
+
+@dataclass(frozen=True)
+class ParamGDTrajectory:
+    """Recorded iterates of gradient descent in parameter space.
+
+    ``steps[j]`` is the iteration number t of ``theta[j]`` (shape ``(P,)`` or
+    ``(P, K)``); for AUX, ``b[j]`` holds the auxiliary variables b(t)
+    (shape ``(n,)`` or ``(n, K)``), for RDI ``b`` is ``None``.
+    """
+
+    steps: np.ndarray
+    theta: np.ndarray
+    b: np.ndarray | None = None
+
+    def outputs(self, Z: Any, theta0: Any | None = None) -> np.ndarray:
+        """Linearised network outputs φ(x)ᵀ(θ(t) − θ(0)) for the rows of ``Z`` (eq. (5))."""
+        Zm = as_float64_array(Z, "Z", ndim=2)
+        if Zm.shape[1] != self.theta.shape[1]:
+            raise ValueError(f"Z must have P = {self.theta.shape[1]} columns, got shape {Zm.shape}")
+        t0 = self.theta[0] if theta0 is None else as_float64_array(theta0, "theta0")
+        return np.einsum("np,tp...->tn...", Zm, self.theta - t0)
+
+
+def _gd_setup(
+    Z: Any, y: Any, lam: float, eta: float, steps: int, theta0: Any | None, record_every: int
+) -> tuple[np.ndarray, np.ndarray, float, float, int, np.ndarray, int]:
+    Zm = as_float64_array(Z, "Z", ndim=2)
+    n, P = Zm.shape
+    yy = _check_targets(y, n)
+    lam = check_positive(lam, "lam")
+    eta = check_positive(eta, "eta")
+    steps = _check_count(steps, "steps", 0)
+    record_every = _check_count(record_every, "record_every", 1)
+    shape = (P,) + yy.shape[1:]
+    if theta0 is None:
+        th0 = np.zeros(shape)
+    else:
+        th0 = as_float64_array(theta0, "theta0")
+        if th0.shape != shape:
+            raise ValueError(f"theta0 must have shape {shape} (P parameters per output), got {th0.shape}")
+    return Zm, yy, lam, eta, steps, th0, record_every
+
+
+def _record_times(steps: int, record_every: int) -> np.ndarray:
+    ts = list(range(0, steps + 1, record_every))
+    if ts[-1] != steps:
+        ts.append(steps)
+    return np.asarray(ts, dtype=np.int64)
+
+
+def gd_rdi_params(
+    Z: Any,
+    y: Any,
+    lam: float,
+    eta: float,
+    steps: int,
+    theta0: Any | None = None,
+    record_every: int = 1,
+) -> ParamGDTrajectory:
+    """Gradient descent on the linearised RDI objective (Section 4, eq. (9)).
+
+    .. math:: \\tilde L^{RDI}_\\lambda(\\theta) = \\tfrac12\\|Z(\\theta-\\theta(0)) - \\tilde y\\|^2
+              + \\tfrac{\\lambda^2}{2}\\|\\theta-\\theta(0)\\|^2,\\qquad
+              \\theta(t+1) = \\theta(t) - \\eta\\,\\nabla\\tilde L^{RDI}_\\lambda(\\theta(t)).
+
+    ``Z`` has shape ``(n, P)`` with rows φ(x_i)ᵀ (so k(X, X) = Z Zᵀ); ``y`` is
+    ``(n,)`` or ``(n, K)`` (then θ is ``(P, K)``: one linear model per output,
+    sharing the features). ``lam`` = λ > 0, ``eta`` = η > 0; ``theta0``
+    defaults to zeros. Iterates at t = 0, r, 2r, …, and the last step are kept
+    (``r = record_every``). By Theorem 4.1 they coincide with those of
+    :func:`gd_aux_params`, and for η ≤ 1/(‖K‖ + λ²) converge linearly to
+    θ* = θ(0) + Zᵀ(K + λ² I)⁻¹ỹ.
+    """
+    Zm, yy, lam, eta, steps, th0, rec = _gd_setup(Z, y, lam, eta, steps, theta0, record_every)
+    times = _record_times(steps, rec)
+    out = np.empty((times.size,) + th0.shape)
+    theta = th0.copy()
+    j = 0
+    for t in range(steps + 1):
+        if t == times[j]:
+            out[j] = theta
+            j += 1
+        if t == steps:
+            break
+        d = theta - th0
+        grad = Zm.T @ (Zm @ d - yy) + lam**2 * d
+        theta = theta - eta * grad
+    return ParamGDTrajectory(steps=times, theta=out)
+
+
+def gd_aux_params(
+    Z: Any,
+    y: Any,
+    lam: float,
+    eta: float,
+    steps: int,
+    theta0: Any | None = None,
+    record_every: int = 1,
+) -> ParamGDTrajectory:
+    """Gradient descent on the linearised AUX objective (Section 4, eq. (10)).
+
+    .. math:: \\tilde L^{AUX}_\\lambda(\\bar\\theta, b) = \\tfrac12\\|Z(\\bar\\theta-\\theta(0))
+              + \\lambda b - \\tilde y\\|^2,
+
+    with simultaneous updates :math:`\\bar\\theta \\leftarrow \\bar\\theta - \\eta Z^\\top a`,
+    :math:`b \\leftarrow b - \\eta\\lambda a`, where
+    :math:`a = Z(\\bar\\theta - \\theta(0)) + \\lambda b - \\tilde y`, from
+    :math:`\\bar\\theta(0) = \\theta(0)` and b(0) = 0. Arguments as in
+    :func:`gd_rdi_params`. Theorem 4.1: :math:`\\bar\\theta(t) = \\theta(t)` for
+    every t, because :math:`\\bar\\theta(t) = \\theta(0) + Z^\\top b(t)/\\lambda`
+    (Appendix B).
+    """
+    Zm, yy, lam, eta, steps, th0, rec = _gd_setup(Z, y, lam, eta, steps, theta0, record_every)
+    times = _record_times(steps, rec)
+    out = np.empty((times.size,) + th0.shape)
+    bout = np.empty((times.size,) + yy.shape)
+    theta = th0.copy()
+    b = np.zeros_like(yy)
+    j = 0
+    for t in range(steps + 1):
+        if t == times[j]:
+            out[j] = theta
+            bout[j] = b
+            j += 1
+        if t == steps:
+            break
+        a = Zm @ (theta - th0) + lam * b - yy
+        theta, b = theta - eta * (Zm.T @ a), b - eta * lam * a
+    return ParamGDTrajectory(steps=times, theta=out, b=bout)
+
+
+# --------------------------------------------------------------------------- GD in function space
+
+
+@dataclass(frozen=True)
+class KernelGDTrajectory:
+    """Recorded iterates of gradient descent in function space.
+
+    With θ(t) − θ(0) = Zᵀ α(t) (representer form, exact for these dynamics
+    since α(0) = 0), ``alpha[j]`` is α(t) at t = ``steps[j]``, ``train[j]`` the
+    training outputs K α(t), ``test[j]`` the test outputs K_test_train α(t)
+    (``None`` without test points) and, for AUX, ``b[j]`` the auxiliary
+    variables b(t).
+    """
+
+    steps: np.ndarray
+    alpha: np.ndarray
+    train: np.ndarray
+    test: np.ndarray | None = None
+    b: np.ndarray | None = None
+
+
+def _kernel_gd_setup(
+    K: Any, y: Any, eta: float, steps: int, K_test_train: Any | None, record_every: int
+) -> tuple[np.ndarray, np.ndarray, float, int, np.ndarray | None, np.ndarray]:
+    Km = check_kernel_matrix(K)
+    yy = _check_targets(y, Km.shape[0])
+    eta = check_positive(eta, "eta")
+    steps = _check_count(steps, "steps", 0)
+    rec = _check_count(record_every, "record_every", 1)
+    Kt = None if K_test_train is None else _check_cross_kernel(K_test_train, Km.shape[0])
+    return Km, yy, eta, steps, Kt, _record_times(steps, rec)
+
+
+def _run_kernel_gd(
+    Km: np.ndarray,
+    yy: np.ndarray,
+    lam: float,
+    eta: float,
+    steps: int,
+    Kt: np.ndarray | None,
+    times: np.ndarray,
+    aux: bool,
+) -> KernelGDTrajectory:
+    alphas = np.empty((times.size,) + yy.shape)
+    bs = np.empty((times.size,) + yy.shape) if aux else None
+    alpha = np.zeros_like(yy)
+    b = np.zeros_like(yy)
+    j = 0
+    for t in range(steps + 1):
+        if t == times[j]:
+            alphas[j] = alpha
+            if bs is not None:
+                bs[j] = b
+            j += 1
+        if t == steps:
+            break
+        if aux:
+            a = Km @ alpha + lam * b - yy
+            alpha, b = alpha - eta * a, b - eta * lam * a
+        else:
+            alpha = alpha - eta * (Km @ alpha - yy + lam**2 * alpha)
+    train = np.einsum("ij,tj...->ti...", Km, alphas)
+    test = None if Kt is None else np.einsum("ij,tj...->ti...", Kt, alphas)
+    return KernelGDTrajectory(steps=times, alpha=alphas, train=train, test=test, b=bs)
+
+
+def gd_rdi_kernel(
+    K: Any,
+    y: Any,
+    lam: float,
+    eta: float,
+    steps: int,
+    K_test_train: Any | None = None,
+    record_every: int = 1,
+) -> KernelGDTrajectory:
+    """RDI gradient descent (Theorem 4.1, eq. (11)) written in function space.
+
+    Substituting θ(t) − θ(0) = Zᵀα(t) into the RDI update gives
+    :math:`\\alpha(t+1) = \\alpha(t) - \\eta\\,(K\\alpha(t) - \\tilde y + \\lambda^2\\alpha(t))`,
+    α(0) = 0, which needs only K = k(X, X). Training outputs are K α(t);
+    test outputs k(x, X)ᵀα(t). For λ > 0 and η ≤ 1/(‖K‖ + λ²) the iterates
+    converge linearly (rate :func:`linear_rate`) to α* = (K + λ² I)⁻¹ỹ, i.e. to
+    :func:`krr_predict`.
+    """
+    Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
+    lam = check_positive(lam, "lam")
+    return _run_kernel_gd(Km, yy, lam, eta, steps, Kt, times, aux=False)
+
+
+def gd_aux_kernel(
+    K: Any,
+    y: Any,
+    lam: float,
+    eta: float,
+    steps: int,
+    K_test_train: Any | None = None,
+    record_every: int = 1,
+) -> KernelGDTrajectory:
+    """AUX gradient descent (Theorem 4.1, eq. (12)) written in function space.
+
+    With θ̄(t) − θ(0) = Zᵀᾱ(t): :math:`a = K\\bar\\alpha + \\lambda b - \\tilde y`,
+    :math:`\\bar\\alpha \\leftarrow \\bar\\alpha - \\eta a`,
+    :math:`b \\leftarrow b - \\eta\\lambda a`, from ᾱ(0) = b(0) = 0. The proof of
+    Theorem 4.1 (Appendix B) shows ᾱ(t) = b(t)/λ and ᾱ(t) = α(t) of
+    :func:`gd_rdi_kernel` for every t.
+    """
+    Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
+    lam = check_positive(lam, "lam")
+    return _run_kernel_gd(Km, yy, lam, eta, steps, Kt, times, aux=True)
+
+
+def gd_unregularized_kernel(
+    K: Any,
+    y: Any,
+    eta: float,
+    steps: int,
+    K_test_train: Any | None = None,
+    record_every: int = 1,
+) -> KernelGDTrajectory:
+    """Plain gradient descent on ½‖f(X) − ỹ‖² in function space (no regulariser).
+
+    :math:`\\alpha(t+1) = \\alpha(t) - \\eta(K\\alpha(t) - \\tilde y)`, α(0) = 0: the
+    NTK dynamics of unregularised training (Section 3.2), which interpolate the
+    noisy labels as t → ∞ (eq. (2)); stopping at a finite t is *early
+    stopping*, the baseline the paper compares RDI/AUX against (Section 6).
+    For η ≤ 1/‖K‖ the step-t predictor applies the spectral filter
+    1 − (1 − ηs)ᵗ to each eigen-direction of K, against s/(s + λ²) for ridge
+    (see :func:`gd_kernel_closed_form`).
+    """
+    Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
+    return _run_kernel_gd(Km, yy, 0.0, eta, steps, Kt, times, aux=False)
+
+
+def gd_kernel_closed_form(
+    K: Any, y: Any, eta: float, t: int, lam: float = 0.0, K_test_train: Any | None = None
+) -> np.ndarray:
+    """Closed form of the function-space GD outputs at step ``t`` (RDI, or plain GD when λ = 0).
+
+    Unrolling :math:`\\alpha(t+1) = (I - \\eta(K + \\lambda^2 I))\\alpha(t) + \\eta\\tilde y`
+    with :math:`K = U\\mathrm{diag}(s)U^\\top` gives
+
+    .. math:: \\alpha(t) = U\\,\\mathrm{diag}\\Big(\\frac{1 - (1 - \\eta(s_i + \\lambda^2))^t}{s_i + \\lambda^2}\\Big)U^\\top\\tilde y
+
+    (the diagonal entry is ηt when s_i + λ² = 0). Returns K α(t) at the
+    training points, or k(x, X)ᵀα(t) for ``K_test_train``; shapes as in
+    :func:`krr_predict`. As t → ∞ with λ > 0 and a convergent η this tends to
+    the KRR predictor.
+    """
+    Km = check_kernel_matrix(K)
+    yy = _check_targets(y, Km.shape[0])
+    eta = check_positive(eta, "eta")
+    t = _check_count(t, "t", 0)
+    lam = _check_lam_nonneg(lam)
+    s, U = np.linalg.eigh(Km)
+    h = s + lam**2
+    x = eta * h
+    g = np.full_like(h, eta * t)  # the limit for h = 0
+    nonzero = np.abs(h) > np.finfo(np.float64).tiny
+    stable = nonzero & (x < 1.0)  # accurate form for small η h: -expm1(t log(1 - η h)) / h
+    g[stable] = -np.expm1(t * np.log1p(-x[stable])) / h[stable]
+    rest = nonzero & ~stable
+    g[rest] = (1.0 - (1.0 - x[rest]) ** t) / h[rest]
+    c = U.T @ yy
+    alpha = U @ (g[:, None] * c if c.ndim == 2 else g * c)
+    if K_test_train is None:
+        return Km @ alpha
+    return _check_cross_kernel(K_test_train, Km.shape[0]) @ alpha

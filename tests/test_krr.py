@@ -1,0 +1,308 @@
+"""Tests for ntk_core.krr: kernel ridge regression and Theorem 4.1 (RDI = AUX = KRR)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.kernel_ridge import KernelRidge
+
+from ntk_core.krr import (
+    KRRPath,
+    check_kernel_matrix,
+    gd_aux_kernel,
+    gd_aux_params,
+    gd_kernel_closed_form,
+    gd_rdi_kernel,
+    gd_rdi_params,
+    gd_unregularized_kernel,
+    krr_coefficients,
+    krr_path,
+    krr_predict,
+    learning_rate_bound,
+    linear_rate,
+)
+
+
+def features(seed: int, n: int = 40, m: int = 15, P: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """Random train/test feature matrices with rows φ(x)ᵀ, scaled so k = O(1)."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n + m, P)) / np.sqrt(P)
+    return Z[:n], Z[n:]
+
+
+def problem(seed: int, n: int = 40, m: int = 15, P: int = 60, outputs: int | None = None):
+    Z, Zt = features(seed, n, m, P)
+    rng = np.random.default_rng(seed + 1000)
+    y = rng.normal(size=(n,) if outputs is None else (n, outputs))
+    return Z, Zt, Z @ Z.T, Zt @ Z.T, y
+
+
+# --------------------------------------------------------------------------- KRR against sklearn
+
+
+@pytest.mark.parametrize("outputs", [None, 3])
+@pytest.mark.parametrize("lam", [1e-2, 0.3, 1.0, 7.0])
+def test_krr_predict_matches_sklearn(outputs: int | None, lam: float) -> None:
+    _, _, K, Kt, y = problem(0, outputs=outputs)
+    ref = KernelRidge(alpha=lam**2, kernel="precomputed").fit(K, y)
+    np.testing.assert_allclose(krr_predict(K, y, lam), ref.predict(K), atol=1e-10, rtol=0)
+    np.testing.assert_allclose(krr_predict(K, y, lam, Kt), ref.predict(Kt), atol=1e-10, rtol=0)
+    assert krr_predict(K, y, lam, Kt).shape == ((15,) if outputs is None else (15, outputs))
+
+
+def test_krr_multi_output_is_column_by_column() -> None:
+    _, _, K, Kt, Y = problem(1, outputs=4)
+    full = krr_predict(K, Y, 0.5, Kt)
+    for h in range(4):
+        np.testing.assert_allclose(full[:, h], krr_predict(K, Y[:, h], 0.5, Kt), atol=1e-12)
+
+
+def test_krr_coefficients_solve_the_ridge_system() -> None:
+    _, _, K, _, y = problem(2)
+    alpha = krr_coefficients(K, y, 0.4)
+    np.testing.assert_allclose((K + 0.16 * np.eye(K.shape[0])) @ alpha, y, atol=1e-10)
+
+
+def test_krr_lambda_zero_is_interpolation_when_K_is_positive_definite() -> None:
+    _, _, K, _, y = problem(3, n=20, P=60)  # n < P: K is positive definite
+    np.testing.assert_allclose(krr_predict(K, y, 0.0), y, atol=1e-8)
+
+
+def test_krr_singular_kernel_without_ridge_is_a_clear_error() -> None:
+    _, _, K, _, y = problem(4, n=30, P=5)  # rank 5 < 30
+    with pytest.raises(ValueError, match="not positive definite"):
+        krr_predict(K, y, 0.0)
+    krr_predict(K, y, 0.1)  # the ridge makes it solvable
+
+
+def test_krr_not_psd_kernel_is_a_clear_error() -> None:
+    K = np.array([[1.0, 0.0], [0.0, -3.0]])
+    with pytest.raises(ValueError, match="not positive definite"):
+        krr_predict(K, np.ones(2), 1.0)
+    with pytest.raises(ValueError, match="not positive definite"):
+        krr_path(K, np.ones(2), [1.0])
+
+
+def test_krr_predict_is_invariant_under_kernel_and_ridge_scaling() -> None:
+    # K -> aK, λ -> √a λ leaves K (K + λ²I)^{-1} unchanged: a property, not a number
+    _, _, K, Kt, y = problem(5)
+    a = 13.0
+    np.testing.assert_allclose(
+        krr_predict(a * K, y, np.sqrt(a) * 0.6, a * Kt), krr_predict(K, y, 0.6, Kt), atol=1e-10
+    )
+
+
+# --------------------------------------------------------------------------- λ path
+
+
+@pytest.mark.parametrize("outputs", [None, 2])
+def test_krr_path_matches_per_lambda_solves(outputs: int | None) -> None:
+    _, _, K, Kt, y = problem(6, outputs=outputs)
+    lams = np.geomspace(1e-2, 10.0, 9)
+    train = krr_path(K, y, lams)
+    test = krr_path(K, y, lams, Kt)
+    assert train.shape == (9,) + y.shape
+    assert test.shape == (9, 15) + y.shape[1:]
+    for j, lam in enumerate(lams):
+        np.testing.assert_allclose(train[j], krr_predict(K, y, lam), atol=1e-10)
+        np.testing.assert_allclose(test[j], krr_predict(K, y, lam, Kt), atol=1e-10)
+
+
+def test_krr_path_object_reuses_one_decomposition() -> None:
+    _, _, K, Kt, y = problem(7)
+    path = KRRPath(K, Kt)
+    for lam in (0.05, 0.5, 5.0):
+        np.testing.assert_allclose(path.coefficients(y, lam), krr_coefficients(K, y, lam), atol=1e-10)
+    with pytest.raises(ValueError, match="K_test_train"):
+        KRRPath(K).predict(y, [1.0], test=True)
+
+
+# --------------------------------------------------------------------------- Theorem 4.1
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    lam=st.floats(0.05, 5.0),
+    eta_factor=st.floats(0.05, 1.9),
+    outputs=st.sampled_from([None, 2]),
+)
+def test_theorem_4_1_rdi_and_aux_iterates_are_identical(
+    seed: int, lam: float, eta_factor: float, outputs: int | None
+) -> None:
+    """θ(t) = θ̄(t) for every t, for any η > 0 (the identity needs no step-size condition)."""
+    Z, _, K, _, y = problem(seed, n=12, P=20, outputs=outputs)
+    rng = np.random.default_rng(seed)
+    theta0 = rng.normal(size=(20,) + y.shape[1:])
+    eta = eta_factor * learning_rate_bound(K, lam)
+    rdi = gd_rdi_params(Z, y, lam, eta, 60, theta0=theta0)
+    aux = gd_aux_params(Z, y, lam, eta, 60, theta0=theta0)
+    scale = max(1.0, float(np.max(np.abs(rdi.theta))))
+    np.testing.assert_allclose(aux.theta, rdi.theta, atol=1e-10 * scale, rtol=0)
+    # the key step of the proof: θ̄(t) = θ(0) + Zᵀ b(t) / λ
+    assert aux.b is not None
+    rebuilt = theta0 + np.einsum("np,tn...->tp...", Z, aux.b) / lam
+    np.testing.assert_allclose(aux.theta, rebuilt, atol=1e-10 * scale, rtol=0)
+
+
+def test_theorem_4_1_identity_survives_a_divergent_step_size() -> None:
+    Z, _, K, _, y = problem(8, n=10, P=15)
+    eta = 2.5 / (np.linalg.norm(K, 2) + 0.5**2)  # beyond 2/(‖K‖+λ²): GD diverges
+    rdi = gd_rdi_params(Z, y, 0.5, eta, 30)
+    aux = gd_aux_params(Z, y, 0.5, eta, 30)
+    assert np.linalg.norm(rdi.theta[-1]) > 100 * np.linalg.norm(rdi.theta[1])  # it really diverges
+    np.testing.assert_allclose(aux.theta, rdi.theta, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("lam", [0.3, 1.0])
+def test_theorem_4_1_linear_convergence_to_krr(lam: float) -> None:
+    Z, Zt, K, Kt, y = problem(9, n=30, P=50)
+    rng = np.random.default_rng(9)
+    theta0 = rng.normal(size=50)
+    eta = learning_rate_bound(K, lam)
+    assert eta == pytest.approx(1.0 / (np.linalg.norm(K, 2) + lam**2))
+    rho = linear_rate(K, lam, eta)
+    assert rho == pytest.approx(1.0 - eta * lam**2)
+    steps = int(np.ceil(np.log(1e-13) / np.log(rho)))
+    traj = gd_rdi_params(Z, y, lam, eta, steps, theta0=theta0)
+    theta_star = theta0 + Z.T @ krr_coefficients(K, y, lam)
+    err = np.linalg.norm(traj.theta - theta_star, axis=1)
+    # the linear-rate inequality at every step
+    assert np.all(err <= rho ** traj.steps * err[0] * (1 + 1e-9) + 1e-12)
+    # the limit's outputs are the KRR predictions, at training and at new points
+    np.testing.assert_allclose(Z @ (traj.theta[-1] - theta0), krr_predict(K, y, lam), atol=1e-10)
+    np.testing.assert_allclose(Zt @ (traj.theta[-1] - theta0), krr_predict(K, y, lam, Kt), atol=1e-10)
+
+
+def test_linear_rate_says_when_gd_diverges() -> None:
+    _, _, K, _, _ = problem(10)
+    bound = learning_rate_bound(K, 0.5)
+    top = np.linalg.norm(K, 2) + 0.25
+    assert linear_rate(K, 0.5, bound) < 1
+    assert linear_rate(K, 0.5, 1.99 / top) < 1
+    assert linear_rate(K, 0.5, 2.01 / top) > 1
+
+
+def test_function_space_gd_equals_parameter_space_gd() -> None:
+    Z, Zt, K, Kt, y = problem(11, outputs=2)
+    lam, eta = 0.4, 0.9 * learning_rate_bound(K, 0.4)
+    par = gd_rdi_params(Z, y, lam, eta, 80, record_every=7)
+    fun = gd_rdi_kernel(K, y, lam, eta, 80, K_test_train=Kt, record_every=7)
+    np.testing.assert_array_equal(par.steps, fun.steps)
+    assert par.steps[-1] == 80 and par.steps[1] == 7
+    np.testing.assert_allclose(par.outputs(Z), fun.train, atol=1e-10)
+    assert fun.test is not None
+    np.testing.assert_allclose(par.outputs(Zt), fun.test, atol=1e-10)
+
+
+def test_function_space_aux_matches_rdi_and_b_over_lambda() -> None:
+    _, _, K, Kt, y = problem(12)
+    lam, eta = 0.7, learning_rate_bound(K, 0.7)
+    rdi = gd_rdi_kernel(K, y, lam, eta, 100, Kt)
+    aux = gd_aux_kernel(K, y, lam, eta, 100, Kt)
+    np.testing.assert_allclose(aux.alpha, rdi.alpha, atol=1e-10)
+    assert aux.b is not None and rdi.b is None
+    np.testing.assert_allclose(aux.alpha, aux.b / lam, atol=1e-10)
+
+
+def test_function_space_gd_converges_to_krr() -> None:
+    _, _, K, Kt, y = problem(13)
+    lam = 0.5
+    eta = learning_rate_bound(K, lam)
+    steps = int(np.ceil(np.log(1e-12) / np.log(linear_rate(K, lam, eta))))
+    fun = gd_rdi_kernel(K, y, lam, eta, steps, Kt, record_every=steps)
+    assert fun.test is not None
+    np.testing.assert_allclose(fun.test[-1], krr_predict(K, y, lam, Kt), atol=1e-9)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.6])
+def test_closed_form_matches_the_iteration(lam: float) -> None:
+    _, _, K, Kt, y = problem(14, outputs=3)
+    eta = learning_rate_bound(K, lam)
+    it = (
+        gd_unregularized_kernel(K, y, eta, 50, Kt)
+        if lam == 0
+        else gd_rdi_kernel(K, y, lam, eta, 50, Kt)
+    )
+    for t in (0, 1, 17, 50):
+        np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, t, lam), it.train[t], atol=1e-10)
+        np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, t, lam, Kt), it.test[t], atol=1e-10)
+
+
+def test_closed_form_tends_to_krr() -> None:
+    _, _, K, _, y = problem(15)
+    eta = learning_rate_bound(K, 0.8)
+    np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, 100_000, 0.8), krr_predict(K, y, 0.8), atol=1e-10)
+
+
+def test_unregularized_gd_fits_the_noisy_labels_eventually() -> None:
+    """Early stopping matters: without a ridge the training error goes monotonically to 0."""
+    _, _, K, _, y = problem(16, n=20, P=60)  # K positive definite
+    eta = learning_rate_bound(K, 0.0)
+    s_min = np.linalg.eigvalsh(K)[0]
+    steps = int(np.ceil(np.log(1e-8) / np.log(1 - eta * s_min)))
+    traj = gd_unregularized_kernel(K, y, eta, steps, record_every=max(1, steps // 50))
+    train_err = np.linalg.norm(traj.train - y, axis=1)
+    assert np.all(np.diff(train_err) <= 1e-12)
+    assert train_err[-1] < 1e-7 * train_err[0]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_kernels_are_refused() -> None:
+    y = np.ones(3)
+    with pytest.raises(ValueError, match="square"):
+        krr_predict(np.ones((3, 2)), y, 1.0)
+    with pytest.raises(ValueError, match="symmetric"):
+        krr_predict(np.array([[1.0, 0.5, 0], [0.0, 1.0, 0], [0, 0, 1]]), y, 1.0)
+    bad = np.eye(3)
+    bad[1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        krr_predict(bad, y, 1.0)
+    bad[1, 1] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        krr_path(bad, y, [1.0])
+    with pytest.raises(TypeError, match="real numbers"):
+        krr_predict(np.array([["a"]]), [1.0], 1.0)
+    # a tiny float32-style asymmetry is tolerated and symmetrised
+    K = np.eye(3) + 1e-12 * np.arange(9.0).reshape(3, 3)
+    assert np.array_equal(check_kernel_matrix(K), check_kernel_matrix(K).T)
+
+
+def test_shape_mismatches_are_refused() -> None:
+    K = np.eye(4)
+    with pytest.raises(ValueError, match="n = 4 rows"):
+        krr_predict(K, np.ones(3), 1.0)
+    with pytest.raises(ValueError, match=r"\(m, n\)"):
+        krr_predict(K, np.ones(4), 1.0, K_test_train=np.ones((2, 3)))
+    with pytest.raises(ValueError, match="dimension"):
+        krr_predict(K, np.ones((4, 2, 2)), 1.0)
+    with pytest.raises(ValueError, match="n = 4 rows"):
+        gd_rdi_params(np.ones((4, 6)), np.ones(5), 1.0, 0.1, 3)
+    with pytest.raises(ValueError, match="theta0"):
+        gd_aux_params(np.ones((4, 6)), np.ones(4), 1.0, 0.1, 3, theta0=np.zeros(5))
+
+
+def test_bad_lambda_eta_steps_are_refused() -> None:
+    Z, _, K, _, y = problem(17, n=5, P=8)
+    with pytest.raises(ValueError, match="lam must be >= 0"):
+        krr_predict(K, y, -1.0)
+    with pytest.raises(ValueError, match="lam must be > 0"):
+        gd_rdi_params(Z, y, 0.0, 0.1, 3)
+    with pytest.raises(ValueError, match="lam must be > 0"):
+        gd_aux_kernel(K, y, -0.5, 0.1, 3)
+    with pytest.raises(ValueError, match="eta must be > 0"):
+        gd_rdi_kernel(K, y, 1.0, 0.0, 3)
+    with pytest.raises(ValueError, match="steps must be an int >= 0"):
+        gd_unregularized_kernel(K, y, 0.1, -1)
+    with pytest.raises(TypeError, match="steps must be an int"):
+        gd_aux_params(Z, y, 1.0, 0.1, 2.5)
+    with pytest.raises(TypeError, match="lam must be a real number"):
+        krr_predict(K, y, "1")
+    with pytest.raises(ValueError, match="finite"):
+        krr_predict(K, y, float("nan"))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        gd_rdi_params(np.full((5, 8), np.nan), y, 1.0, 0.1, 3)
