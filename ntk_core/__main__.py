@@ -1,0 +1,50 @@
+"""Command line: ``python -m ntk_core run <experiment> --profile quick|full [--device cuda] [--seeds 0 1 2]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .experiments import EXPERIMENTS, get, make_config
+from .experiments._base import run_experiment
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ntk_core", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one of the paper's experiments and write its table")
+    run.add_argument("experiment", choices=EXPERIMENTS)
+    run.add_argument("--profile", choices=("quick", "full"), default="quick")
+    run.add_argument("--device", default=None, help="cpu (default) or cuda")
+    run.add_argument("--seeds", type=int, nargs="+", default=None)
+    run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
+    run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
+    sub.add_parser("list", help="list the experiments")
+    args = parser.parse_args(argv)
+
+    if args.command == "list":
+        for name in EXPERIMENTS:
+            print(f"{name:18s} {(get(name).__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    overrides = {}
+    if args.device is not None:
+        overrides["device"] = args.device
+    if args.seeds is not None:
+        overrides["seeds"] = tuple(args.seeds)
+    try:
+        config = make_config(args.experiment, args.profile, **overrides)
+        result = run_experiment(args.experiment, config, get(args.experiment).compute,
+                                use_cache=not args.no_cache, progress=True, out=sys.stderr)
+    except (ValueError, FileNotFoundError) as err:  # bad configuration or missing data: no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    path = args.out / f"{args.experiment}-{args.profile}"
+    result.save(path)
+    print(result.summary())
+    print(f"table: {path.with_suffix('.csv')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""The paper's experiments as code: one module each, ``Config`` (quick/full) -> ``run`` -> ``Result``.
+
+=====================  ==========================================================
+``setting1``           Figure 1a: MNIST "5" vs "8", two-layer net, GD / ES / RDI / AUX / KRR vs noise
+``setting2``           Figures 1b and 5: CIFAR airplane vs automobile, CNN, SGD / AUX / RDI curves, λ sweep
+``setting3``           Table 1 and Figure 2: CIFAR-10, ResNet-34, CCE / MSE with and without AUX
+``distance``           Table 2 and Figures 3, 6–8: distance to initialisation
+``difference_trick``   Figure 4: test error vs the mixing coefficient α (Appendix A)
+=====================  ==========================================================
+
+Run one from Python (``ntk_core.experiments.run("setting1", profile="quick")``)
+or from the shell (``python -m ntk_core run setting1 --profile quick``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from types import ModuleType
+from typing import Any
+
+from ._base import Result, run_experiment
+
+__all__ = ["EXPERIMENTS", "get", "make_config", "run", "Result"]
+
+EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", "difference_trick")
+
+
+def get(name: str) -> ModuleType:
+    """The module of experiment ``name``."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
+    """The ``quick()`` or ``full()`` config of experiment ``name``, with fields replaced by ``overrides``."""
+    module = get(name)
+    if profile not in ("quick", "full"):
+        raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
+    config = getattr(module.Config, profile)()
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(config)}
+    if unknown:
+        raise ValueError(f"{name} has no config field(s) {sorted(unknown)}")
+    return dataclasses.replace(config, **overrides)
+
+
+def run(name: str, profile: str = "quick", *, use_cache: bool = True, progress: bool = False,
+        **overrides: Any) -> Result:
+    """Run experiment ``name`` (or load its cached result) and return the :class:`Result`."""
+    config = make_config(name, profile, **overrides)
+    module = get(name)
+    return run_experiment(name, config, module.compute, use_cache=use_cache, progress=progress)
