@@ -1,8 +1,13 @@
-"""Command line: ``python -m ntk_core run <experiment> --profile quick|full [--device cuda] [--seeds 0 1 2]``."""
+"""Command line: ``python -m ntk_core run <experiment> --profile quick|full [--device cuda] [--seeds 0 1 2]``.
+
+``--set field=value`` (repeatable) overrides any field of the experiment's
+config, for example ``--set width=2048 --set noise_levels="(0.0, 0.3)"``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from pathlib import Path
 
@@ -20,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=int, nargs="+", default=None)
     run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
     run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                     help="override a config field (Python literal value); repeatable")
     sub.add_parser("list", help="list the experiments")
     args = parser.parse_args(argv)
 
@@ -27,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in EXPERIMENTS:
             print(f"{name:18s} {(get(name).__doc__ or '').strip().splitlines()[0]}")
         return 0
-    overrides = {}
+    try:
+        overrides = dict(_parse_override(text) for text in args.overrides)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.device is not None:
         overrides["device"] = args.device
     if args.seeds is not None:
@@ -44,6 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     print(result.summary())
     print(f"table: {path.with_suffix('.csv')}")
     return 0
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise ValueError(f"--set takes FIELD=VALUE, got {text!r}")
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value  # a bare string such as cpu
+    return name, tuple(parsed) if isinstance(parsed, list) else parsed
 
 
 if __name__ == "__main__":
