@@ -43,6 +43,7 @@ from .bounds import (
     theorem_5_3_bound,
     theorem_5_3_printed,
 )
+from .infinite import relu_kernels, relu_nngp, relu_ntk
 from .krr import (
     KernelGDTrajectory,
     KRRPath,
@@ -60,7 +61,10 @@ from .krr import (
     learning_rate_bound,
     linear_rate,
 )
+from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
+
+from .ntk import CostEstimate, MethodChoice, empirical_ntk, select_method
 
 __version__ = "0.1.0"
 
@@ -73,9 +77,13 @@ __all__ = [
     "check_kernel_matrix",
     "cifar_airplane_vs_automobile",
     "complexity",
+    "ConvNet",
     "corrupt",
+    "CostEstimate",
     "DataError",
     "DataNotFoundError",
+    "DifferenceTrick",
+    "empirical_ntk",
     "empirical_transition",
     "flip_binary",
     "gap",
@@ -101,16 +109,24 @@ __all__ = [
     "linear_rate",
     "load_cifar10",
     "load_mnist",
+    "MethodChoice",
+    "MLP",
     "mnist_5_vs_8",
     "multiclass_noise_subgaussian_sigma",
     "MulticlassBound",
+    "NTKConv2d",
+    "NTKLinear",
     "pairflip_transition",
     "ParamGDTrajectory",
     "PrintedBound",
     "q_matrix",
     "ramp_loss",
+    "relu_kernels",
+    "relu_nngp",
+    "relu_ntk",
     "ridge_complexity",
     "rkhs_norm",
+    "select_method",
     "subgaussian_sigma_numeric",
     "symmetric_transition",
     "theorem_5_1_bound",
@@ -119,4 +135,5 @@ __all__ = [
     "theorem_5_2_printed",
     "theorem_5_3_bound",
     "theorem_5_3_printed",
+    "TwoLayerNet",
 ]

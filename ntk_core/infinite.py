@@ -1,0 +1,156 @@
+r"""Closed-form infinite-width NTK and NNGP kernels of bias-free ReLU MLPs.
+
+The network is the one of :class:`ntk_core.nets.MLP` (NTK parametrization,
+DESIGN.md): with ``L`` hidden layers of widths ``m_1 .. m_L``,
+
+.. math::
+    h^1 = W^1 x / \sqrt d,\quad h^{l+1} = W^{l+1} \mathrm{relu}(h^l) / \sqrt{m_l},
+    \quad f = h^{L+1},\qquad W^l_{ij} \sim N(0, 1).
+
+As all widths grow (Jacot et al. 2018; Arora et al. 2019, the limit quoted in
+Section 3.2 of the paper) the pre-activations become Gaussian processes with
+
+.. math::
+    \Sigma^{(0)}(x, x') = x^\top x' / d,\qquad
+    \Sigma^{(l)} = \mathbb E[\mathrm{relu}(u)\mathrm{relu}(v)],\qquad
+    \dot\Sigma^{(l)} = \mathbb E[\mathrm{relu}'(u)\mathrm{relu}'(v)],
+
+:math:`(u, v) \sim N(0, [[\Sigma^{(l-1)}(x,x), \Sigma^{(l-1)}(x,x')], [\cdot, \Sigma^{(l-1)}(x',x')]])`,
+given by the arc-cosine kernels (Cho & Saul 2009) with
+:math:`\cos\vartheta = \Sigma^{(l-1)}(x,x') / \sqrt{\Sigma^{(l-1)}(x,x)\Sigma^{(l-1)}(x',x')}`:
+
+.. math::
+    \Sigma^{(l)} = \frac{\sqrt{\Sigma^{(l-1)}(x,x)\Sigma^{(l-1)}(x',x')}}{2\pi}
+    \big(\sin\vartheta + (\pi - \vartheta)\cos\vartheta\big),\qquad
+    \dot\Sigma^{(l)} = \frac{\pi - \vartheta}{2\pi}.
+
+The gradient with respect to ``W^l`` (l = 1 .. L+1) contributes
+:math:`\Sigma^{(l-1)} \prod_{k=l}^{L} \dot\Sigma^{(k)}` to the NTK, so the NTK
+with trained layers ``S`` is the sum of those terms over ``l ∈ S``; all layers
+trained gives the usual recursion :math:`\Theta^{(l+1)} = \Theta^{(l)}\dot\Sigma^{(l)} + \Sigma^{(l)}`.
+The NNGP kernel (covariance of the initial output f(θ(0), ·), Appendix A) is
+:math:`\Sigma^{(L)}`.
+
+Normalisation. No input normalisation is assumed: the kernels depend on the
+raw inner products ``x^T x' / d``; for inputs with ``||x||^2 = d`` (e.g.
+standardized pixels) ``Σ^(0)`` is the cosine similarity. Because weights are
+N(0, 1) rather than He-scaled, the diagonal halves at each ReLU layer:
+``Σ^(l)(x, x) = Σ^(0)(x, x) / 2^l``.
+
+Setting 1 (``depth=1, trained="first"``): for
+:class:`ntk_core.nets.TwoLayerNet`,
+``f = (1/√m) Σ_r a_r relu(w_r^T x / √d)`` with the ±1 second layer frozen,
+
+.. math::
+    k(x, x') = \frac{x^\top x'}{d}\cdot\frac{\pi - \vartheta(x, x')}{2\pi},
+
+with ``ϑ`` the angle between x and x'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ._checks import as_float64_array
+
+__all__ = ["relu_ntk", "relu_nngp", "relu_kernels"]
+
+
+def _inputs(x1: object, x2: object | None) -> tuple[np.ndarray, np.ndarray]:
+    a = as_float64_array(x1, "x1")
+    if a.ndim < 2:
+        raise ValueError(f"x1 must have shape (n, *features) with at least 2 dimensions, got {a.shape}")
+    a = a.reshape(a.shape[0], -1)
+    if x2 is None:
+        return a, a
+    b = as_float64_array(x2, "x2")
+    if b.ndim < 2 or math.prod(b.shape[1:]) != a.shape[1]:
+        raise ValueError(f"x2 must have the feature size of x1 ({a.shape[1]}), got shape {b.shape}")
+    return a, b.reshape(b.shape[0], -1)
+
+
+def _check_depth(depth: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth (number of hidden ReLU layers) must be a positive int, got {depth!r}")
+    return depth
+
+
+def _trained_layers(trained: str | Sequence[int], depth: int) -> set[int]:
+    """Layer indices 1 .. depth+1 (the readout is depth+1) whose weights are trained."""
+    if trained == "all":
+        return set(range(1, depth + 2))
+    if trained == "first":
+        return {1}
+    if isinstance(trained, str):
+        raise ValueError(f"trained must be 'all', 'first' or a sequence of layer indices, got {trained!r}")
+    layers = {int(t) for t in trained}
+    bad = sorted(t for t in layers if not 1 <= t <= depth + 1)
+    if not layers or bad:
+        raise ValueError(f"trained layer indices must lie in 1..{depth + 1} (readout = {depth + 1}), got {list(trained)}")
+    return layers
+
+
+def _arccos_step(
+    cov: np.ndarray, diag1: np.ndarray, diag2: np.ndarray, same: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One ReLU layer: (Σ^(l), Σ̇^(l)) and Σ^(l) on each side's diagonal.
+
+    ``same`` (x2 is x1): the diagonal angle is set to exactly 0, since arccos is
+    ill-conditioned at 1 (rounding would give angles ~1e-8).
+    """
+    norms = np.sqrt(np.outer(diag1, diag2))
+    safe = np.where(norms > 0, norms, 1.0)
+    cos = np.clip(np.where(norms > 0, cov / safe, 0.0), -1.0, 1.0)
+    if same:
+        np.fill_diagonal(cos, 1.0)
+    theta = np.arccos(cos)
+    sigma = norms / (2 * math.pi) * (np.sin(theta) + (math.pi - theta) * cos)
+    sigma_dot = (math.pi - theta) / (2 * math.pi)
+    return sigma, sigma_dot, diag1 / 2.0, diag2 / 2.0
+
+
+def relu_kernels(
+    x1: Tensor | np.ndarray, x2: Tensor | np.ndarray | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(NTK, NNGP)`` of the infinite-width bias-free ReLU MLP with ``depth`` hidden layers.
+
+    ``trained`` is ``"all"``, ``"first"`` (Setting 1 of the paper: only the
+    first layer is trained) or a sequence of layer indices in ``1..depth+1``.
+    Both kernels are float64 arrays of shape ``(n1, n2)``; inputs of shape
+    ``(n, *features)`` are flattened.
+    """
+    a, b = _inputs(x1, x2)
+    depth = _check_depth(depth)
+    layers = _trained_layers(trained, depth)
+    d = a.shape[1]
+    sigma = a @ b.T / d  # Σ^(0)
+    diag1, diag2 = np.einsum("ij,ij->i", a, a) / d, np.einsum("ij,ij->i", b, b) / d
+    sigmas, dots = [sigma], []
+    for _ in range(depth):
+        sigma, sigma_dot, diag1, diag2 = _arccos_step(sigma, diag1, diag2, x2 is None)
+        sigmas.append(sigma)
+        dots.append(sigma_dot)
+    ntk = np.zeros_like(sigma)
+    for layer in layers:  # W^layer sees Σ^(layer-1), then Σ̇^(layer) ... Σ̇^(depth)
+        term = sigmas[layer - 1].copy()
+        for sigma_dot in dots[layer - 1 :]:
+            term *= sigma_dot
+        ntk += term
+    return ntk, sigmas[depth]
+
+
+def relu_ntk(
+    x1: Tensor | np.ndarray, x2: Tensor | np.ndarray | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
+) -> np.ndarray:
+    """Infinite-width NTK (float64, ``(n1, n2)``); see :func:`relu_kernels` and the module docstring."""
+    return relu_kernels(x1, x2, depth=depth, trained=trained)[0]
+
+
+def relu_nngp(x1: Tensor | np.ndarray, x2: Tensor | np.ndarray | None = None, *, depth: int = 1) -> np.ndarray:
+    """Infinite-width NNGP kernel: covariance of the initial output f(θ(0), ·), float64 ``(n1, n2)``."""
+    return relu_kernels(x1, x2, depth=depth)[1]

@@ -1,0 +1,259 @@
+"""Tests for ntk_core.ntk.empirical_ntk: every method against an explicit full Jacobian."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, jacrev
+
+from ntk_core import ntk as ntk_mod
+from ntk_core.nets import MLP, ConvNet, TwoLayerNet
+from ntk_core.ntk import METHODS, empirical_ntk, select_method
+
+ALL_METHODS = (*METHODS, "auto")
+TOL = {torch.float64: 1e-10, torch.float32: 1e-4}
+
+
+def reference_ntk(model: nn.Module, x1: Tensor, x2: Tensor, output: str) -> Tensor:
+    """Explicit float64 Jacobian of all trainable parameters, flattened, then contracted."""
+    params = {n: p.detach().double() for n, p in model.named_parameters() if p.requires_grad}
+    consts = {n: p.detach().double() for n, p in model.named_parameters() if not p.requires_grad}
+    consts.update({n: b.detach().double() for n, b in model.named_buffers()})
+
+    def f(p: dict[str, Tensor], x: Tensor) -> Tensor:
+        return functional_call(model, (p, consts), (x.double(),)).reshape(x.shape[0], -1)
+
+    def jac(x: Tensor) -> Tensor:
+        n_out = f(params, x).shape[1]
+        return torch.cat([j.reshape(x.shape[0], n_out, -1) for j in jacrev(f)(params, x).values()], dim=-1)
+
+    k = torch.einsum("iap,jbp->ijab", jac(x1), jac(x2))
+    if k.shape[-1] == 1:
+        return k[..., 0, 0]
+    return k if output == "full" else torch.diagonal(k, dim1=2, dim2=3).sum(-1)
+
+
+def rel_err(k: Tensor, ref: Tensor) -> float:
+    return float((k.double() - ref).norm() / ref.norm())
+
+
+class MixedNet(nn.Module):
+    """Linear over a token axis (T > 1), a conv with bias, and a LayerNorm (fallback parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(11)
+        self.conv = nn.Conv2d(2, 3, 3, stride=2, padding=1)
+        self.tok = nn.Linear(4, 5)
+        self.norm = nn.LayerNorm(5)
+        self.head = nn.Linear(5 * 9, 2)
+        for p in self.parameters():
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = torch.tanh(self.conv(x))  # (b, 3, 3, 3)
+        h = h.flatten(2).transpose(1, 2)  # (b, 9, 3)
+        h = torch.cat([h, h[..., :1]], dim=-1)  # (b, 9, 4)
+        h = self.norm(torch.relu(self.tok(h)))  # (b, 9, 5)
+        return self.head(h.flatten(1))
+
+
+MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "two_layer": (lambda: TwoLayerNet(7, 40, seed=1), (7,)),
+    "mlp3_frozen": (lambda: MLP(6, [16, 20, 12], 3, frozen=[1, 3], seed=2), (6,)),
+    "cnn": (lambda: ConvNet(2, 4, depth=3, out_dim=2, seed=3), (2, 6, 6)),
+    "mixed": (MixedNet, (2, 6, 6)),
+}
+
+
+def _data(shape: tuple[int, ...], n: int, seed: int) -> Tensor:
+    return torch.randn(n, *shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("output", ["trace", "full"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_every_method_matches_explicit_jacobian(name: str, output: str, dtype: torch.dtype) -> None:
+    make, shape = MODELS[name]
+    model = make()
+    x1, x2 = _data(shape, 5, 0), _data(shape, 4, 1)
+    ref12, ref11 = reference_ntk(model, x1, x2, output), reference_ntk(model, x1, x1, output)
+    for method in ALL_METHODS:
+        k12 = empirical_ntk(model, x1, x2, method=method, output=output, dtype=dtype, tile_size=3)
+        k11 = empirical_ntk(model, x1, method=method, output=output, dtype=dtype, tile_size=2)
+        assert k12.shape == ref12.shape and k11.shape == ref11.shape
+        assert k12.dtype == dtype
+        assert rel_err(k12, ref12) <= TOL[dtype], (method, rel_err(k12, ref12))
+        assert rel_err(k11, ref11) <= TOL[dtype], (method, rel_err(k11, ref11))
+
+
+@pytest.mark.parametrize("route", ["gram", "grad"])
+@pytest.mark.parametrize("name", ["cnn", "mixed"])
+def test_both_structured_routes_are_exact(monkeypatch: pytest.MonkeyPatch, route: str, name: str) -> None:
+    original = ntk_mod._plan_routes
+
+    def forced(prob, prof) -> None:  # type: ignore[no-untyped-def]
+        original(prob, prof)
+        for layer in prof.layers:
+            layer.route = route if not (prob.full and layer.positions > 1) else "grad"
+
+    monkeypatch.setattr(ntk_mod, "_plan_routes", forced)
+    make, shape = MODELS[name]
+    model = make()
+    x1, x2 = _data(shape, 4, 2), _data(shape, 3, 3)
+    k = empirical_ntk(model, x1, x2, method="structured", dtype=torch.float64)
+    assert rel_err(k, reference_ntk(model, x1, x2, "trace")) <= 1e-10
+
+
+def test_tiling_invariance_and_symmetry() -> None:
+    model = MLP(5, [12, 12], 2, frozen=[0], seed=5)
+    x = _data((5,), 11, 4)
+    for method in METHODS:
+        untiled = empirical_ntk(model, x, method=method, dtype=torch.float64, tile_size=11)
+        for tile in (1, 3, 4, 7):
+            torch.testing.assert_close(
+                empirical_ntk(model, x, method=method, dtype=torch.float64, tile_size=tile), untiled, rtol=1e-13, atol=0
+            )
+        full = empirical_ntk(model, x, method=method, output="full", dtype=torch.float64, tile_size=4)
+        torch.testing.assert_close(full, full.permute(1, 0, 3, 2))
+        torch.testing.assert_close(torch.diagonal(full, dim1=2, dim2=3).sum(-1), untiled)
+
+
+def test_frozen_parameters_are_excluded() -> None:
+    model = MLP(4, [10, 10], seed=6)
+    x = _data((4,), 6, 5)
+    k_all = empirical_ntk(model, x, dtype=torch.float64)
+    model.body[0].weight.requires_grad_(False)
+    k_frozen = empirical_ntk(model, x, dtype=torch.float64)
+    assert rel_err(k_frozen, reference_ntk(model, x, x, "trace")) < 1e-12
+    assert rel_err(k_all, k_frozen) > 0.05
+    model.body[0].weight.requires_grad_(True)
+    torch.testing.assert_close(empirical_ntk(model, x, dtype=torch.float64), k_all)
+
+
+def test_float32_compute_float64_result_and_numpy_input() -> None:
+    model = TwoLayerNet(6, 30, seed=0)
+    x = _data((6,), 5, 6).numpy()
+    k = empirical_ntk(model, x, dtype=torch.float32, out_dtype=torch.float64)
+    assert k.dtype == torch.float64
+    ref = reference_ntk(model, torch.from_numpy(x), torch.from_numpy(x), "trace")
+    assert rel_err(k, ref) < 1e-5
+    assert isinstance(np.asarray(k), np.ndarray)
+
+
+def test_model_is_not_modified() -> None:
+    model = MLP(4, [8], 2, seed=1)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    empirical_ntk(model, _data((4,), 3, 0), dtype=torch.float64, method="structured")
+    for n, p in model.named_parameters():
+        assert p.dtype == torch.float32 and torch.equal(p, before[n])
+    assert not model._forward_hooks and not model.body[0].linear._forward_hooks
+
+
+def test_auto_explains_and_prefers_structured_for_wide_net() -> None:
+    model = TwoLayerNet(784, 2000, seed=0)
+    x = _data((784,), 64, 0)
+    choice = select_method(model, x)
+    assert choice.method == "structured"
+    assert choice.estimates["jacobian"].flops > 10 * choice.estimates["structured"].flops
+    assert "auto -> structured" in str(choice)
+
+
+def test_memory_budget_bounds_tile_size() -> None:
+    model = MLP(8, [64, 64], 2, seed=3)
+    x = _data((8,), 40, 1)
+    budget = 256 * 1024
+    for method in METHODS:
+        est = select_method(model, x, memory_budget=budget).estimates[method]
+        assert est.feasible and est.memory <= budget
+        assert est.tile_size < 40 or method == "structured"
+    ref = empirical_ntk(model, x, dtype=torch.float64, tile_size=40)
+    k = empirical_ntk(model, x, dtype=torch.float64, memory_budget=budget, method="jacobian")
+    torch.testing.assert_close(k, ref)
+
+
+def test_checkpoint_resume_recomputes_only_missing_tiles(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = MLP(5, [16], 2, seed=2)
+    x = _data((5,), 10, 7)
+    kwargs = dict(method="structured", dtype=torch.float32, out_dtype=torch.float64, tile_size=3, checkpoint_dir=tmp_path)
+    n_tiles = 10  # 4 row blocks, upper triangle
+    seen: list[tuple[int, int, bool]] = []
+
+    def interrupt_after_4(i: int, j: int, computed: bool) -> None:
+        seen.append((i, j, computed))
+        if len(seen) == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        empirical_ntk(model, x, callback=interrupt_after_4, **kwargs)
+    assert not list(tmp_path.rglob(".tmp_*"))
+    resumed: list[tuple[int, int, bool]] = []
+    k = empirical_ntk(model, x, callback=lambda i, j, c: resumed.append((i, j, c)), progress=True, **kwargs)
+    assert len(resumed) == n_tiles
+    assert [c for *_, c in resumed].count(False) == 4 and [c for *_, c in resumed].count(True) == 6
+    fresh = empirical_ntk(model, x, **{**kwargs, "checkpoint_dir": None})
+    assert torch.equal(k, fresh)
+    again: list[bool] = []
+    empirical_ntk(model, x, callback=lambda i, j, c: again.append(c), **kwargs)
+    assert again == [False] * n_tiles
+    # a different model (or input, method, tile size) gets a different key
+    other: list[bool] = []
+    empirical_ntk(MLP(5, [16], 2, seed=3), x, callback=lambda i, j, c: other.append(c), **kwargs)
+    assert all(other)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_matches_reference(dtype: torch.dtype) -> None:
+    model = ConvNet(2, 4, depth=3, out_dim=2, seed=3)
+    x1, x2 = _data((2, 6, 6), 5, 0), _data((2, 6, 6), 4, 1)
+    for output in ("trace", "full"):
+        ref = reference_ntk(model, x1, x2, output)
+        for method in ALL_METHODS:
+            k = empirical_ntk(model, x1, x2, method=method, output=output, dtype=dtype, device="cuda", tile_size=3)
+            assert k.device.type == "cpu" and rel_err(k, ref) <= TOL[dtype]
+
+
+def test_bad_input_is_refused_with_clear_messages() -> None:
+    model = TwoLayerNet(4, 8)
+    x = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="same feature shape"):
+        empirical_ntk(model, x, torch.randn(3, 5))
+    with pytest.raises(TypeError, match="floating-point"):
+        empirical_ntk(model, torch.ones(3, 4, dtype=torch.int64))
+    with pytest.raises(TypeError, match="torch.Tensor or numpy"):
+        empirical_ntk(model, [[1.0, 2.0, 3.0, 4.0]])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="NaN"):
+        empirical_ntk(model, torch.full((2, 4), float("nan")))
+    frozen = TwoLayerNet(4, 8)
+    frozen.hidden.weight.requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        empirical_ntk(frozen, x)
+    with pytest.raises(ValueError, match="method must be one of"):
+        empirical_ntk(model, x, method="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="output must be one of"):
+        empirical_ntk(model, x, output="diag")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tile_size"):
+        empirical_ntk(model, x, tile_size=0)
+    with pytest.raises(ValueError, match="float32 or torch.float64"):
+        empirical_ntk(model, x, dtype=torch.float16)
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        empirical_ntk(lambda t: t, x)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_budget"):
+        empirical_ntk(model, x, memory_budget=0)
+    with pytest.raises(ValueError, match=r"shape \(b,\)"):
+        empirical_ntk(_SumOverBatch(), x)
+
+
+class _SumOverBatch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (x * self.w).sum()
