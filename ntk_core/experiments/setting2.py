@@ -1,0 +1,253 @@
+r"""Setting 2 (Figures 1b and 5; weight curves of Figures 3, 6–8): CIFAR airplane vs automobile, CNN, SGD.
+
+CIFAR-10 "airplane" (+1) vs "automobile" (−1), a fraction ``noise`` of the
+training labels flipped (exactly, Section 6). The network is the paper's
+bias-free ReLU CNN (:class:`ntk_core.nets.ConvNet`, ``depth`` layers of
+``channels`` channels, first and last layer frozen, Appendix D) wrapped in the
+difference trick (:class:`ntk_core.nets.DifferenceTrick`, Appendix A), trained by
+mini-batch SGD with a fixed learning rate on the ℓ2 loss ``½ Σ (f − ỹ)²``
+(no momentum, no batch norm, no augmentation: Appendix D):
+
+* ``SGD``: vanilla; ``SGD+ES``: the same run at its epoch of best validation error;
+* ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``lams`` (Figure 5; Figure 1b is λ = ``curve_lam`` = 4);
+* at noise 0, ``SGD``, ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``clean_lams``
+  (λ = 2: the weight curves of Figures 7–8).
+
+The table (long format, column ``part``):
+
+* ``curves``: one row per (run, epoch): ``train_error`` against the noisy
+  labels (measured *with* the auxiliary variables for AUX, as in the paper's
+  figures), ``train_error_clean``, ``val_error``, ``test_error``, ``loss``, ``dist`` = ‖θ − θ(0)‖;
+* ``layers``: one row per (run, epoch, layer, copy): ``norm`` = ‖W^(l)‖_F and
+  ``dist`` = ‖W^(l) − W^(l)(0)‖_F of every trained layer ``l`` (1-based, layer 1
+  is the frozen first convolution; ``depth`` is the frozen readout) of both
+  copies (``copy`` 1, 2) of the difference trick: Figures 3 and 6 (layers 4
+  and 7, noise 0.2, λ = 4) and 7–8 (noise 0, λ = 2);
+* ``summary``: one row per (run, reported method): the last epoch's errors,
+  or for ``SGD+ES`` those at the best validation epoch (``epoch``);
+  ``train_error_net`` is the last epoch's training error (noisy labels) of the
+  network alone, without auxiliary variables.
+
+Choices the paper does not state (it gives neither learning rate, batch size,
+number of epochs nor input normalisation for Setting 2):
+
+* inputs are standardised per channel (CIFAR-10 mean and std);
+* ReLU gain √2 (``relu_gain=True``): ``ConvNet`` draws N(0, 1) weights scaled by
+  ``1/sqrt(fan_in)``, so each ReLU layer halves the signal's second moment and
+  the NTK shrinks like ``2^{-depth}`` (diagonal ≈ 0.001 at depth 11). For a
+  bias-free ReLU net, multiplying every layer by √2 (the ``c_σ = 2`` of the
+  standard NTK parametrization, Arora et al. 2019) equals multiplying the
+  output by ``2^{(depth−1)/2}`` exactly (positive homogeneity), which is what is
+  done here; it brings the NTK diagonal to O(1) at every depth so that the
+  paper's λ grid {0.25, …, 8} is on the scale of the kernel;
+* a fixed learning rate ``lr`` for the *summed* mini-batch loss (the trainer's
+  convention): stable when ``lr · λ_max(K_batch) < 2`` and, for AUX, ``lr · λ² < 2``
+  for every λ of the grid; ``batch_size`` 128 at lr 0.01 (full; λ_max(K_batch) ≈ 120
+  at depth 11) and 25 at lr 0.1 (quick; λ_max(K_batch) ≈ 8 at depth 5);
+* a validation split held out of training (for ``SGD+ES``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import nn
+
+from .. import data, noise
+from ..nets import ConvNet, DifferenceTrick
+from ..train import TrainConfig, TrainResult, classification_error, predict, train
+from ._base import RunContext, Split, check_common, check_count, check_values, make_split
+
+__all__ = ["Config", "compute", "network", "OutputScale"]
+
+_LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes, λ grids and optimiser of Setting 2; ``quick()`` fits 2 CPU cores, ``full()`` is the paper's scale."""
+
+    profile: str = "quick"
+    n_train: int = 300
+    n_val: int = 150
+    n_test: int = 0
+    depth: int = 5
+    channels: int = 16
+    noise: float = 0.2
+    lams: tuple[float, ...] = (0.35, 0.7)
+    curve_lam: float = 0.7
+    clean_lams: tuple[float, ...] = (0.35,)
+    epochs: int = 10
+    batch_size: int = 25
+    lr: float = 0.1
+    relu_gain: bool = True
+    download: bool = True
+    seeds: tuple[int, ...] = (0,)
+    device: str = "cpu"
+
+    @classmethod
+    def quick(cls) -> "Config":
+        """Depth 5 (layers 2–4 trained), 16 channels, 300 training / 150 validation images, all 192 test
+        images of the partial CIFAR-10, 10 epochs of batch 25 at lr 0.1.
+
+        λ grid: the eigenvalues of the training-set NTK grow with n, so the ridge λ² of the paper's 9,000-10,000
+        examples corresponds to ≈ λ² · 300/9,000 here: λ ∈ {0.35, 0.7} at noise 0.2 stand for the paper's
+        λ ∈ {2, 4} (Figure 1b's λ = 4 is ``curve_lam = 0.7``), and λ = 0.35 at noise 0 for its λ = 2
+        (Figures 7–8). At λ = 4 with 300 examples RDI does not learn at all within 10 epochs.
+        """
+        return cls()
+
+    @classmethod
+    def full(cls) -> "Config":
+        """The paper's network (11 layers, 192 channels) on all 10,000 airplane/automobile training
+        images (1,000 held out for validation) and the 2,000 test images, λ ∈ {0.25, 0.5, 1, 2, 4, 8}.
+
+        GPU estimate: one epoch is ≈ 36 GFLOP per training image (forward and backward through both copies
+        of the difference trick) plus ≈ 12 GFLOP per evaluated image, ≈ 0.5 PFLOP in all: 5–10 s on one
+        H100 in float32, so 16 runs × 100 epochs ≈ 3–5 GPU hours per seed (an estimate, not measured).
+        """
+        return cls(profile="full", n_train=9_000, n_val=1_000, n_test=0, depth=11, channels=192,
+                   lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), curve_lam=4.0, clean_lams=(2.0,), epochs=100,
+                   batch_size=128, lr=0.01, seeds=(0,), device="cuda")
+
+    def __post_init__(self) -> None:
+        check_common(self)
+        for name in ("n_train", "n_val", "channels", "epochs", "batch_size"):
+            check_count(getattr(self, name), name)
+        check_count(self.n_test, "n_test", minimum=0)
+        check_count(self.depth, "depth", minimum=3)
+        check_values((self.noise,), "noise", 0.0, 0.5, high_open=True)
+        check_values(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
+        if self.clean_lams:
+            check_values(self.clean_lams, "λ (clean_lams)", 0.0, math.inf, low_open=True, high_open=True)
+        if self.curve_lam not in self.lams:
+            raise ValueError(f"curve_lam = {self.curve_lam!r} (the λ of Figure 1b) must be one of lams = {self.lams}")
+        check_values((self.lr,), "lr", 0.0, math.inf, low_open=True, high_open=True)
+        unstable = [lam for lam in (*self.lams, *self.clean_lams) if self.lr * lam ** 2 >= 2.0]
+        if unstable:
+            raise ValueError(f"lr = {self.lr} is unstable for AUX with λ = {unstable}: SGD on the auxiliary "
+                             "variables needs lr · λ² < 2; lower lr or λ")
+
+
+class OutputScale(nn.Module):
+    """``c · g(x)`` for a constant ``c``: the √2 ReLU gain of every layer of a bias-free ReLU net, in one factor."""
+
+    def __init__(self, g: nn.Module, scale: float) -> None:
+        super().__init__()
+        self.g, self.scale = g, float(scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale * self.g(x)
+
+
+def network(config: Config, seed: int) -> nn.Module:
+    """The CNN of Setting 2 (first and last layer frozen) in the difference trick, with the ReLU gain if asked."""
+    g: nn.Module = ConvNet(3, config.channels, config.depth, 1, freeze_first_last=True, seed=seed)
+    if config.relu_gain:
+        g = OutputScale(g, 2.0 ** ((config.depth - 1) / 2))
+    return DifferenceTrick(g, alpha=0.5)
+
+
+def _load(config: Config, seed: int, ctx: RunContext) -> Split:
+    train_task = data.cifar_airplane_vs_automobile("train", download=config.download)
+    test_task = data.cifar_airplane_vs_automobile("test", download=config.download)
+    ctx.add_data(train_task.describe())
+    ctx.add_data(test_task.describe())
+
+    def features(images):
+        return data.standardize(images, data.CIFAR10_MEAN, data.CIFAR10_STD)
+
+    return make_split(features(train_task.x), train_task.y, features(test_task.x), test_task.y,
+                      n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
+                      what="setting2 (CIFAR airplane vs automobile)")
+
+
+_PARAM = re.compile(r"g(?P<copy>[12])\..*features\.(?P<index>\d+)\.conv\.weight$")
+
+
+def _layer_rows(result: TrainResult) -> list[dict]:
+    """Per-layer ‖W‖_F and ‖W − W(0)‖_F per epoch, from the trainer's ``norm/`` and ``dist/`` columns."""
+    rows = []
+    history = result.history
+    for column in history.columns:
+        if not column.startswith("norm/"):
+            continue
+        name = column[len("norm/"):]
+        match = _PARAM.search(name)
+        if match is None:  # only convolutions are trained (the readout is frozen)
+            continue
+        layer = int(match["index"]) // 2 + 1  # features = [conv, relu, conv, relu, ...]
+        for epoch, norm, dist in zip(history["epoch"], history[column], history[f"dist/{name}"]):
+            rows.append({"epoch": int(epoch), "layer": layer, "copy": int(match["copy"]),
+                         "norm": float(norm), "dist": float(dist)})
+    return rows
+
+
+def _run(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int,
+         progress: bool) -> list[dict]:
+    model = network(config, seed).to(config.device)
+    cfg = TrainConfig(method=method, lam=lam, loss="l2", epochs=config.epochs, lr=config.lr,
+                      batch_size=config.batch_size, seed=seed, eval_every=1)
+    result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
+                   test=(split.x_test, split.y_test), progress=progress)
+    h = result.history
+    rows: list[dict] = []
+    for _, r in h.iterrows():
+        rows.append({"part": "curves", "epoch": int(r["epoch"]), "train_error": float(r["train_error_noisy"]),
+                     "train_error_clean": float(r["train_error_clean"]), "val_error": float(r["val_error"]),
+                     "test_error": float(r["test_error"]), "loss": float(r["loss"]), "dist": float(r["dist/all"])})
+    rows += [{"part": "layers", **r} for r in _layer_rows(result)]
+    label = _LABELS[method]
+    last = result.final
+    # the network alone (no auxiliary variables) against the noisy labels, at the last epoch
+    net_error = classification_error(predict(result.model, split.x_train), y_noisy)
+    summary = {"part": "summary", "epoch": int(last["epoch"]), "train_error": float(last["train_error_noisy"]),
+               "train_error_net": net_error,
+               "train_error_clean": float(last["train_error_clean"]), "val_error": float(last["val_error"]),
+               "test_error": float(last["test_error"]), "dist": float(last["dist/all"])}
+    rows.append({**summary, "method": label})
+    if method == "early_stopping":
+        best = result.best
+        rows.append({**summary, "method": "SGD+ES", "epoch": int(result.best_epoch or last["epoch"]),
+                     "train_error_net": math.nan,
+                     "train_error": float(best["train_error_noisy"]),
+                     "train_error_clean": float(best["train_error_clean"]), "val_error": float(best["val_error"]),
+                     "test_error": float(best["test_error"]), "dist": float(best["dist/all"])})
+    for r in rows:
+        r.setdefault("method", label)
+    return rows
+
+
+def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
+    """The tables behind Figures 1b, 3, 5–8: parts ``curves``, ``layers`` and ``summary`` (see the module docstring)."""
+    rows: list[dict] = []
+    for seed in config.seeds:
+        split = _load(config, seed, ctx).to(config.device)
+        plan = [(config.noise, config.lams)]
+        if config.clean_lams and config.noise != 0.0:
+            plan.append((0.0, config.clean_lams))
+        elif config.clean_lams:
+            plan = [(0.0, tuple(dict.fromkeys((*config.lams, *config.clean_lams))))]
+        for p_index, (p, lams) in enumerate(plan):
+            y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index,
+                                                        exact=True)).to(config.device)
+            runs = [("early_stopping", None)] + [(m, lam) for lam in lams for m in ("aux", "rdi")]
+            for method, lam in runs:
+                key = {"seed": seed, "noise": p, "method": method, "lam": lam}
+                unit = ctx.unit(key, lambda: _run(config, split, y_noisy, method, lam, seed, ctx.progress))
+                rows += [{"seed": seed, "noise": p, "lam": lam if lam is not None else 0.0, **r} for r in unit]
+    columns = ["part", "seed", "noise", "method", "lam", "epoch", "train_error", "train_error_clean", "val_error",
+               "test_error", "train_error_net", "loss", "dist", "layer", "copy", "norm"]
+    table = pd.DataFrame(rows)
+    return table[[c for c in columns if c in table.columns]]
+
+
+def figure_curves(table: pd.DataFrame, noise_rate: float = 0.2, lam: float = 4.0) -> pd.DataFrame:
+    """Figure 1b (and a panel of Figure 5): per-epoch train/test error of SGD, SGD+AUX, SGD+RDI at (noise, λ)."""
+    curves = table[(table["part"] == "curves") & (table["noise"] == noise_rate)]
+    chosen = curves[(curves["method"] == "SGD") | (curves["lam"] == lam)]
+    return chosen.groupby(["method", "epoch"])[["train_error", "test_error"]].mean().reset_index()

@@ -1,0 +1,243 @@
+r"""Setting 3 (Table 1 and Figure 2): CIFAR-10, ResNet-34, CCE / MSE with and without AUX.
+
+CIFAR-10 (10 classes) with symmetric label noise: a corrupted label is drawn
+uniformly from the other 9 classes (:func:`ntk_core.noise.symmetric_transition`
+and :func:`ntk_core.noise.corrupt`; each label is corrupted independently with
+probability ``noise``). The network is the CIFAR ResNet-34
+(:class:`ntk_core.resnet.CifarResNet`), trained as in Appendix D: SGD with
+momentum 0.9, weight decay 5e-4, batch size 128, learning rate 0.1 divided by 10
+after epochs 82 and 123 of 164; with AUX, the auxiliary variables have their own
+weight decay, divided by 10 at each learning-rate decay as well.
+
+Losses: ``CCE`` (categorical cross entropy) and ``MSE``, the ℓ2 loss on one-hot
+targets, ``mse_scale · ½ Σ_k (f_k − e_{c,k})²`` per example. Both are averaged over
+the mini-batch (the usual convention for "lr 0.1"): :class:`ntk_core.train.TrainConfig`
+sums the loss over the batch, so this module passes ``lr · s / B`` as the
+trainer's learning rate and ``wd · B / s`` as its weight decays (``B`` the batch
+size, ``s`` the loss scale), which is exactly SGD with momentum on the batch mean
+(the last, smaller batch of an epoch weighs ``|B_last| / B`` of a full one).
+With ``mse_scale = 1`` the per-example gradient ``f − e_c`` has the same size as
+the cross-entropy gradient ``softmax(f) − e_c``, and lr 0.1 trains stably; the
+mean of PyTorch's ``MSELoss`` over the 10 outputs would be ``mse_scale = 0.2``.
+
+Reported (part ``summary``), per noise level, as in Table 1:
+
+* ``Normal CCE (early stop)`` / ``Normal MSE (early stop)``: test accuracy at the
+  epoch of best validation accuracy (validation split held out of training, clean labels);
+* ``CCE+AUX (last)`` / ``MSE+AUX (last)``: test accuracy at the last epoch;
+* ``CCE+AUX (best)`` / ``MSE+AUX (best)``: at the epoch of best validation accuracy
+  (the paper does not say how its "best epoch" is chosen; ``best_test_acc``, the
+  maximum over epochs, is given on every row as well);
+* ``Normal CCE (last)`` / ``Normal MSE (last)``: not in Table 1, to show the over-fitting.
+
+Part ``curves``: per epoch and run, ``train_acc`` against the noisy labels
+(with the auxiliary variables for AUX), ``train_acc_clean``, ``val_acc``,
+``test_acc`` and the learning rate (Figure 2 is ``noise == 0.4``).
+
+Not from the paper (it does not state them): the AUX strength ``lam`` (λ = 4)
+and the auxiliary weight decay ``aux_weight_decay`` (5e-4 in the batch-mean
+convention, before the decays, in the full profile). With momentum μ, each
+auxiliary variable gets one gradient step per epoch and weight decay at every
+step, so at equilibrium ``λ b_i`` absorbs ``c / (1 + c)`` of the residual with
+``c ≈ λ² / (aux_weight_decay · n)``: ≈ 0.7 (40%) in the first stage for
+λ = 4, n = 45,000, and 10× larger after each decay (the auxiliary weight decay is divided by 10;
+the learning rate only sets how fast the equilibrium is reached), i.e. AUX is
+weak before the first learning-rate decay and absorbs nearly all of the
+residual after it, as Appendix D describes; the standard CIFAR augmentation
+(random crop with 4-pixel padding and horizontal flip, ``augment=True``, as for
+the baselines the paper compares with; the paper's 94% clean accuracy needs
+it); the 45,000 / 5,000 training / validation split of the full profile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from .. import data, noise
+from ..resnet import CifarResNet, RandomCropFlip
+from ..train import TrainConfig, train
+from ._base import RunContext, Split, check_common, check_count, check_values, make_split
+
+__all__ = ["Config", "compute", "network", "table1"]
+
+_LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes, schedule and AUX settings of Setting 3; ``quick()`` fits 2 CPU cores, ``full()`` is the paper's scale."""
+
+    profile: str = "quick"
+    n_train: int = 1_000
+    n_val: int = 500
+    n_test: int = 500
+    blocks: tuple[int, ...] = (1, 1, 1, 1)
+    width: int = 8
+    noise_levels: tuple[float, ...] = (0.0, 0.4)
+    losses: tuple[str, ...] = ("ce", "mse")
+    epochs: int = 6
+    lr: float = 0.1
+    lr_milestones: tuple[int, ...] = (3, 5)
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    batch_size: int = 32
+    lam: float = 4.0
+    aux_weight_decay: float = 0.02
+    mse_scale: float = 1.0
+    augment: bool = True
+    download: bool = True
+    seeds: tuple[int, ...] = (0,)
+    device: str = "cpu"
+
+    @classmethod
+    def quick(cls) -> "Config":
+        """A tiny ResNet (one block per stage, widths 8/16/32/64), 1,000 training / 500 validation / 500
+        test images of the partial CIFAR-10, 6 epochs with the paper's schedule scaled (decays after 3 and 5),
+        noise 0 and 0.4, both losses, with and without AUX (8 runs).
+
+        Batch 32 instead of 128, so that 1,000 images still give 31 SGD steps per epoch (clean accuracy
+        after 8 epochs was ≈ 37% at batch 32 against ≈ 32% at batch 128). ``aux_weight_decay = 0.02``: at
+        equilibrium the auxiliary variables absorb ``c/(1+c)`` of the residual with ``c ≈ λ² / (aux_weight_decay · n)``
+        (independent of the batch size), so 5e-4 · 45,000 / 1,000 ≈ 0.02 keeps the balance of the full profile.
+        """
+        return cls()
+
+    @classmethod
+    def full(cls) -> "Config":
+        """ResNet-34 on 45,000 training / 5,000 validation images and the 10,000 test images, 164 epochs,
+        noise 0, 0.2, 0.4, 0.6, three seeds.
+
+        GPU estimate: ResNet-34 at 32×32 is ≈ 1.16 GFLOP per image forward, ≈ 3.5 GFLOP forward and
+        backward; an epoch (45,000 trained + 60,000 evaluated images) is ≈ 0.23 PFLOP, ≈ 15–25 s on
+        one H100 with float32/TF32, so a run of 164 epochs is ≈ 1 hour and the 16 runs of a seed
+        (4 noise levels × 2 losses × with/without AUX) ≈ 16 GPU hours (an estimate, not measured).
+        """
+        return cls(profile="full", n_train=45_000, n_val=5_000, n_test=0, blocks=(3, 4, 6, 3), width=64,
+                   noise_levels=(0.0, 0.2, 0.4, 0.6), epochs=164, lr_milestones=(82, 123), batch_size=128,
+                   aux_weight_decay=5e-4,
+                   seeds=(0, 1, 2), device="cuda")
+
+    def __post_init__(self) -> None:
+        check_common(self)
+        for name in ("n_train", "n_val", "width", "epochs", "batch_size"):
+            check_count(getattr(self, name), name)
+        check_count(self.n_test, "n_test", minimum=0)
+        if len(self.blocks) != 4:
+            raise ValueError(f"blocks must give the number of blocks of each of the 4 stages, got {self.blocks!r}")
+        for b in self.blocks:
+            check_count(b, "blocks per stage")
+        # symmetric 10-class noise keeps the labels identifiable (gap(P) > 0) only for rates below 9/10
+        check_values(self.noise_levels, "noise level", 0.0, 0.9, high_open=True)
+        if not self.losses or any(loss not in _LOSS_NAMES for loss in self.losses):
+            raise ValueError(f"losses must be a non-empty tuple of 'ce' and/or 'mse', got {self.losses!r}")
+        m = self.lr_milestones
+        if any(isinstance(e, bool) or not isinstance(e, int) for e in m) or list(m) != sorted(set(m)) \
+                or any(not 0 < e < self.epochs for e in m):
+            raise ValueError(f"lr_milestones must be increasing epochs in 1..{self.epochs - 1}, got {m!r}")
+        check_values((self.lr,), "lr", 0.0, math.inf, low_open=True, high_open=True)
+        check_values((self.lam,), "λ (lam)", 0.0, math.inf, low_open=True, high_open=True)
+        check_values((self.mse_scale,), "mse_scale", 0.0, math.inf, low_open=True, high_open=True)
+        check_values((self.momentum,), "momentum", 0.0, 1.0, high_open=True)
+        check_values((self.weight_decay, self.aux_weight_decay), "weight decay", 0.0, math.inf, high_open=True)
+
+
+def network(config: Config, seed: int) -> nn.Module:
+    """The ResNet of the config, behind the train-mode-only crop/flip augmentation when ``augment``."""
+    net = CifarResNet(config.blocks, config.width, 10, seed=seed)
+    return nn.Sequential(RandomCropFlip(seed=10_000 + seed), net) if config.augment else net
+
+
+def _load(config: Config, seed: int, ctx: RunContext) -> Split:
+    train_set = data.load_cifar10("train", download=config.download)
+    test_set = data.load_cifar10("test", download=config.download)
+    ctx.add_data(train_set.describe())
+    ctx.add_data(test_set.describe())
+
+    def features(images):
+        return data.standardize(images, data.CIFAR10_MEAN, data.CIFAR10_STD)
+
+    return make_split(features(train_set.images), train_set.labels, features(test_set.images), test_set.labels,
+                      n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
+                      what="setting3 (CIFAR-10)")
+
+
+def _train_config(config: Config, loss: str, aux: bool, seed: int) -> TrainConfig:
+    """The trainer's (summed-loss) hyper-parameters equivalent to batch-mean SGD with the config's values."""
+    s = config.mse_scale if loss == "mse" else 1.0
+    b = config.batch_size
+    return TrainConfig(method="aux" if aux else "early_stopping", lam=config.lam if aux else None,
+                       loss="l2" if loss == "mse" else "ce", epochs=config.epochs, lr=config.lr * s / b,
+                       batch_size=b, momentum=config.momentum, weight_decay=config.weight_decay * b / s,
+                       lr_milestones=config.lr_milestones, lr_gamma=0.1,
+                       aux_weight_decay=config.aux_weight_decay * b / s if aux else 0.0, seed=seed, eval_every=1)
+
+
+def _run(config: Config, split: Split, y_noisy: torch.Tensor, loss: str, aux: bool, seed: int,
+         progress: bool) -> list[dict]:
+    model = network(config, seed).to(config.device)
+    cfg = _train_config(config, loss, aux, seed)
+    result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
+                   test=(split.x_test, split.y_test), progress=progress)
+    h = result.history
+    name = _LOSS_NAMES[loss] + ("+AUX" if aux else "")
+    rows: list[dict] = []
+    for _, r in h.iterrows():
+        epoch = int(r["epoch"])
+        decays = sum(epoch - 1 >= m for m in config.lr_milestones)
+        rows.append({"part": "curves", "method": name, "epoch": epoch, "lr": config.lr * 0.1 ** decays,
+                     "train_acc": 1 - float(r["train_error_noisy"]),
+                     "train_acc_clean": 1 - float(r["train_error_clean"]),
+                     "val_acc": 1 - float(r["val_error"]), "test_acc": 1 - float(r["test_error"]),
+                     "train_loss": float(r["loss"])})
+    best_test = 1 - float(h["test_error"].min())
+    last, best = result.final, result.best
+    at_last = {"epoch": int(last["epoch"]), "val_acc": 1 - float(last["val_error"]),
+               "test_acc": 1 - float(last["test_error"]), "best_test_acc": best_test}
+    at_best = {"epoch": int(result.best_epoch or last["epoch"]), "val_acc": 1 - float(best["val_error"]),
+               "test_acc": 1 - float(best["test_error"]), "best_test_acc": best_test}
+    if aux:
+        rows.append({"part": "summary", "method": f"{name} (last)", **at_last})
+        rows.append({"part": "summary", "method": f"{name} (best)", **at_best})
+    else:
+        rows.append({"part": "summary", "method": f"Normal {name} (early stop)", **at_best})
+        rows.append({"part": "summary", "method": f"Normal {name} (last)", **at_last})
+    for r in rows:
+        r.update({"loss": _LOSS_NAMES[loss], "aux": aux})
+    return rows
+
+
+def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
+    """The tables behind Table 1 (part ``summary``) and Figure 2 (part ``curves``); see the module docstring."""
+    rows: list[dict] = []
+    for seed in config.seeds:
+        split = _load(config, seed, ctx).to(config.device)
+        clean = split.y_train.cpu().numpy()
+        for p_index, p in enumerate(config.noise_levels):
+            P = noise.symmetric_transition(10, p)
+            y_noisy_np = noise.corrupt(clean, P, seed=1000 * seed + p_index)
+            actual = float(np.mean(y_noisy_np != clean))
+            y_noisy = torch.as_tensor(y_noisy_np).to(config.device)
+            for loss in config.losses:
+                for aux in (False, True):
+                    key = {"seed": seed, "noise": p, "loss": loss, "aux": aux}
+                    unit = ctx.unit(key, lambda: _run(config, split, y_noisy, loss, aux, seed, ctx.progress))
+                    rows += [{"seed": seed, "noise": p, "noise_actual": actual, **r} for r in unit]
+    columns = ["part", "seed", "noise", "noise_actual", "method", "loss", "aux", "epoch", "lr", "train_acc",
+               "train_acc_clean", "val_acc", "test_acc", "best_test_acc", "train_loss"]
+    table = pd.DataFrame(rows)
+    return table[[c for c in columns if c in table.columns]]
+
+
+def table1(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1's layout: test accuracy (%) mean ± std over seeds, one row per method, one column per noise rate."""
+    summary = table[table["part"] == "summary"]
+    stats = summary.groupby(["method", "noise"])["test_acc"].agg(["mean", "std"]).reset_index()
+    stats["cell"] = [f"{100 * m:.2f}" + (f" ± {100 * s:.2f}" if s == s else "") for m, s in
+                     zip(stats["mean"], stats["std"])]
+    return stats.pivot(index="method", columns="noise", values="cell")

@@ -1,0 +1,216 @@
+"""Settings 2 and 3 (CIFAR) end to end at a tiny size, their config validation, and the CIFAR ResNet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ntk_core.experiments import make_config, run
+from ntk_core.experiments import setting2, setting3
+from ntk_core.resnet import CifarResNet, RandomCropFlip, resnet34
+
+# --------------------------------------------------------------------------- ResNet
+
+
+def test_resnet34_has_the_standard_parameter_count() -> None:
+    model = resnet34(10, seed=0)
+    assert sum(p.numel() for p in model.parameters()) == 21_282_122  # the CIFAR ResNet-34, ≈ 21.3M
+    assert [len(stage) for stage in model.stages] == [3, 4, 6, 3]
+
+
+def test_resnet_output_shape_and_seeded_init() -> None:
+    x = torch.randn(5, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    a, b, c = (CifarResNet((1, 1, 1, 1), 8, 10, seed=s) for s in (3, 3, 4))
+    for m in (a, b, c):
+        m.eval()
+    assert a(x).shape == (5, 10)
+    torch.testing.assert_close(a(x), b(x), rtol=0, atol=0)
+    assert not torch.allclose(a(x), c(x))
+    assert CifarResNet((1, 1, 1, 1), 4, 3, seed=0).eval()(x).shape == (5, 3)
+
+
+def test_resnet_rejects_bad_shapes() -> None:
+    with pytest.raises(ValueError, match="blocks"):
+        CifarResNet((1, 1, 1), 8)
+    with pytest.raises(ValueError, match="width"):
+        CifarResNet((1, 1, 1, 1), 0)
+
+
+def test_random_crop_flip_is_identity_in_eval_mode_and_a_crop_in_training() -> None:
+    x = torch.arange(2 * 3 * 8 * 8, dtype=torch.float32).reshape(2, 3, 8, 8)
+    aug = RandomCropFlip(padding=2, seed=0)
+    aug.eval()
+    assert torch.equal(aug(x), x)
+    aug.train()
+    y = aug(x)
+    assert y.shape == x.shape
+    # every output pixel is either a padding zero or an input pixel of the same image and channel
+    for i in range(2):
+        for ch in range(3):
+            values = set(x[i, ch].flatten().tolist()) | {0.0}
+            assert set(y[i, ch].flatten().tolist()) <= values
+    # same seed, same augmentation
+    torch.testing.assert_close(RandomCropFlip(padding=2, seed=1)(x), RandomCropFlip(padding=2, seed=1)(x))
+
+
+# --------------------------------------------------------------------------- Setting 2 network
+
+
+def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
+    """Folding √2 into each layer after a ReLU equals one output factor 2^((depth-1)/2) (positive homogeneity)."""
+    import copy
+    import math
+
+    from ntk_core.nets import ConvNet
+
+    depth = 4
+    g = ConvNet(3, 5, depth, 1, freeze_first_last=True, seed=2)
+    gained = copy.deepcopy(g)
+    convs = [m for m in gained.features if hasattr(m, "scale")]
+    for layer in (*convs[1:], gained.readout):  # every layer whose input went through a ReLU
+        layer.scale *= math.sqrt(2.0)
+    x = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(setting2.OutputScale(g, 2.0 ** ((depth - 1) / 2))(x), gained(x))
+    model = setting2.network(make_config("setting2", "quick", depth=depth, channels=5), seed=2)
+    assert torch.allclose(model(x), torch.zeros(3), atol=1e-6)  # difference trick: f(θ(0), x) = 0
+
+
+# --------------------------------------------------------------------------- configs
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"noise": 0.5}, "noise"),
+    ({"noise": -0.1}, "noise"),
+    ({"lams": (0.0, 1.0), "curve_lam": 1.0}, "lams"),
+    ({"lams": (-1.0,), "curve_lam": -1.0}, "lams"),
+    ({"curve_lam": 3.0}, "curve_lam"),
+    ({"depth": 2}, "depth"),
+    ({"lr": 1.0, "lams": (2.0,), "curve_lam": 2.0}, "unstable"),
+])
+def test_setting2_rejects_bad_configs(overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_config("setting2", "quick", **overrides)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"noise_levels": (0.9,)}, "noise"),
+    ({"noise_levels": (-0.1,)}, "noise"),
+    ({"noise_levels": ()}, "noise"),
+    ({"lam": 0.0}, "lam"),
+    ({"losses": ("hinge",)}, "losses"),
+    ({"lr_milestones": (3, 2)}, "milestones"),
+    ({"lr_milestones": (8,)}, "milestones"),
+    ({"blocks": (1, 1, 1)}, "blocks"),
+])
+def test_setting3_rejects_bad_configs(overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_config("setting3", "quick", **overrides)
+
+
+def test_full_profiles_are_the_papers_scale(monkeypatch) -> None:
+    import ntk_core.experiments._base as base
+
+    monkeypatch.setattr(base, "check_device", lambda device: None)  # full() asks for CUDA
+    f2, f3 = setting2.Config.full(), setting3.Config.full()
+    assert (f2.depth, f2.channels, f2.noise, f2.device) == (11, 192, 0.2, "cuda")
+    assert f2.lams == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0) and f2.curve_lam == 4.0 and f2.clean_lams == (2.0,)
+    assert (f3.blocks, f3.width, f3.epochs, f3.lr_milestones) == ((3, 4, 6, 3), 64, 164, (82, 123))
+    assert (f3.lr, f3.momentum, f3.weight_decay, f3.batch_size) == (0.1, 0.9, 5e-4, 128)
+    assert f3.noise_levels == (0.0, 0.2, 0.4, 0.6)
+
+
+# --------------------------------------------------------------------------- end to end, tiny
+
+
+@pytest.fixture
+def cifar_env(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
+    # tiny networks gain nothing from two threads, and on a shared 2-core machine two threads can
+    # be 5-10x slower than one (measured): run these end-to-end tests single-threaded, then restore
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield shared_data
+    torch.set_num_threads(threads)
+
+
+def test_setting2_tiny_end_to_end(cifar_env) -> None:
+    result = run("setting2", "quick", use_cache=False, n_train=40, n_val=20, n_test=40, depth=4, channels=4,
+                 epochs=2, batch_size=10, lams=(0.3,), curve_lam=0.3, clean_lams=(0.3,), download=False)
+    t = result.table
+    assert set(t["part"]) == {"curves", "layers", "summary"}
+    assert set(t["noise"]) == {0.0, 0.2}
+    summary = t[t["part"] == "summary"]
+    for p in (0.0, 0.2):
+        assert set(summary[summary["noise"] == p]["method"]) == {"SGD", "SGD+ES", "SGD+AUX", "SGD+RDI"}
+    curves = t[t["part"] == "curves"]
+    assert len(curves) == 2 * 3 * 2  # 2 noise levels x 3 runs x 2 epochs
+    for col in ("train_error", "train_error_clean", "val_error", "test_error"):
+        assert curves[col].between(0, 1).all(), col
+    # AUX: the training error measured with the auxiliary variables is at most that of the network alone
+    aux = summary[summary["method"] == "SGD+AUX"]
+    assert (aux["train_error"] <= aux["train_error_net"] + 1e-12).all()
+    # early stopping picks the epoch of least validation error of the SGD run
+    for p in (0.0, 0.2):
+        sgd = curves[(curves["method"] == "SGD") & (curves["noise"] == p)]
+        es = summary[(summary["method"] == "SGD+ES") & (summary["noise"] == p)].iloc[0]
+        assert es["val_error"] == sgd["val_error"].min()
+    layers = t[t["part"] == "layers"]
+    # depth 4: layers 2 and 3 trained (1 and the readout frozen), two copies of the difference trick
+    assert set(layers["layer"]) == {2, 3} and set(layers["copy"]) == {1, 2}
+    assert (layers["norm"] > 0).all() and (layers["dist"] >= 0).all()
+    first = layers[layers["epoch"] == 1]
+    assert (first["dist"] > 0).all()  # every trained layer moved
+    assert "PARTIAL" in " ".join(result.meta["data"])  # the partial CIFAR-10 is reported as such
+
+
+def test_setting3_tiny_end_to_end(cifar_env) -> None:
+    result = run("setting3", "quick", use_cache=False, n_train=64, n_val=32, n_test=64, width=4, epochs=3,
+                 lr_milestones=(1, 2), batch_size=32, noise_levels=(0.0, 0.4), download=False)
+    t = result.table
+    assert set(t["part"]) == {"curves", "summary"}
+    summary = t[t["part"] == "summary"]
+    expected = {"Normal CCE (early stop)", "Normal MSE (early stop)", "Normal CCE (last)", "Normal MSE (last)",
+                "CCE+AUX (last)", "CCE+AUX (best)", "MSE+AUX (last)", "MSE+AUX (best)"}
+    for p in (0.0, 0.4):
+        assert set(summary[summary["noise"] == p]["method"]) == expected
+    for col in ("test_acc", "val_acc", "best_test_acc"):
+        assert summary[col].between(0, 1).all()
+    assert (summary["best_test_acc"] >= summary["test_acc"]).all()
+    noise_actual = summary.groupby("noise")["noise_actual"].first()
+    assert noise_actual[0.0] == 0.0 and 0.2 < noise_actual[0.4] < 0.6  # 64 labels at rate 0.4
+    curves = t[t["part"] == "curves"]
+    assert len(curves) == 2 * 4 * 3
+    assert curves["lr"].tolist()[:3] == pytest.approx([0.1, 0.01, 0.001])
+    for col in ("train_acc", "train_acc_clean", "val_acc", "test_acc"):
+        assert curves[col].between(0, 1).all(), col
+    assert np.isfinite(curves["train_loss"]).all()
+    table = setting3.table1(t)
+    assert list(table.columns) == [0.0, 0.4]
+
+
+def test_setting3_trainer_settings_equal_batch_mean_sgd() -> None:
+    config = make_config("setting3", "quick", mse_scale=0.5)
+    ce = setting3._train_config(config, "ce", True, 0)
+    mse = setting3._train_config(config, "mse", False, 0)
+    b = config.batch_size
+    assert ce.lr * b == pytest.approx(0.1) and ce.weight_decay * ce.lr == pytest.approx(0.1 * 5e-4)
+    assert ce.aux_weight_decay * ce.lr == pytest.approx(0.1 * config.aux_weight_decay)
+    assert ce.lam == config.lam and ce.momentum == 0.9 and ce.lr_milestones == config.lr_milestones
+    assert mse.lr * b == pytest.approx(0.05) and mse.weight_decay * mse.lr == pytest.approx(0.1 * 5e-4)
+    assert mse.method == "early_stopping" and mse.loss == "l2"
+
+
+@pytest.mark.parametrize("name", ["setting2", "setting3"])
+def test_missing_data_is_a_clear_error_before_training(name, empty_data_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(FileNotFoundError, match="CIFAR-10"):
+        run(name, "quick", use_cache=False, download=False)
+    assert not list((tmp_path / "cache").rglob("*.json"))  # no unit was trained
+
+
+@pytest.mark.parametrize("name, sizes", [("setting2", {"n_train": 5_000}), ("setting3", {"n_train": 45_000})])
+def test_sizes_beyond_the_partial_data_fail_before_training(name, sizes, cifar_env) -> None:
+    with pytest.raises(ValueError, match="NTK_CORE_DATA"):
+        run(name, "quick", use_cache=False, download=False, **sizes)
