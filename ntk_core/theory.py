@@ -1,0 +1,542 @@
+r"""Numerical checks of the paper's theory (Sections 3–5, Appendices A–C) for the book's theory chapters.
+
+Every loop or non-trivial computation that a theory chapter needs lives here,
+so that a chapter is only prose, a call, a figure and an ``assert``. Nothing
+here states a new bound: the bounds are in :mod:`ntk_core.bounds`, the solvers
+in :mod:`ntk_core.krr`; this module *measures* (Monte Carlo over label-noise
+draws, clean test errors over grids of p and λ, width sweeps of the empirical
+NTK, the linearisation error of trained networks).
+
+Contents
+
+* Inputs and kernels: :func:`sphere_features` (pixels → vectors of norm √d, so
+  that Σ⁽⁰⁾(x, x') = cos∠(x, x')), :func:`setting1_kernel` (the infinite-width
+  NTK of the Setting-1 two-layer net), :func:`sample_classes`.
+* Lemmas C.1 / C.2 and the Hsu–Kakade–Zhang bound: :func:`lemma_monte_carlo`;
+  the Rademacher bound of Bartlett–Mendelson: :func:`rademacher_monte_carlo`.
+* Clean errors of the KRR predictor trained on noisy labels:
+  :func:`binary_error_grid` (Theorem 5.2), :func:`multiclass_error_grid`
+  (Theorem 5.3), :func:`additive_test_loss` (Theorem 5.1).
+* Noisy-label means: :func:`mean_noisy_onehot` (E[ỹ | c] = Q column, Theorem 5.3).
+* Wide networks: :func:`ntk_width_sweep` (empirical vs infinite NTK),
+  :func:`train_vs_krr` (RDI/AUX training of a real network against KRR, and
+  the linearisation error), :class:`CaptionDifference` (the formula printed in
+  the caption of the paper's difference-trick figure), :func:`initial_output_effect`.
+* :func:`loglog_slope`: least-squares slope of log y against log x.
+
+All computations are float64; every function that draws takes ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._checks import as_float64_array, check_positive, check_unit_interval_open
+from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
+from .infinite import relu_kernels, relu_ntk
+from .krr import KRRPath, check_kernel_matrix, krr_predict
+from .noise import corrupt, flip_binary
+
+__all__ = [
+    "CaptionDifference",
+    "LemmaMonteCarlo",
+    "TrainVsKRR",
+    "WidthSweep",
+    "additive_test_loss",
+    "binary_error_grid",
+    "initial_output_effect",
+    "jacobian_features",
+    "lemma_monte_carlo",
+    "loglog_slope",
+    "mean_noisy_onehot",
+    "multiclass_error_grid",
+    "ntk_width_sweep",
+    "rademacher_monte_carlo",
+    "sample_classes",
+    "setting1_kernel",
+    "sphere_features",
+    "train_vs_krr",
+]
+
+
+# =========================================================================== inputs and kernels
+
+
+def sphere_features(images: Any, pool: int = 1) -> np.ndarray:
+    r"""Flatten images (uint8 or float) and scale each to Euclidean norm √d (float64, shape ``(N, d)``).
+
+    With ‖x‖² = d the first-layer covariance Σ⁽⁰⁾(x, x') = xᵀx'/d of
+    :mod:`ntk_core.infinite` is the cosine of the angle between x and x', so
+    k(x, x) = 1/2 for the Setting-1 NTK and tr k(X, X) = n/2 exactly: the paper's
+    assumption tr K = O(n) holds with constant 1/2. ``pool`` > 1 averages
+    ``pool × pool`` pixel blocks first (MNIST 28×28 → 14×14 for ``pool=2``),
+    to make wide networks cheap on a CPU. An all-zero image is refused.
+    """
+    x = np.asarray(images, dtype=np.float64)
+    if x.ndim < 2:
+        raise ValueError(f"images must have shape (N, ...) with at least 2 dimensions, got {x.shape}")
+    if not isinstance(pool, int) or pool < 1:
+        raise ValueError(f"pool must be a positive int, got {pool!r}")
+    if pool > 1:
+        if x.ndim == 3:
+            x = x[:, None]
+        if x.ndim != 4 or x.shape[2] % pool or x.shape[3] % pool:
+            raise ValueError(f"pool={pool} needs images (N, [C,] H, W) with H, W divisible by it, got {np.shape(images)}")
+        n, c, h, w = x.shape
+        x = x.reshape(n, c, h // pool, pool, w // pool, pool).mean(axis=(3, 5))
+    x = x.reshape(x.shape[0], -1)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError(f"{int((norms == 0).sum())} image(s) are all zero and cannot be normalised")
+    return x / norms * math.sqrt(x.shape[1])
+
+
+def setting1_kernel(x1: Any, x2: Any | None = None) -> np.ndarray:
+    r"""Infinite-width NTK of the Setting-1 net (two-layer ReLU, only the first layer trained).
+
+    k(x, x') = (xᵀx'/d)(π − ϑ)/(2π) (:func:`ntk_core.infinite.relu_ntk` with
+    ``depth=1, trained="first"``); float64 ``(n1, n2)``.
+    """
+    return relu_ntk(x1, x2, depth=1, trained="first")
+
+
+def sample_classes(labels: Any, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:
+    """Indices of ``per_class`` examples of each class in ``classes``, drawn without replacement, shuffled."""
+    lab = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in classes:
+        pool = np.flatnonzero(lab == c)
+        if pool.size < per_class:
+            raise ValueError(f"class {c} has only {pool.size} examples, {per_class} requested")
+        out.append(rng.choice(pool, per_class, replace=False))
+    idx = np.concatenate(out)
+    rng.shuffle(idx)
+    return idx
+
+
+def jacobian_features(model: nn.Module, x: Any) -> np.ndarray:
+    """The feature matrix Z of Section 4: row i is φ(x_i)ᵀ = ∇_θ f(θ(0), x_i)ᵀ over the trained parameters.
+
+    Shape ``(n, P)``, float64, so that Z Zᵀ is the empirical NTK. Only for small
+    models (the whole Jacobian is formed); use :func:`ntk_core.ntk.empirical_ntk`
+    for Gram matrices.
+    """
+    from torch.func import functional_call, jacrev, vmap
+
+    xx = torch.as_tensor(as_float64_array(x, "x"))
+    params = {k: v.detach().double() for k, v in model.named_parameters() if v.requires_grad}
+    frozen = {k: v.detach().double() for k, v in model.named_parameters() if not v.requires_grad}
+    frozen.update({k: v.detach() for k, v in model.named_buffers()})
+
+    def f(p: dict, xi: torch.Tensor) -> torch.Tensor:
+        return functional_call(model, {**p, **frozen}, (xi[None],)).reshape(())
+
+    jac = vmap(jacrev(f), in_dims=(None, 0))(params, xx)
+    return torch.cat([jac[k].reshape(xx.shape[0], -1) for k in params], dim=1).numpy()
+
+
+def loglog_slope(x: Any, y: Any) -> float:
+    """Least-squares slope of log y against log x (x, y > 0)."""
+    xx, yy = as_float64_array(x, "x", ndim=1), as_float64_array(y, "y", ndim=1)
+    if xx.shape != yy.shape or xx.size < 2 or np.any(xx <= 0) or np.any(yy <= 0):
+        raise ValueError("x and y must be positive 1-D arrays of equal length >= 2")
+    return float(np.polyfit(np.log(xx), np.log(yy), 1)[0])
+
+
+# =========================================================================== Lemmas C.1, C.2 and HKZ
+
+
+def _draw_noise(rng: np.random.Generator, shape: tuple[int, ...], sigma: float, kind: str) -> np.ndarray:
+    if kind == "gaussian":  # N(0, σ²) is sub-Gaussian with parameter exactly σ
+        return sigma * rng.standard_normal(shape)
+    if kind == "rademacher":  # ±σ is sub-Gaussian with parameter exactly σ
+        return sigma * (2.0 * rng.integers(0, 2, size=shape) - 1.0)
+    raise ValueError(f"noise must be 'gaussian' or 'rademacher', got {kind!r}")
+
+
+@dataclass(frozen=True)
+class LemmaMonteCarlo:
+    """Monte Carlo draws of the quantities bounded by Lemmas C.1, C.2 and eq. (13).
+
+    Per draw of the noise ε (σ-sub-Gaussian, independent coordinates):
+    ``train_dist`` = ‖f*(X) − y‖ (Lemma C.1), ``rkhs`` = ‖f*‖_H (Lemma C.2),
+    ``hkz`` = ‖Aε‖ with A = K(K + λ²I)⁻¹ (eq. (13)); the bounds at confidence
+    1 − δ are ``c1_bound``, ``c2_bound``, ``hkz_bound``.
+    """
+
+    lam: float
+    sigma: float
+    delta: float
+    noise: str
+    train_dist: np.ndarray
+    rkhs: np.ndarray
+    hkz: np.ndarray
+    c1_bound: float
+    c2_bound: float
+    hkz_bound: float
+
+    @property
+    def freq_c1(self) -> float:
+        return float(np.mean(self.train_dist <= self.c1_bound))
+
+    @property
+    def freq_c2(self) -> float:
+        return float(np.mean(self.rkhs <= self.c2_bound))
+
+    @property
+    def freq_hkz(self) -> float:
+        return float(np.mean(self.hkz <= self.hkz_bound))
+
+
+def lemma_monte_carlo(
+    K: Any, y: Any, lam: float, sigma: float, delta: float, draws: int, seed: int, noise: str = "gaussian"
+) -> LemmaMonteCarlo:
+    """Draw ``draws`` noise vectors ε, train KRR on ỹ = y + ε, and measure what Lemmas C.1/C.2 bound.
+
+    One eigendecomposition K = U diag(s) Uᵀ serves every draw: with c = Uᵀỹ,
+    f*(X) = U (s c/(s + λ²)), ‖f*‖²_H = Σ s c²/(s + λ²)², and Aε = U (s/(s+λ²) Uᵀε).
+    """
+    Km = check_kernel_matrix(K)
+    yy = as_float64_array(y, "y", ndim=1)
+    lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
+    delta = check_unit_interval_open(delta, "delta")
+    if not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"draws must be a positive int, got {draws!r}")
+    s, U = np.linalg.eigh(Km)
+    s = np.clip(s, 0.0, None)
+    n = Km.shape[0]
+    rng = np.random.default_rng(seed)
+    eps = _draw_noise(rng, (draws, n), sigma, noise)
+    cy, ce = U.T @ yy, eps @ U  # (n,), (draws, n)
+    filt = s / (s + lam**2)
+    fit_coef = filt * (cy + ce)  # coordinates of f*(X) in the eigenbasis
+    train_dist = np.linalg.norm(fit_coef - cy, axis=1)
+    rkhs = np.sqrt(np.sum(s * (cy + ce) ** 2 / (s + lam**2) ** 2, axis=1))
+    hkz = np.linalg.norm(filt * ce, axis=1)
+    A = (U * filt) @ U.T
+    return LemmaMonteCarlo(
+        lam=lam, sigma=sigma, delta=delta, noise=noise,
+        train_dist=train_dist, rkhs=rkhs, hkz=hkz,
+        c1_bound=lemma_c1_bound(Km, yy, lam, sigma, delta).total,
+        c2_bound=lemma_c2_bound(Km, yy, lam, sigma, delta).total,
+        hkz_bound=hsu_kakade_zhang_bound(A, sigma, delta),
+    )
+
+
+def rademacher_monte_carlo(K: Any, draws: int, seed: int) -> tuple[float, float]:
+    r"""Empirical Rademacher complexity of the unit RKHS ball, by Monte Carlo, and its bound.
+
+    For F₁ = {f ∈ H : ‖f‖_H ≤ 1}, sup_{f∈F₁} Σ γ_i f(x_i) = √(γᵀKγ) exactly
+    (Cauchy–Schwarz in H), so R̂_S(F₁) = E_γ √(γᵀKγ)/n. Returns
+    ``(estimate, bound)`` with bound = √tr K / n (Bartlett & Mendelson 2002,
+    the inequality used in the proof of Theorem 5.1; it is Jensen's inequality).
+    """
+    Km = check_kernel_matrix(K)
+    n = Km.shape[0]
+    rng = np.random.default_rng(seed)
+    g = 2.0 * rng.integers(0, 2, size=(draws, n)) - 1.0
+    vals = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", g, Km, g), 0.0, None))
+    return float(vals.mean() / n), math.sqrt(float(np.trace(Km))) / n
+
+
+def additive_test_loss(
+    K: Any, K_test: Any, y: Any, y_test: Any, lams: Sequence[float], sigma: float, draws: int, seed: int
+) -> np.ndarray:
+    """Theorem 5.1's left side, measured: mean over test points of min(|f*(x) − y|, 1).
+
+    f* is KRR on ỹ = y + ε, ε ~ N(0, σ²) i.i.d.; returns an array
+    ``(draws, len(lams))``.
+    """
+    path = KRRPath(K, K_test)
+    yy = as_float64_array(y, "y", ndim=1)
+    yt = as_float64_array(y_test, "y_test", ndim=1)
+    rng = np.random.default_rng(seed)
+    out = np.empty((draws, len(lams)))
+    for r in range(draws):
+        pred = path.predict(yy + sigma * rng.standard_normal(yy.shape), lams, test=True)
+        out[r] = np.minimum(np.abs(pred - yt[None, :]), 1.0).mean(axis=1)
+    return out
+
+
+# =========================================================================== classification errors
+
+
+def binary_error_grid(
+    K: Any, K_test: Any, y: Any, y_test: Any, ps: Sequence[float], lams: Sequence[float], draws: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Clean test error and clean-test ramp loss of KRR trained on labels flipped with rate p.
+
+    For each p in ``ps`` and each of ``draws`` flip draws (``noise.flip_binary``),
+    the KRR predictor f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ is evaluated on the test points
+    for every λ in ``lams`` (one eigendecomposition in all). Returns
+    ``(error, ramp)`` of shape ``(len(ps), len(lams), draws)``: the fraction of
+    test points with sgn f*(x) ≠ y, and the mean ramp loss
+    ℓ^ramp(f*(x), (1 − 2p)y) of Appendix C.2 divided by 1 − 2p (which bounds
+    the error from above pointwise).
+    """
+    from .bounds import ramp_loss
+
+    path = KRRPath(K, K_test)
+    yy = np.asarray(y)
+    yt = as_float64_array(y_test, "y_test", ndim=1)
+    err = np.empty((len(ps), len(lams), draws))
+    ramp = np.empty_like(err)
+    rng = np.random.default_rng(seed)
+    for i, p in enumerate(ps):
+        for r in range(draws):
+            noisy = flip_binary(yy, p, seed=rng)
+            pred = path.predict(noisy.astype(np.float64), lams, test=True)  # (L, m)
+            err[i, :, r] = np.mean(np.where(pred >= 0, 1.0, -1.0) != yt[None, :], axis=1)
+            ramp[i, :, r] = ramp_loss(pred, yt[None, :], p).mean(axis=1) / (1.0 - 2.0 * p)
+    return err, ramp
+
+
+def multiclass_error_grid(
+    K: Any, K_test: Any, labels: Any, labels_test: Any, Ps: Sequence[Any], lams: Sequence[float],
+    draws: int, seed: int,
+) -> np.ndarray:
+    """Clean top-1 test error of K-output KRR on one-hot noisy labels, per transition matrix and λ.
+
+    For each P in ``Ps`` and each of ``draws`` draws of ỹ (``noise.corrupt``),
+    f⁽ʰ⁾ = k(·, X)ᵀ(K + λ²I)⁻¹ỹ⁽ʰ⁾ (eq. (8)) and the error is the fraction of
+    test points with argmax_h f⁽ʰ⁾(x) ≠ c. Returns shape ``(len(Ps), len(lams), draws)``.
+    """
+    path = KRRPath(K, K_test)
+    lab = np.asarray(labels)
+    lt = np.asarray(labels_test)
+    err = np.empty((len(Ps), len(lams), draws))
+    rng = np.random.default_rng(seed)
+    for i, P in enumerate(Ps):
+        k = np.shape(P)[0]
+        for r in range(draws):
+            noisy = corrupt(lab, P, seed=rng)
+            onehot = np.eye(k)[noisy]
+            pred = path.predict(onehot, lams, test=True)  # (L, m, K)
+            err[i, :, r] = np.mean(pred.argmax(axis=2) != lt[None, :], axis=1)
+    return err
+
+
+def mean_noisy_onehot(labels: Any, P: Any, draws: int, seed: int) -> np.ndarray:
+    """Average of the one-hot noisy labels over ``draws`` draws: estimates E[ỹ_i | c_i] (shape (K, n)).
+
+    Theorem 5.3's proof uses E[ỹ_i | c_i] = P[:, c_i], i.e. E[Ỹ] = Q = P·Y.
+    """
+    lab = np.asarray(labels)
+    k = np.shape(P)[0]
+    rng = np.random.default_rng(seed)
+    acc = np.zeros((k, lab.size))
+    for _ in range(draws):
+        acc[corrupt(lab, P, seed=rng), np.arange(lab.size)] += 1.0
+    return acc / draws
+
+
+# =========================================================================== wide networks
+
+
+@dataclass(frozen=True)
+class WidthSweep:
+    """Relative Frobenius distance ‖K_m − K_∞‖_F / ‖K_∞‖_F of the empirical NTK at width m.
+
+    ``errors[i, s]`` is width ``widths[i]``, seed ``s``.
+    """
+
+    widths: np.ndarray
+    errors: np.ndarray
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.errors.mean(axis=1)
+
+    @property
+    def slope(self) -> float:
+        """Log-log slope of the mean error against the width (theory: −1/2)."""
+        return loglog_slope(self.widths, self.mean)
+
+
+def ntk_width_sweep(x: Any, widths: Sequence[int], seeds: Sequence[int], train_second: bool = False) -> WidthSweep:
+    """Empirical NTK of :class:`~ntk_core.nets.TwoLayerNet` at each width and seed against the infinite one.
+
+    ``train_second=False`` is Setting 1 (NTK ``relu_ntk(depth=1, trained="first")``);
+    ``True`` trains both layers (``trained="all"``). Computed in float64.
+    """
+    from .nets import TwoLayerNet
+    from .ntk import empirical_ntk
+
+    xx = torch.as_tensor(as_float64_array(x, "x", ndim=2))
+    K_inf = relu_ntk(xx.numpy(), depth=1, trained="all" if train_second else "first")
+    errs = np.empty((len(widths), len(seeds)))
+    for i, m in enumerate(widths):
+        for j, s in enumerate(seeds):
+            net = TwoLayerNet(xx.shape[1], int(m), seed=int(s), train_second=train_second).double()
+            K_m = empirical_ntk(net, xx, dtype=torch.float64).numpy()
+            errs[i, j] = np.linalg.norm(K_m - K_inf) / np.linalg.norm(K_inf)
+    return WidthSweep(np.asarray(widths, dtype=np.int64), errs)
+
+
+class CaptionDifference(nn.Module):
+    r"""The network printed in the caption of the paper's difference-trick figure (Appendix A).
+
+    f = √(α/2) g(θ₁, x) − √((1 − α)/2) g(θ₂, x), with θ₁(0) = θ₂(0) (the
+    caption writes θ₁ twice; the second is read as θ₂). Its NTK is
+    (α/2 + (1 − α)/2) K_g = K_g/2 for every α. Compare
+    :class:`ntk_core.nets.DifferenceTrick` (no /2), whose NTK is K_g.
+    """
+
+    def __init__(self, g: nn.Module, alpha: float = 0.5) -> None:
+        super().__init__()
+        import copy
+
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+        self.alpha = float(alpha)
+        self.g1 = copy.deepcopy(g)
+        self.g2 = copy.deepcopy(g)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return math.sqrt(self.alpha / 2) * self.g1(x) - math.sqrt((1 - self.alpha) / 2) * self.g2(x)
+
+
+@dataclass(frozen=True)
+class TrainVsKRR:
+    """Trained wide networks against kernel ridge regression with the infinite-width NTK.
+
+    For each width (rows) and method (``methods``): ``dist_krr[i, j]`` is the
+    relative distance ‖f_net(X_test) − f_KRR(X_test)‖ / ‖f_KRR(X_test)‖ after
+    training; ``dist_lin[i, j]`` the relative distance to the *linearised*
+    network trained by the same GD (function-space GD with the empirical NTK of
+    the initial network, :func:`ntk_core.krr.gd_rdi_kernel` /
+    :func:`~ntk_core.krr.gd_aux_kernel`); ``kernel_err[i]`` the relative
+    Frobenius distance of the initial empirical NTK (train block) to the
+    infinite one; ``rdi_vs_aux[i]`` the relative distance between the two
+    trained networks' test outputs; ``move[i, j]`` = ‖θ − θ(0)‖/‖θ(0)‖.
+    """
+
+    widths: np.ndarray
+    methods: tuple[str, ...]
+    dist_krr: np.ndarray
+    dist_lin: np.ndarray
+    kernel_err: np.ndarray
+    rdi_vs_aux: np.ndarray
+    move: np.ndarray
+    krr_test: np.ndarray
+
+
+def train_vs_krr(
+    x: Any, y: Any, x_test: Any, widths: Sequence[int], lam: float, steps: int, seed: int = 0,
+    methods: Sequence[str] = ("rdi", "aux"), lr: float | None = None,
+) -> TrainVsKRR:
+    r"""Train :class:`~ntk_core.nets.DifferenceTrick` (Setting-1 two-layer net) with RDI/AUX by full-batch GD.
+
+    The network is f = (√2/2) g(θ₁) − (√2/2) g(θ₂), g the Setting-1
+    :class:`~ntk_core.nets.TwoLayerNet` (first layer trained), so f(θ(0), ·) = 0
+    and its NTK is g's (Lemma A.1): Theorem 4.1 then predicts that for large width
+    the trained network computes f*(x) = k(x, X)ᵀ(K + λ²I)⁻¹ỹ. Training uses
+    :func:`ntk_core.train.train` (``batch_size=None``: exactly GD on eq. (3) / (4))
+    for ``steps`` epochs with learning rate ``lr`` (default: Theorem 4.1's
+    largest allowed η = 1/(‖K‖ + λ²), with the infinite-width K).
+    """
+    from .krr import (gd_aux_kernel, gd_kernel_closed_form, gd_rdi_kernel, gd_unregularized_kernel,
+                      learning_rate_bound)
+    from .nets import DifferenceTrick, TwoLayerNet
+    from .ntk import empirical_ntk
+    from .train import predict
+
+    X = torch.as_tensor(as_float64_array(x, "x", ndim=2))
+    Xt = torch.as_tensor(as_float64_array(x_test, "x_test", ndim=2))
+    yy = torch.as_tensor(as_float64_array(y, "y", ndim=1))
+    K_inf = setting1_kernel(X.numpy())
+    Kt_inf = setting1_kernel(Xt.numpy(), X.numpy())
+    krr_test = krr_predict(K_inf, yy.numpy(), lam, Kt_inf)
+    eta = learning_rate_bound(K_inf, lam) if lr is None else check_positive(lr, "lr")
+    methods = tuple(methods)
+    shape = (len(widths), len(methods))
+    dist_krr, dist_lin, move = np.empty(shape), np.empty(shape), np.empty(shape)
+    kernel_err, rdi_vs_aux = np.empty(len(widths)), np.full(len(widths), np.nan)
+    old_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # the trainer builds its targets in the default dtype
+    try:
+        for i, m in enumerate(widths):
+            g = TwoLayerNet(X.shape[1], int(m), seed=seed + i).double()
+            base = DifferenceTrick(g)
+            K0 = empirical_ntk(base, X, dtype=torch.float64).numpy()
+            K0t = empirical_ntk(base, Xt, X, dtype=torch.float64).numpy()
+            kernel_err[i] = np.linalg.norm(K0 - K_inf) / np.linalg.norm(K_inf)
+            outs = {}
+            for j, method in enumerate(methods):
+                net = DifferenceTrick(g)
+                theta0 = torch.cat([p.detach().reshape(-1).clone() for p in net.parameters() if p.requires_grad])
+                _train_binary(net, X, yy, method, lam, eta, steps)
+                out = predict(net, Xt).numpy().astype(np.float64)
+                outs[method] = out
+                if method == "vanilla":  # plain GD: eq. (2) stopped at step `steps`, no ridge
+                    lin = gd_unregularized_kernel(K0, yy.numpy(), eta, steps, K_test_train=K0t,
+                                                  record_every=steps).test[-1]
+                    ref = gd_kernel_closed_form(K_inf, yy.numpy(), eta, steps, 0.0, K_test_train=Kt_inf)
+                else:
+                    gd = gd_rdi_kernel if method == "rdi" else gd_aux_kernel
+                    lin = gd(K0, yy.numpy(), lam, eta, steps, K_test_train=K0t, record_every=steps).test[-1]
+                    ref = krr_test
+                dist_krr[i, j] = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+                dist_lin[i, j] = np.linalg.norm(out - lin) / np.linalg.norm(lin)
+                theta = torch.cat([p.detach().reshape(-1) for p in net.parameters() if p.requires_grad])
+                move[i, j] = float(torch.linalg.vector_norm(theta - theta0) / torch.linalg.vector_norm(theta0))
+            if "rdi" in outs and "aux" in outs:
+                rdi_vs_aux[i] = np.linalg.norm(outs["rdi"] - outs["aux"]) / np.linalg.norm(outs["rdi"])
+    finally:
+        torch.set_default_dtype(old_dtype)
+    return TrainVsKRR(np.asarray(widths, dtype=np.int64), methods, dist_krr, dist_lin, kernel_err, rdi_vs_aux,
+                      move, krr_test)
+
+
+def _train_binary(net: nn.Module, X: torch.Tensor, y: torch.Tensor, method: str, lam: float, eta: float,
+                  steps: int) -> None:
+    """Full-batch GD on eq. (3) (RDI) or eq. (4) (AUX) with ±1 labels, by the library trainer."""
+    from .train import TrainConfig, train
+
+    labels = torch.where(y >= 0, 1, -1)
+    if not torch.equal(labels.to(y.dtype), y):
+        raise ValueError("train_vs_krr trains on binary labels in {-1, +1}")
+    cfg = TrainConfig(method=method, lam=None if method == "vanilla" else lam, loss="l2", epochs=steps, lr=eta,
+                      batch_size=None, eval_every=steps)
+    train(net, X, labels, cfg)
+
+
+def initial_output_effect(
+    x: Any, y: Any, x_test: Any, y_test: Any, lam: float, draws: int, seed: int
+) -> tuple[np.ndarray, float]:
+    r"""What the initial output f(θ(0), ·) does to the NTK predictor (Appendix A), at infinite width.
+
+    For the two-layer net with both layers trained, f(θ(0), ·) is a centred
+    Gaussian process with covariance Σ⁽¹⁾ (the NNGP kernel) and the linearised
+    network after training is f₀(x) + k(x, X)ᵀ(K + λ²I)⁻¹(ỹ − f₀(X)): kernel
+    regression with correlated Gaussian noise on both the training targets and
+    the test outputs. Draws f₀ jointly on train and test points ``draws`` times
+    and returns the clean test errors ``(draws,)`` with f₀, and the error
+    without it (the difference trick, f₀ = 0).
+    """
+    X = as_float64_array(x, "x", ndim=2)
+    Xt = as_float64_array(x_test, "x_test", ndim=2)
+    yy, yt = as_float64_array(y, "y", ndim=1), as_float64_array(y_test, "y_test", ndim=1)
+    allx = np.concatenate([X, Xt])
+    ntk_all, nngp_all = relu_kernels(allx, depth=1, trained="all")
+    n = X.shape[0]
+    K, Kt = ntk_all[:n, :n], ntk_all[n:, :n]
+    path = KRRPath(K, Kt)
+    clean = path.predict(yy, [lam], test=True)[0]
+    base_err = float(np.mean(np.sign(clean) != yt))
+    w, V = np.linalg.eigh(nngp_all)
+    L = V * np.sqrt(np.clip(w, 0.0, None))
+    rng = np.random.default_rng(seed)
+    errs = np.empty(draws)
+    for r in range(draws):
+        f0 = L @ rng.standard_normal(allx.shape[0])
+        pred = f0[n:] + path.predict(yy - f0[:n], [lam], test=True)[0]
+        errs[r] = np.mean(np.sign(pred) != yt)
+    return errs, base_err
