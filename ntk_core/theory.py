@@ -39,6 +39,7 @@ from torch import nn
 
 from ._checks import as_float64_array, check_positive, check_unit_interval_open
 from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
+from .data import sphere_features
 from .infinite import relu_kernels, relu_ntk
 from .krr import KRRPath, check_kernel_matrix, krr_predict
 from .noise import corrupt, flip_binary
@@ -66,35 +67,6 @@ __all__ = [
 
 
 # =========================================================================== inputs and kernels
-
-
-def sphere_features(images: Any, pool: int = 1) -> np.ndarray:
-    r"""Flatten images (uint8 or float) and scale each to Euclidean norm √d (float64, shape ``(N, d)``).
-
-    With ‖x‖² = d the first-layer covariance Σ⁽⁰⁾(x, x') = xᵀx'/d of
-    :mod:`ntk_core.infinite` is the cosine of the angle between x and x', so
-    k(x, x) = 1/2 for the Setting-1 NTK and tr k(X, X) = n/2 exactly: the paper's
-    assumption tr K = O(n) holds with constant 1/2. ``pool`` > 1 averages
-    ``pool × pool`` pixel blocks first (MNIST 28×28 → 14×14 for ``pool=2``),
-    to make wide networks cheap on a CPU. An all-zero image is refused.
-    """
-    x = np.asarray(images, dtype=np.float64)
-    if x.ndim < 2:
-        raise ValueError(f"images must have shape (N, ...) with at least 2 dimensions, got {x.shape}")
-    if not isinstance(pool, int) or pool < 1:
-        raise ValueError(f"pool must be a positive int, got {pool!r}")
-    if pool > 1:
-        if x.ndim == 3:
-            x = x[:, None]
-        if x.ndim != 4 or x.shape[2] % pool or x.shape[3] % pool:
-            raise ValueError(f"pool={pool} needs images (N, [C,] H, W) with H, W divisible by it, got {np.shape(images)}")
-        n, c, h, w = x.shape
-        x = x.reshape(n, c, h // pool, pool, w // pool, pool).mean(axis=(3, 5))
-    x = x.reshape(x.shape[0], -1)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError(f"{int((norms == 0).sum())} image(s) are all zero and cannot be normalised")
-    return x / norms * math.sqrt(x.shape[1])
 
 
 def setting1_kernel(x1: Any, x2: Any | None = None) -> np.ndarray:

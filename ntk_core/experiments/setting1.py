@@ -78,9 +78,8 @@ class Config:
 
 
 def mnist_features(images: np.ndarray) -> np.ndarray:
-    """Flatten and scale each image to ``‖x‖² = d`` (unit norm times √d), float32."""
-    d = images[0].size
-    return data.unit_norm(images) * np.float32(math.sqrt(d))
+    """Flattened images scaled to ``‖x‖² = d`` (:func:`ntk_core.data.sphere_features`), float32."""
+    return data.sphere_features(images).astype(np.float32)
 
 
 def _network(config: Config, seed: int) -> torch.nn.Module:
