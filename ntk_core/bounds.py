@@ -15,7 +15,7 @@ What is here
   :func:`binary_noise_subgaussian_sigma`, :func:`multiclass_noise_subgaussian_sigma`
   and the numerical check :func:`subgaussian_sigma_numeric`.
 * The three tail/deterministic lemmas: :func:`hsu_kakade_zhang_bound`
-  (eq. (13)), :func:`lemma_c1_bound`, :func:`lemma_c2_bound`.
+  (eq. (12)), :func:`lemma_c1_bound`, :func:`lemma_c2_bound`.
 * Theorems 5.1–5.3, each twice: ``theorem_5_x_printed`` (the O(·) form as
   printed, every hidden constant set to ``C``, default 1) and
   ``theorem_5_x_bound`` (every constant written out by following Appendix C;
@@ -39,7 +39,7 @@ Findings about the paper's constants (checked by tests/test_bounds.py)
    sub-Gaussian with parameter 1/2; the paper's "parameter 1" is valid but 2×
    loose. The exact value per output h is max_c σ(p_{h,c}) ≤ 1/2.
 3. *Rademacher step.* The class F_B = {αᵀk(·, X) : ‖f‖_H ≤ B} used in the
-   proof depends on the sample X, so the uniform-convergence bound (eq. (16))
+   proof depends on the sample X, so the uniform-convergence bound (eq. (15))
    cannot be applied to it as written. Using the whole RKHS ball
    {f ∈ H : ‖f‖_H ≤ B} (data independent, contains f*) fixes this with the
    same Bartlett–Mendelson bound B√tr K / n. The Talagrand contraction step
@@ -342,7 +342,7 @@ def subgaussian_sigma_numeric(values: Any, probs: Any) -> float:
 
 
 def hsu_kakade_zhang_bound(A: Any, sigma: float, delta: float) -> float:
-    """Hsu, Kakade & Zhang (2012, Thm 1) tail bound for ‖Aε‖, paper eq. (13).
+    """Hsu, Kakade & Zhang (2012, Thm 1) tail bound for ‖Aε‖, paper eq. (12).
 
     If ε ∈ Rⁿ has independent coordinates, each mean zero and σ-sub-Gaussian,
     then for any matrix A (m × n), with Σ = AᵀA, with probability ≥ 1 − δ
@@ -611,7 +611,7 @@ class PrintedBound:
 def _printed_terms(
     sqrt_complexity_over_n: float, n: int, lam: float, sigma: float, delta: float, C: float
 ) -> tuple[float, float, float, float, float]:
-    """The five terms of eq. (14) with O(·) := C·(·): leading, noise, tail, noise_tail, net."""
+    """The five terms of eq. (10) with O(·) := C·(·): leading, noise, tail, noise_tail, net."""
     L = _log_inv(delta)
     return (
         0.5 * (lam + C) * sqrt_complexity_over_n,
@@ -625,7 +625,7 @@ def _printed_terms(
 def theorem_5_1_printed(
     K: Any, y: Any, lam: float, sigma: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
-    """Theorem 5.1, eq. (14), as printed:
+    """Theorem 5.1, eq. (10), as printed:
 
     .. math:: \\frac{\\lambda + O(1)}{2}\\sqrt{\\frac{y^\\top K^{-1}y}{n}} + O\\Big(\\frac\\sigma\\lambda\\Big)
               + O\\Big(\\sigma\\sqrt{\\tfrac{\\log(1/\\delta)}{n}} + \\frac\\sigma\\lambda\\sqrt{\\tfrac{\\log(1/\\delta)}{n}}

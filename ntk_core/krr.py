@@ -4,10 +4,10 @@ Everything here follows the paper's convention (DESIGN.md): the ridge term is
 **λ² I** and the argument ``lam`` is λ, so that
 
 .. math::  f^*(x) = k(x, X)^\\top (k(X, X) + \\lambda^2 I)^{-1} \\tilde y
-   \\qquad \\text{(paper eq. (7), "KRR solution")},
+   \\qquad \\text{(paper eq. (8), "KRR solution")},
 
 and, for ``K`` outputs with targets stacked as the columns of ``y`` of shape
-``(n, K)``, the same formula column by column (paper eq. (8)).
+``(n, K)``, the same formula column by column (paper eq. (9)).
 
 Contents
 
@@ -139,7 +139,7 @@ def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
 
 
 def krr_coefficients(K_train: Any, y: Any, lam: float) -> np.ndarray:
-    """Dual coefficients α = (K + λ² I)⁻¹ ỹ of kernel ridge regression (paper eq. (7)/(8)).
+    """Dual coefficients α = (K + λ² I)⁻¹ ỹ of kernel ridge regression (paper eqs. (8)/(9)).
 
     ``y`` has shape ``(n,)`` or ``(n, K)`` (one column per output, e.g. one-hot
     targets); α has the same shape. ``lam`` = λ ≥ 0; λ = 0 is the unregularised
@@ -159,8 +159,8 @@ def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = Non
     """Kernel ridge regression predictions :math:`k(x, X)^\\top (K + \\lambda^2 I)^{-1} \\tilde y`.
 
     This is the function the wide network learns under RDI or AUX (Theorem 4.1,
-    eq. (7)); for targets of shape ``(n, K)`` each column ``h`` gives the output
-    :math:`f^{(h)}` of eq. (8).
+    eq. (8)); for targets of shape ``(n, K)`` each column ``h`` gives the output
+    :math:`f^{(h)}` of eq. (9).
 
     Parameters
     ----------
@@ -354,7 +354,7 @@ def gd_rdi_params(
     theta0: Any | None = None,
     record_every: int = 1,
 ) -> ParamGDTrajectory:
-    """Gradient descent on the linearised RDI objective (Section 4, eq. (9)).
+    """Gradient descent on the linearised RDI objective (Section 4, eq. (6)).
 
     .. math:: \\tilde L^{RDI}_\\lambda(\\theta) = \\tfrac12\\|Z(\\theta-\\theta(0)) - \\tilde y\\|^2
               + \\tfrac{\\lambda^2}{2}\\|\\theta-\\theta(0)\\|^2,\\qquad
@@ -394,7 +394,7 @@ def gd_aux_params(
     theta0: Any | None = None,
     record_every: int = 1,
 ) -> ParamGDTrajectory:
-    """Gradient descent on the linearised AUX objective (Section 4, eq. (10)).
+    """Gradient descent on the linearised AUX objective (Section 4, eq. (7)).
 
     .. math:: \\tilde L^{AUX}_\\lambda(\\bar\\theta, b) = \\tfrac12\\|Z(\\bar\\theta-\\theta(0))
               + \\lambda b - \\tilde y\\|^2,
@@ -501,7 +501,7 @@ def gd_rdi_kernel(
     K_test_train: Any | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
-    """RDI gradient descent (Theorem 4.1, eq. (11)) written in function space.
+    """RDI gradient descent (Theorem 4.1, eq. (6)) written in function space.
 
     Substituting θ(t) − θ(0) = Zᵀα(t) into the RDI update gives
     :math:`\\alpha(t+1) = \\alpha(t) - \\eta\\,(K\\alpha(t) - \\tilde y + \\lambda^2\\alpha(t))`,
@@ -524,7 +524,7 @@ def gd_aux_kernel(
     K_test_train: Any | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
-    """AUX gradient descent (Theorem 4.1, eq. (12)) written in function space.
+    """AUX gradient descent (Theorem 4.1, eq. (7)) written in function space.
 
     With θ̄(t) − θ(0) = Zᵀᾱ(t): :math:`a = K\\bar\\alpha + \\lambda b - \\tilde y`,
     :math:`\\bar\\alpha \\leftarrow \\bar\\alpha - \\eta a`,

@@ -135,11 +135,11 @@ def _draw_noise(rng: np.random.Generator, shape: tuple[int, ...], sigma: float, 
 
 @dataclass(frozen=True)
 class LemmaMonteCarlo:
-    """Monte Carlo draws of the quantities bounded by Lemmas C.1, C.2 and eq. (13).
+    """Monte Carlo draws of the quantities bounded by Lemmas C.1, C.2 and eq. (12).
 
     Per draw of the noise ε (σ-sub-Gaussian, independent coordinates):
     ``train_dist`` = ‖f*(X) − y‖ (Lemma C.1), ``rkhs`` = ‖f*‖_H (Lemma C.2),
-    ``hkz`` = ‖Aε‖ with A = K(K + λ²I)⁻¹ (eq. (13)); the bounds at confidence
+    ``hkz`` = ‖Aε‖ with A = K(K + λ²I)⁻¹ (eq. (12)); the bounds at confidence
     1 − δ are ``c1_bound``, ``c2_bound``, ``hkz_bound``.
     """
 
