@@ -19,6 +19,8 @@ ifneq ($(wildcard $(SHARED_DATA)/mnist),)
 export NTK_CORE_DATA ?= $(SHARED_DATA)
 endif
 export NTK_BOOK_PROFILE ?= quick
+# Experiment results are cached by a hash of config and code; the book keeps its own cache in _build.
+export NTK_CORE_CACHE ?= $(CURDIR)/_build/ntk_cache
 
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/*.md book/*.bib book/*.svg book/_ext/*.py) $(wildcard ntk_core/*.py ntk_core/*/*.py)
 

@@ -65,6 +65,7 @@ __all__ = [
     "cifar_airplane_vs_automobile",
     "to_unit_interval",
     "standardize",
+    "cifar_features",
     "unit_norm",
     "sphere_features",
     "MNIST_MEAN",
@@ -537,6 +538,11 @@ def standardize(images: np.ndarray, mean: tuple[float, ...], std: tuple[float, .
     m = np.asarray(mean, dtype=np.float64).reshape(shape)
     s = np.asarray(std, dtype=np.float64).reshape(shape)
     return ((x - m) / s).astype(dtype)
+
+
+def cifar_features(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+    """CIFAR-10 images standardised per channel with the training-set statistics (:func:`standardize`)."""
+    return standardize(images, CIFAR10_MEAN, CIFAR10_STD, dtype)
 
 
 def unit_norm(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol
 import pandas as pd
 
 __all__ = ["ExperimentConfig", "Result", "RunContext", "Split", "run_experiment", "cache_dir", "code_fingerprint",
-           "check_common", "check_count", "check_device", "check_values", "make_split",
+           "check_common", "check_count", "check_device", "check_values", "make_split", "split_from",
            "config_hash"]
 
 
@@ -255,6 +255,20 @@ class Split:
 
     def to(self, device: str) -> "Split":
         return Split(*(t.to(device) for t in dataclasses.astuple(self)))
+
+
+def split_from(ctx: RunContext, train: Any, test: Any, features: Callable[[Any], Any], *, n_train: int,
+               n_val: int, n_test: int, seed: int, what: str) -> Split:
+    """Report where ``train`` and ``test`` came from, then :func:`make_split` on their ``features``.
+
+    ``train`` and ``test`` are :class:`ntk_core.data.ImageDataset` or
+    :class:`ntk_core.data.BinaryTask` objects (both unpack as ``x, y``).
+    """
+    ctx.add_data(train.describe())
+    ctx.add_data(test.describe())
+    (x_train, y_train), (x_test, y_test) = train, test
+    return make_split(features(x_train), y_train, features(x_test), y_test, n_train=n_train, n_val=n_val,
+                      n_test=n_test, seed=seed, what=what)
 
 
 def make_split(x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train: int, n_val: int, n_test: int,

@@ -33,7 +33,7 @@ from ..krr import krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, classification_error, train
-from ._base import RunContext, Split, check_common, check_count, check_values, make_split
+from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
 __all__ = ["Config", "compute", "mnist_features"]
 
@@ -88,11 +88,7 @@ def _network(config: Config, seed: int) -> torch.nn.Module:
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    train_task = data.mnist_5_vs_8("train")
-    test_task = data.mnist_5_vs_8("test")
-    ctx.add_data(train_task.describe())
-    ctx.add_data(test_task.describe())
-    return make_split(mnist_features(train_task.x), train_task.y, mnist_features(test_task.x), test_task.y,
+    return split_from(ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), mnist_features,
                       n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
                       what="setting1 (MNIST 5 vs 8)")
 

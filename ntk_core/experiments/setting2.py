@@ -60,7 +60,7 @@ from torch import nn
 from .. import data, noise
 from ..nets import ConvNet, DifferenceTrick
 from ..train import TrainConfig, TrainResult, classification_error, predict, train
-from ._base import RunContext, Split, check_common, check_count, check_values, make_split
+from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
 __all__ = ["Config", "compute", "network", "OutputScale"]
 
@@ -153,15 +153,8 @@ def network(config: Config, seed: int) -> nn.Module:
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    train_task = data.cifar_airplane_vs_automobile("train", download=config.download)
-    test_task = data.cifar_airplane_vs_automobile("test", download=config.download)
-    ctx.add_data(train_task.describe())
-    ctx.add_data(test_task.describe())
-
-    def features(images):
-        return data.standardize(images, data.CIFAR10_MEAN, data.CIFAR10_STD)
-
-    return make_split(features(train_task.x), train_task.y, features(test_task.x), test_task.y,
+    return split_from(ctx, data.cifar_airplane_vs_automobile("train", download=config.download),
+                      data.cifar_airplane_vs_automobile("test", download=config.download), data.cifar_features,
                       n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
                       what="setting2 (CIFAR airplane vs automobile)")
 

@@ -62,7 +62,7 @@ from torch import nn
 from .. import data, noise
 from ..resnet import CifarResNet, RandomCropFlip
 from ..train import TrainConfig, train
-from ._base import RunContext, Split, check_common, check_count, check_values, make_split
+from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
 __all__ = ["Config", "compute", "network", "table1"]
 
@@ -154,15 +154,8 @@ def network(config: Config, seed: int) -> nn.Module:
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    train_set = data.load_cifar10("train", download=config.download)
-    test_set = data.load_cifar10("test", download=config.download)
-    ctx.add_data(train_set.describe())
-    ctx.add_data(test_set.describe())
-
-    def features(images):
-        return data.standardize(images, data.CIFAR10_MEAN, data.CIFAR10_STD)
-
-    return make_split(features(train_set.images), train_set.labels, features(test_set.images), test_set.labels,
+    return split_from(ctx, data.load_cifar10("train", download=config.download),
+                      data.load_cifar10("test", download=config.download), data.cifar_features,
                       n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
                       what="setting3 (CIFAR-10)")
 
