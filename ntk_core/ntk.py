@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the console bar: no ipywidgets needed in notebooks
 
 __all__ = [
     "METHODS",

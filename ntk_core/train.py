@@ -258,7 +258,7 @@ def train(
 
     epochs = range(start_epoch, config.epochs)
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         epochs = tqdm(epochs, initial=start_epoch, total=config.epochs, desc=f"{config.method}", leave=False)
     for epoch in epochs:
