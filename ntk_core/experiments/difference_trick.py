@@ -40,7 +40,7 @@ class Config:
 
     profile: str = "quick"
     n_train: int = 400
-    n_test: int = 500
+    n_test: int = 0  # 0: the whole test split
     width: int = 512
     alphas: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
     steps: int = 300

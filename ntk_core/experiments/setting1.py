@@ -45,7 +45,7 @@ class Config:
     profile: str = "quick"
     n_train: int = 400
     n_val: int = 200
-    n_test: int = 400
+    n_test: int = 0  # 0: the whole test split
     width: int = 512
     noise_levels: tuple[float, ...] = (0.0, 0.2, 0.4)
     lams: tuple[float, ...] = (0.5, 1.0, 2.0)
