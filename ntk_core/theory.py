@@ -86,7 +86,10 @@ def sample_classes(labels: Any, classes: Sequence[int], per_class: int, seed: in
     for c in classes:
         pool = np.flatnonzero(lab == c)
         if pool.size < per_class:
-            raise ValueError(f"class {c} has only {pool.size} examples, {per_class} requested")
+            raise ValueError(
+                f"class {c} has only {pool.size} examples, {per_class} requested; the embedded MNIST subset "
+                "holds 400 training and 100 test digits per class: set NTK_CORE_DATA to a folder with the "
+                "official files or allow the download")
         out.append(rng.choice(pool, per_class, replace=False))
     idx = np.concatenate(out)
     rng.shuffle(idx)
