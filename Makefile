@@ -33,8 +33,9 @@ _build/html/index.html: $(STAMP) $(MATHJAX) $(BOOK_SOURCES)
 	$(VENV)/bin/jupyter-book build . --builder html -W -n --keep-going
 	test -f $@ && touch $@
 
-## test: run the whole test suite (builds the book first: the browser test reads it)
+## test: type-check ntk_core, then run the whole test suite (builds the book first: the browser test reads it)
 test: $(STAMP) $(CHROMIUM) book
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 venv: $(STAMP)

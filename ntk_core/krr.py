@@ -77,7 +77,7 @@ def check_kernel_matrix(K: Any, name: str = "K", rtol: float = SYMMETRY_RTOL) ->
     arr = as_float64_array(K, name, ndim=2)
     if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty square (n, n) kernel matrix, got shape {arr.shape}")
-    scale = max(float(np.max(np.abs(arr))), np.finfo(np.float64).tiny)
+    scale = max(float(np.max(np.abs(arr))), float(np.finfo(np.float64).tiny))
     asym = float(np.max(np.abs(arr - arr.T)))
     if asym > rtol * scale:
         raise ValueError(

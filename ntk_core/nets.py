@@ -67,7 +67,7 @@ class NTKLinear(nn.Module):
         self.linear.weight.requires_grad_(trainable)
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> Tensor:
         return self.linear.weight
 
     def forward(self, x: Tensor) -> Tensor:
@@ -102,7 +102,7 @@ class NTKConv2d(nn.Module):
         self.conv.weight.requires_grad_(trainable)
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> Tensor:
         return self.conv.weight
 
     def forward(self, x: Tensor) -> Tensor:

@@ -313,6 +313,7 @@ def _set_layer_shape(layer: _Layer, in_shape: torch.Size, out_shape: torch.Size)
         layer.d_in, layer.d_out = m.in_features, m.out_features
         layer.positions = math.prod(out_shape[1:-1]) if len(out_shape) > 2 else 1
     else:
+        assert isinstance(m, nn.Conv2d)
         layer.d_in = m.in_channels * math.prod(m.kernel_size)
         layer.d_out = m.out_channels
         layer.positions = math.prod(out_shape[2:])
@@ -413,7 +414,7 @@ class _NTVPEngine:
         prob, params = self.prob, self.prob.params
 
         def column(xj: Tensor, cot: Tensor) -> Tensor:
-            _, pullback = vjp(lambda p: prob.forward(p, xj.unsqueeze(0))[0], params)
+            pullback = vjp(lambda p: prob.forward(p, xj.unsqueeze(0))[0], params)[1]
             (tangent,) = pullback(cot)
             return jvp(lambda p: prob.forward(p, x1), (params,), (tangent,))[1]
 
@@ -510,6 +511,7 @@ def _patches(layer: _Layer, a: Tensor) -> Tensor:
     m = layer.module
     if isinstance(m, nn.Linear):
         return a.reshape(a.shape[0], -1, layer.d_in)
+    assert isinstance(m, nn.Conv2d) and isinstance(m.padding, tuple)  # _plain_conv: numeric padding only
     cols = F.unfold(a, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)
     return cols.transpose(1, 2)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -451,12 +451,12 @@ def train_vs_krr(
                 out = predict(net, Xt).numpy().astype(np.float64)
                 outs[method] = out
                 if method == "vanilla":  # plain GD: eq. (2) stopped at step `steps`, no ridge
-                    lin = gd_unregularized_kernel(K0, yy.numpy(), eta, steps, K_test_train=K0t,
-                                                  record_every=steps).test[-1]
+                    lin = _final_test(gd_unregularized_kernel(K0, yy.numpy(), eta, steps, K_test_train=K0t,
+                                                              record_every=steps))
                     ref = gd_kernel_closed_form(K_inf, yy.numpy(), eta, steps, 0.0, K_test_train=Kt_inf)
                 else:
                     gd = gd_rdi_kernel if method == "rdi" else gd_aux_kernel
-                    lin = gd(K0, yy.numpy(), lam, eta, steps, K_test_train=K0t, record_every=steps).test[-1]
+                    lin = _final_test(gd(K0, yy.numpy(), lam, eta, steps, K_test_train=K0t, record_every=steps))
                     ref = krr_test
                 dist_krr[i, j] = np.linalg.norm(out - ref) / np.linalg.norm(ref)
                 dist_lin[i, j] = np.linalg.norm(out - lin) / np.linalg.norm(lin)
@@ -473,14 +473,20 @@ def train_vs_krr(
 def _train_binary(net: nn.Module, X: torch.Tensor, y: torch.Tensor, method: str, lam: float, eta: float,
                   steps: int) -> None:
     """Full-batch GD on eq. (3) (RDI) or eq. (4) (AUX) with ±1 labels, by the library trainer."""
-    from .train import TrainConfig, train
+    from .train import Method, TrainConfig, train
 
     labels = torch.where(y >= 0, 1, -1)
     if not torch.equal(labels.to(y.dtype), y):
         raise ValueError("train_vs_krr trains on binary labels in {-1, +1}")
-    cfg = TrainConfig(method=method, lam=None if method == "vanilla" else lam, loss="l2", epochs=steps, lr=eta,
+    cfg = TrainConfig(method=cast(Method, method), lam=None if method == "vanilla" else lam, loss="l2", epochs=steps, lr=eta,
                       batch_size=None, eval_every=steps)
     train(net, X, labels, cfg)
+
+
+def _final_test(trajectory: Any) -> np.ndarray:
+    """Test outputs at the last recorded step of a kernel-GD trajectory run with ``K_test_train``."""
+    assert trajectory.test is not None, "the trajectory was run without K_test_train"
+    return trajectory.test[-1]
 
 
 def initial_output_effect(

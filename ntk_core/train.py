@@ -42,7 +42,7 @@ from torch import nn
 
 from ._checks import check_positive
 
-__all__ = ["TrainConfig", "TrainResult", "train", "predict", "classification_error"]
+__all__ = ["Method", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
 
 Method = Literal["vanilla", "early_stopping", "rdi", "aux"]
 _METHODS = ("vanilla", "early_stopping", "rdi", "aux")
@@ -137,7 +137,7 @@ class TrainResult:
 # --------------------------------------------------------------------------- helpers
 
 
-def _trained_parameters(model: nn.Module) -> dict[str, torch.Tensor]:
+def _trained_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
     params = {name: p for name, p in model.named_parameters() if p.requires_grad}
     if not params:
         raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
@@ -261,6 +261,7 @@ def train(
         from tqdm import tqdm
 
         epochs = tqdm(epochs, initial=start_epoch, total=config.epochs, desc=f"{config.method}", leave=False)
+    lam = float(config.lam) if config.lam is not None else 0.0  # validated > 0 for RDI and AUX
     for epoch in epochs:
         decays = sum(epoch >= m for m in config.lr_milestones)
         for g, base_wd in zip(optimizer.param_groups, [config.weight_decay, config.aux_weight_decay]):
@@ -274,11 +275,11 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             out = model(x[idx]).reshape(len(idx), -1)
             if aux is not None:
-                out = out + config.lam * aux[idx]
+                out = out + lam * aux[idx]
             loss = _loss(out, y_noisy[idx], targets[idx], config.loss)
             if config.method == "rdi":
                 penalty = sum(((p - theta0[name]) ** 2).sum() for name, p in params.items())
-                loss = loss + (len(idx) / n) * 0.5 * config.lam ** 2 * penalty
+                loss = loss + (len(idx) / n) * 0.5 * lam ** 2 * penalty
             loss.backward()
             optimizer.step()
         done = epoch + 1
@@ -301,7 +302,7 @@ def train(
 @torch.no_grad()
 def _evaluate(model, params, theta0, x, y_noisy, targets, y_clean, val, test, aux, config, epoch) -> dict:
     out = predict(model, x).reshape(len(x), -1)
-    train_out = out + config.lam * aux if aux is not None else out
+    train_out = out + float(config.lam or 0.0) * aux if aux is not None else out
     row: dict[str, float] = {
         "epoch": epoch,
         "loss": float(_loss(train_out, y_noisy, targets, config.loss)),

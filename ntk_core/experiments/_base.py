@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import platform
@@ -27,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TextIO
 
 import pandas as pd
 
@@ -151,7 +150,7 @@ class RunContext:
 
 def run_experiment(name: str, config: ExperimentConfig,
                    compute: Callable[[Any, RunContext], pd.DataFrame], *,
-                   use_cache: bool = True, progress: bool = False, out: io.TextIOBase | None = None) -> Result:
+                   use_cache: bool = True, progress: bool = False, out: TextIO | None = None) -> Result:
     """Run (or load from the cache) one experiment and return its :class:`Result`."""
     import torch
 

@@ -22,6 +22,7 @@ accuracy over its grid, which the table also allows (``test_error`` per λ).
 from __future__ import annotations
 
 import math
+from typing import cast
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,7 @@ from .. import data, noise
 from ..krr import krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..train import TrainConfig, classification_error, train
+from ..train import Method, TrainConfig, classification_error, train
 from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
 __all__ = ["Config", "compute", "mnist_features"]
@@ -96,7 +97,7 @@ def _load(config: Config, seed: int, ctx: RunContext) -> Split:
 def _train_rows(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None,
                 lr: float, seed: int, progress: bool) -> list[dict]:
     model = _network(config, seed).to(config.device)
-    cfg = TrainConfig(method="early_stopping" if method == "GD" else method, lam=lam, loss="l2",
+    cfg = TrainConfig(method=cast(Method, "early_stopping" if method == "GD" else method), lam=lam, loss="l2",
                       epochs=config.steps, lr=lr, eval_every=config.eval_every, seed=seed)
     result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
                    test=(split.x_test, split.y_test), progress=progress)

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 import torch
@@ -59,7 +60,7 @@ from torch import nn
 
 from .. import data, noise
 from ..nets import ConvNet, DifferenceTrick
-from ..train import TrainConfig, TrainResult, classification_error, predict, train
+from ..train import Method, TrainConfig, TrainResult, classification_error, predict, train
 from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
 __all__ = ["Config", "compute", "network", "OutputScale"]
@@ -183,7 +184,7 @@ def _layer_rows(result: TrainResult) -> list[dict]:
 def _run(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int,
          progress: bool) -> list[dict]:
     model = network(config, seed).to(config.device)
-    cfg = TrainConfig(method=method, lam=lam, loss="l2", epochs=config.epochs, lr=config.lr,
+    cfg = TrainConfig(method=cast(Method, method), lam=lam, loss="l2", epochs=config.epochs, lr=config.lr,
                       batch_size=config.batch_size, seed=seed, eval_every=1)
     result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
                    test=(split.x_test, split.y_test), progress=progress)
