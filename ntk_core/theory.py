@@ -60,6 +60,7 @@ __all__ = [
     "ntk_width_sweep",
     "rademacher_monte_carlo",
     "sample_classes",
+    "available_pairs",
     "setting1_kernel",
     "sphere_features",
     "train_vs_krr",
@@ -94,6 +95,17 @@ def sample_classes(labels: Any, classes: Sequence[int], per_class: int, seed: in
     idx = np.concatenate(out)
     rng.shuffle(idx)
     return idx
+
+
+def available_pairs(labels: Any, classes: Sequence[int]) -> int:
+    """How many examples :func:`sample_classes` can draw per class: the size of the rarest of ``classes``.
+
+    Chapters cap their sample sizes with it, so that they also run on the embedded
+    MNIST subset (400 training and 100 test digits per class) when no full copy
+    is available; with the full data set the caps change nothing.
+    """
+    lab = np.asarray(labels)
+    return int(min(int(np.sum(lab == c)) for c in classes))
 
 
 def jacobian_features(model: nn.Module, x: Any) -> np.ndarray:

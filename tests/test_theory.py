@@ -125,3 +125,11 @@ def test_initial_output_effect():
     x, y = _data(50)
     errs, base = theory.initial_output_effect(x[:30], y[:30], x[30:], y[30:], 0.5, 20, seed=0)
     assert errs.shape == (20,) and 0 <= base <= 1 and errs.mean() >= base - 0.05
+
+
+def test_available_pairs_is_the_rarest_class():
+    from ntk_core import theory
+
+    labels = np.array([5, 5, 5, 8, 8, 3])
+    assert theory.available_pairs(labels, [5, 8]) == 2
+    assert theory.available_pairs(labels, [5, 8, 3]) == 1
