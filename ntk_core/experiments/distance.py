@@ -96,8 +96,9 @@ class Config:
                 for factor, (field_, values) in grids.items() for value in values]
 
 
-def _one(config: Config, point: dict, seed: int, train_task, test_task, progress: bool) -> dict:
-    split = make_split(mnist_features(train_task.x), train_task.y, mnist_features(test_task.x), test_task.y,
+def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool) -> dict:
+    x_train, y_train, x_test, y_test = features
+    split = make_split(x_train, y_train, x_test, y_test,
                        n_train=point["n_train"], n_val=0, n_test=200, seed=seed, what="distance (MNIST 5 vs 8)")
     y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.numpy(), point["noise"], seed=seed, exact=True))
     split = split.to(config.device)
@@ -126,13 +127,15 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
     ctx.add_data(train_task.describe())
     ctx.add_data(test_task.describe())
+    # normalised once: every run below draws its own subset from these arrays
+    features = (mnist_features(train_task.x), train_task.y, mnist_features(test_task.x), test_task.y)
     rows = []
     for seed in config.seeds:
         for point in config.points():
             # the base point recurs in several factors: key the unit by the run itself, not by the factor
             run_key = {k: point[k] for k in ("n_train", "noise", "width", "lam", "lr_scale")}
             unit = ctx.unit({"seed": seed, **run_key},
-                            lambda: _one(config, point, seed, train_task, test_task, ctx.progress))
+                            lambda: _one(config, point, seed, features, ctx.progress))
             rows += [{"seed": seed, "factor": point["factor"], "value": point["value"], **r} for r in unit]
     return pd.DataFrame(rows)
 
