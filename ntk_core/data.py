@@ -549,8 +549,10 @@ def unit_norm(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
     r"""Flatten each image and scale it to unit Euclidean norm: ``x / ‖x‖``, shape ``(N, d)``.
 
     The NTK analyses the paper builds on (Arora et al., 2019) assume inputs on
-    the unit sphere; the closed-form kernels of ``ntk_core.infinite`` use the
-    same normalisation. An all-zero image is refused.
+    the unit sphere. The closed-form kernels of ``ntk_core.infinite`` do not use
+    this normalisation: they take raw inputs, and the book and the experiments feed
+    them ``‖x‖² = d`` (:func:`sphere_features`), under which the first-layer
+    covariance ``xᵀx'/d`` is the cosine. An all-zero image is refused.
     """
     x = to_unit_interval(images, np.float64).reshape(len(images), -1)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
