@@ -469,3 +469,227 @@ def test_bad_transition_matrices_are_refused() -> None:
         q_matrix(symmetric_P(3, 0.1), labels.astype(float))
     with pytest.raises(ValueError, match="n = 10 entries"):
         theorem_5_3_bound(K, labels[:5], symmetric_P(3, 0.1), 1.0, 0.1)
+
+
+# =========================================================================== values by hand
+#
+# Each term of each bound against an independent numpy transcription of its formula (Appendix C),
+# on a small case chosen so that confusable things differ: λ ∉ {1} (λ vs λ²), δ/3 vs δ,
+# ε-net sizes where ceil and floor differ, a non-symmetric P (P vs Pᵀ, rows vs columns).
+
+
+def _small_case(seed: int = 40, n: int = 5, P: int = 9) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, P))
+    K = Z @ Z.T / P + 0.1 * np.eye(n)  # positive definite, tr K ≠ n
+    y = np.array([0.9, -0.4, 0.7, -1.0, 0.2])[:n]
+    return K, y
+
+
+def _hand_5_1(K, y, lam, sigma, delta, eps, label_bound=1.0, loss_bound=1.0) -> dict:
+    """Theorem 5.1's terms written out from the proof in Appendix C.1 (δ split in three)."""
+    n = K.shape[0]
+    tr = float(np.trace(K))
+    L3 = math.log(3.0 / delta)
+    c = float(y @ np.linalg.inv(K) @ y)
+    r = float(y @ np.linalg.inv(K + lam * lam * np.eye(n)) @ y)
+    N = math.ceil(label_bound * math.sqrt(n) / (lam * eps))
+    return {
+        "train_bias": lam / 2 * math.sqrt(c / n),
+        "train_noise": sigma / (2 * lam) * math.sqrt(tr / n),
+        "train_tail": sigma * math.sqrt(2 * L3 / n),
+        "rademacher_signal": 2 * math.sqrt(tr) / n * math.sqrt(r),
+        "rademacher_noise": 2 * math.sqrt(tr) / n * sigma * math.sqrt(n) / lam,
+        "rademacher_tail": 2 * math.sqrt(tr) / n * sigma / lam * math.sqrt(2 * L3),
+        "rademacher_net": 2 * math.sqrt(tr) / n * eps,
+        "concentration": 3 * loss_bound * math.sqrt(math.log(6 * (N + 1) / delta) / (2 * n)),
+        "net_size": N + 1,
+        "trace": tr,
+    }
+
+
+def _assert_terms(bound, hand: dict) -> None:
+    for name, value in hand.items():
+        got = getattr(bound, name)
+        assert got == pytest.approx(value, rel=1e-10, abs=1e-14), f"{name}: {got!r} != {value!r}"
+    terms = [v for k, v in hand.items() if k not in ("net_size", "trace")]
+    assert bound.total == pytest.approx(sum(terms), rel=1e-10)
+
+
+def _bern_sigma(q: float) -> float:
+    """Optimal sub-Gaussian parameter of Bernoulli(q) − q, q ∉ {0, 1/2, 1} (Kearns–Saul)."""
+    return math.sqrt((1 - 2 * q) / (2 * math.log((1 - q) / q)))
+
+
+@pytest.mark.parametrize("sigma, delta", [(1.3, 0.1), (0.4, 0.02)])
+def test_hsu_kakade_zhang_identity_by_value(sigma: float, delta: float) -> None:
+    """Eq. (12) with A = I (n × n): σ√(n + 2√(n log(1/δ)) + 2 log(1/δ))."""
+    n, L = 6, math.log(1 / delta)
+    expected = sigma * math.sqrt(n + 2 * math.sqrt(n * L) + 2 * L)
+    assert hsu_kakade_zhang_bound(np.eye(n), sigma, delta) == pytest.approx(expected, rel=1e-12)
+
+
+def test_hsu_kakade_zhang_general_matrix_by_value() -> None:
+    """Eq. (12) for a non-square, non-symmetric A, with Σ = AᵀA (not AAᵀ: traces agree, ‖·‖ too, so check
+    against Σ built by hand and also a case where tr Σ, tr Σ², ‖Σ‖ all differ from A's own)."""
+    A = np.array([[2.0, 0.5, 0.0], [0.0, -1.0, 3.0]])
+    sigma, delta = 0.7, 0.1
+    L = math.log(1 / delta)
+    S = A.T @ A
+    expected = sigma * math.sqrt(np.trace(S) + 2 * math.sqrt(np.trace(S @ S) * L) + 2 * np.linalg.norm(S, 2) * L)
+    assert hsu_kakade_zhang_bound(A, sigma, delta) == pytest.approx(expected, rel=1e-12)
+    # the same number written without the matrix: tr Σ = Σ a_ij², and for A = diag(a): Σ a⁴ and max a²
+    a = np.array([0.5, 2.0, 1.5])
+    expected_diag = sigma * math.sqrt(np.sum(a**2) + 2 * math.sqrt(np.sum(a**4) * L) + 2 * np.max(a**2) * L)
+    assert hsu_kakade_zhang_bound(np.diag(a), sigma, delta) == pytest.approx(expected_diag, rel=1e-12)
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_lemma_c1_and_c2_by_value(lam: float) -> None:
+    K, y = _small_case()
+    sigma, delta, n = 0.6, 0.1, 5
+    L = math.log(1 / delta)
+    c1 = lemma_c1_bound(K, y, lam, sigma, delta)
+    assert c1.bias == pytest.approx(lam / 2 * math.sqrt(y @ np.linalg.inv(K) @ y), rel=1e-12)
+    assert c1.noise == pytest.approx(sigma / (2 * lam) * math.sqrt(np.trace(K)), rel=1e-12)
+    assert c1.tail == pytest.approx(sigma * math.sqrt(2 * L), rel=1e-12)
+    assert c1.total == pytest.approx(c1.bias + c1.noise + c1.tail)
+    c2 = lemma_c2_bound(K, y, lam, sigma, delta)
+    assert c2.signal == pytest.approx(math.sqrt(y @ np.linalg.inv(K + lam**2 * np.eye(n)) @ y), rel=1e-12)
+    assert c2.noise == pytest.approx(sigma * math.sqrt(n) / lam, rel=1e-12)
+    assert c2.tail == pytest.approx(sigma / lam * math.sqrt(2 * L), rel=1e-12)
+    assert c2.total == pytest.approx(c2.signal + c2.noise + c2.tail)
+
+
+def test_data_quantities_by_value() -> None:
+    K, y = _small_case()
+    lam = 0.7
+    Kinv = np.linalg.inv(K)
+    R = np.linalg.inv(K + lam**2 * np.eye(5))
+    assert complexity(K, y) == pytest.approx(y @ Kinv @ y, rel=1e-12)
+    assert ridge_complexity(K, y, lam) == pytest.approx(y @ R @ y, rel=1e-12)
+    alpha = np.array([0.3, -1.0, 0.2, 0.0, 0.5])
+    assert rkhs_norm(K, alpha) == pytest.approx(math.sqrt(alpha @ K @ alpha), rel=1e-12)
+    assert krr_rkhs_norm(K, y, lam) == pytest.approx(math.sqrt(y @ R @ K @ R @ y), rel=1e-12)
+
+
+@pytest.mark.parametrize("lam, eps_net", [(0.7, 1.0), (2.5, 1.0), (0.7, 0.3), (2.5, 0.45)])
+def test_theorem_5_1_every_term_by_value(lam: float, eps_net: float) -> None:
+    K, y = _small_case()
+    sigma, delta = 0.6, 0.1
+    b = theorem_5_1_bound(K, y, lam, sigma, delta, eps_net=eps_net)
+    assert (b.n, b.lam, b.sigma, b.delta) == (5, lam, sigma, delta)
+    _assert_terms(b, _hand_5_1(K, y, lam, sigma, delta, eps_net))
+
+
+def test_theorem_5_1_net_size_rounds_up() -> None:
+    """N = ⌈√n/(λε)⌉: with √5/(0.7·0.3) = 10.65, N + 1 = 12 (floor would give 11, round 12, so also 0.45)."""
+    K, y = _small_case()
+    assert theorem_5_1_bound(K, y, 0.7, 0.6, 0.1, eps_net=0.3).net_size == 12
+    assert math.sqrt(5) / (2.5 * 0.45) == pytest.approx(1.98762, rel=1e-5)
+    assert theorem_5_1_bound(K, y, 2.5, 0.6, 0.1, eps_net=0.45).net_size == 3  # ⌈1.99⌉ + 1 (floor: 2)
+    assert theorem_5_1_bound(K, y, 2.5, 0.6, 0.1, eps_net=0.8).net_size == 3  # ⌈1.118⌉ + 1 (round: 2)
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_theorem_5_2_every_term_by_value(lam: float) -> None:
+    K, _ = _small_case()
+    y = np.array([1.0, -1.0, -1.0, 1.0, 1.0])
+    p, delta = 0.2, 0.1
+    b = theorem_5_2_bound(K, y, lam, p, delta, eps_net=0.3)
+    sigma_p = math.sqrt(2 * (1 - 2 * p) / math.log((1 - p) / p))
+    assert b.p == p and b.sigma == pytest.approx(sigma_p, rel=1e-12)
+    assert b.sigma_paper == pytest.approx(math.sqrt(p)) and b.rescale == pytest.approx(1 / (1 - 2 * p))
+    s = 1 - 2 * p
+    _assert_terms(b.additive, _hand_5_1(K, s * y, lam, sigma_p, delta, 0.3, label_bound=s, loss_bound=s))
+    assert b.total == pytest.approx(b.additive.total / s, rel=1e-12)
+
+
+def test_ramp_loss_by_value() -> None:
+    p = 0.2  # s = 0.6, linear part for 0 < u ȳ < s² = 0.36, slope 1/s on ȳ = s y
+    u = np.array([-1.0, 0.0, 0.1, 0.3, 0.6, 2.0])
+    expected = np.array([0.6, 0.6, 0.6 - 0.1 * 0.6 / 0.6, 0.6 - 0.3, 0.0, 0.0])
+    np.testing.assert_allclose(ramp_loss(u, 1.0, p), expected, atol=1e-12)
+    np.testing.assert_allclose(ramp_loss(-u, -1.0, p), expected, atol=1e-12)
+
+
+_P3 = np.array([[0.55, 0.10, 0.05],
+                [0.05, 0.80, 0.15],
+                [0.40, 0.10, 0.80]])  # column-stochastic, not symmetric; P[c', c] = Pr[noisy c' | clean c]
+
+
+def test_gap_q_and_sigmas_with_a_non_symmetric_P() -> None:
+    P = _P3
+    # gap = min over c of p_cc − max_{c' ≠ c} p_c'c: columns: 0.55−0.40, 0.8−0.1, 0.8−0.15 -> 0.15
+    assert gap(P) == pytest.approx(0.15, abs=1e-12)
+    rowwise = min(P[c, c] - max(P[c, d] for d in range(3) if d != c) for c in range(3))
+    assert rowwise != pytest.approx(0.15)  # the row-wise reading differs: the test tells them apart
+    labels = np.array([0, 2, 1, 2, 0])
+    Q = q_matrix(P, labels)
+    np.testing.assert_allclose(Q, np.stack([P[:, c] for c in labels], axis=1), atol=0)
+    Y = np.eye(3)[:, labels]
+    np.testing.assert_allclose(q_matrix(P, Y), P @ Y, atol=0)
+    sig = multiclass_noise_subgaussian_sigma(P)
+    expected = [max(_bern_sigma(P[h, c]) for c in range(3)) for h in range(3)]
+    np.testing.assert_allclose(sig, expected, rtol=1e-12)
+    assert not np.allclose(expected, [max(_bern_sigma(P[c, h]) for c in range(3)) for h in range(3)])
+    assert centred_bernoulli_subgaussian_sigma(0.2) == pytest.approx(math.sqrt(0.6 / (2 * math.log(4))))
+    assert binary_noise_subgaussian_sigma(0.2) == pytest.approx(2 * math.sqrt(0.6 / (2 * math.log(4))))
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_theorem_5_3_every_term_by_value(lam: float) -> None:
+    K, _ = _small_case()
+    P, labels, delta, k = _P3, np.array([0, 2, 1, 2, 0]), 0.1, 3
+    b = theorem_5_3_bound(K, labels, P, lam, delta, eps_net=0.3)
+    assert b.gap == pytest.approx(0.15, abs=1e-12)
+    sig = [max(_bern_sigma(P[h, c]) for c in range(3)) for h in range(3)]
+    np.testing.assert_allclose(b.sigmas, sig, rtol=1e-12)
+    assert len(b.per_output) == k
+    for h in range(k):
+        q = np.array([P[h, c] for c in labels])  # row h of P·Y
+        _assert_terms(b.per_output[h], _hand_5_1(K, q, lam, sig[h], delta / k, 0.3))
+        assert b.per_output[h].delta == pytest.approx(delta / k)
+    assert b.total == pytest.approx(sum(o.total for o in b.per_output) / 0.15, rel=1e-12)
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_printed_forms_by_value(lam: float) -> None:
+    K, yr = _small_case()
+    n, delta, C = 5, 0.1, 1.7
+    L = math.log(1 / delta)
+    Kinv = np.linalg.inv(K)
+    sigma = 0.6
+    pr = theorem_5_1_printed(K, yr, lam, sigma, delta, C=C)
+    assert pr.theorem == "5.1" and pr.constant == C
+    assert pr.leading == pytest.approx((lam + C) / 2 * math.sqrt(yr @ Kinv @ yr / n), rel=1e-12)
+    assert pr.noise == pytest.approx(C * sigma / lam, rel=1e-12)
+    assert pr.tail == pytest.approx(C * sigma * math.sqrt(L / n), rel=1e-12)
+    assert pr.noise_tail == pytest.approx(C * sigma / lam * math.sqrt(L / n), rel=1e-12)
+    assert pr.net == pytest.approx(C * math.sqrt(math.log(n / (delta * lam)) / n), rel=1e-12)
+    assert pr.total == pytest.approx(pr.leading + pr.noise + pr.tail + pr.noise_tail + pr.net)
+
+    y = np.array([1.0, -1.0, -1.0, 1.0, 1.0])
+    p = 0.2
+    r = 1 / (1 - 2 * p)
+    p2 = theorem_5_2_printed(K, y, lam, p, delta, C=C)
+    assert p2.leading == pytest.approx((lam + C) / 2 * math.sqrt(y @ Kinv @ y / n), rel=1e-12)
+    assert p2.noise == pytest.approx(r * C * math.sqrt(p) / lam, rel=1e-12)
+    assert p2.tail == pytest.approx(r * C * math.sqrt(p * L / n), rel=1e-12)
+    assert p2.noise_tail == 0.0
+    assert p2.net == pytest.approx(r * C * math.sqrt(math.log(n / (delta * lam)) / n), rel=1e-12)
+
+    labels, k, g = np.array([0, 2, 1, 2, 0]), 3, 0.15
+    Lk = math.log(k / delta)
+    p3 = theorem_5_3_printed(K, labels, _P3, lam, delta, C=C)
+    lead = sum(math.sqrt(q @ Kinv @ q / n) for q in (np.array([_P3[h, c] for c in labels]) for h in range(k)))
+    assert p3.leading == pytest.approx((lam + C) / 2 * lead / g, rel=1e-12)
+    assert p3.noise == pytest.approx(k * C / lam / g, rel=1e-12)
+    assert p3.tail == pytest.approx(k * C * math.sqrt(Lk / n) / g, rel=1e-12)
+    assert p3.noise_tail == 0.0
+    assert p3.net == pytest.approx(k * C * math.sqrt(math.log(n * k / (delta * lam)) / n) / g, rel=1e-12)
+
+
+def test_printed_net_term_is_clipped_at_zero() -> None:
+    K, y = _small_case()
+    assert theorem_5_1_printed(K, y, 80.0, 0.6, 0.1).net == 0.0  # n/(δλ) = 0.625 < 1
