@@ -86,3 +86,55 @@ def test_empirical_converges_like_inverse_sqrt_width(depth: int, trained, make) 
     slope = np.polyfit(np.log(widths), np.log(errs), 1)[0]
     assert -0.75 < slope < -0.3, (slope, errs)
     assert errs[-1] < 0.08
+
+
+# --------------------------------------------------------------------------- values by hand at a point
+
+
+def _arccos_layer(s11: float, s12: float, s22: float) -> tuple[float, float]:
+    """Σ and Σ̇ of one ReLU layer (Cho & Saul) from the 2×2 covariance of the previous layer."""
+    r = math.sqrt(s11 * s22)
+    t = math.acos(max(-1.0, min(1.0, s12 / r)))
+    return r / (2 * math.pi) * (math.sin(t) + (math.pi - t) * math.cos(t)), (math.pi - t) / (2 * math.pi)
+
+
+def test_depth_two_kernels_at_a_point_by_hand() -> None:
+    """Two inputs of different norms (so that Σ(x, x) ≠ Σ(x', x') and their halving matters)."""
+    x = np.array([[1.0, 2.0, -0.5]])
+    xp = np.array([[0.3, -1.0, 2.5]])
+    d = 3
+    a, b, c = float(x[0] @ x[0]) / d, float(xp[0] @ xp[0]) / d, float(x[0] @ xp[0]) / d
+    s1, dot1 = _arccos_layer(a, c, b)
+    s2, dot2 = _arccos_layer(a / 2, s1, b / 2)  # Σ^(1)(x, x) = Σ^(0)(x, x) / 2 for N(0, 1) weights
+    expected = {
+        "all": c * dot1 * dot2 + s1 * dot2 + s2,
+        (1, 3): c * dot1 * dot2 + s2,
+        (2,): s1 * dot2,
+        (3,): s2,
+        "first": c * dot1 * dot2,
+    }
+    for trained, value in expected.items():
+        t = list(trained) if isinstance(trained, tuple) else trained
+        ntk, nngp = relu_kernels(x, xp, depth=2, trained=t)
+        assert ntk[0, 0] == pytest.approx(value, rel=1e-12), trained
+        assert nngp[0, 0] == pytest.approx(s2, rel=1e-12)
+    # depth 1, trained first: (xᵀx'/d)(π − ϑ)/(2π)
+    assert relu_ntk(x, xp, depth=1, trained="first")[0, 0] == pytest.approx(c * dot1, rel=1e-12)
+
+
+def test_arccos_formulas_against_monte_carlo() -> None:
+    """E[relu(u)relu(v)] and E[1(u>0)1(v>0)] for (u, v) ~ N(0, Σ^(0)) at one pair of points, 2·10⁶ draws."""
+    x = np.array([[1.0, 2.0, -0.5], [0.3, -1.0, 2.5]])
+    cov = x @ x.T / 3
+    rng = np.random.default_rng(0)
+    uv = rng.multivariate_normal(np.zeros(2), cov, size=2_000_000)
+    relu = np.maximum(uv, 0.0)
+    prod = relu[:, 0] * relu[:, 1]
+    step = (uv[:, 0] > 0) & (uv[:, 1] > 0)
+    ntk1, nngp1 = relu_kernels(x, depth=1)
+    se = prod.std() / math.sqrt(len(prod))
+    assert abs(nngp1[0, 1] - prod.mean()) < 5 * se
+    assert abs(nngp1[0, 0] - np.mean(relu[:, 0] ** 2)) < 5 * np.std(relu[:, 0] ** 2) / math.sqrt(len(prod))
+    sdot = relu_ntk(x, depth=1, trained="first")[0, 1] / cov[0, 1]  # Σ^(0) Σ̇^(1) / Σ^(0)
+    assert abs(sdot - step.mean()) < 5 * math.sqrt(0.25 / len(prod))
+    assert ntk1[0, 1] == pytest.approx(cov[0, 1] * sdot + nngp1[0, 1], rel=1e-12)

@@ -306,3 +306,82 @@ def test_bad_lambda_eta_steps_are_refused() -> None:
         krr_predict(K, y, float("nan"))
     with pytest.raises(ValueError, match="NaN or infinite"):
         gd_rdi_params(np.full((5, 8), np.nan), y, 1.0, 0.1, 3)
+
+
+# --------------------------------------------------------------------------- values by hand (λ ≠ 1)
+
+
+def _tiny(seed: int = 7, n: int = 5, P: int = 8):
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, P)) / np.sqrt(P)
+    Zt = rng.normal(size=(3, P)) / np.sqrt(P)
+    y = rng.normal(size=n)
+    return Z, Zt, y
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_krr_by_value(lam: float) -> None:
+    Z, Zt, y = _tiny()
+    K, Kt = Z @ Z.T, Zt @ Z.T
+    alpha = np.linalg.inv(K + lam * lam * np.eye(5)) @ y
+    np.testing.assert_allclose(krr_coefficients(K, y, lam), alpha, rtol=1e-10)
+    np.testing.assert_allclose(krr_predict(K, y, lam), K @ alpha, rtol=1e-10)
+    np.testing.assert_allclose(krr_predict(K, y, lam, Kt), Kt @ alpha, rtol=1e-10)
+    np.testing.assert_allclose(krr_path(K, y, [lam, 2 * lam], Kt)[0], Kt @ alpha, rtol=1e-10)
+    np.testing.assert_allclose(KRRPath(K).coefficients(y, lam), alpha, rtol=1e-10)
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_learning_rate_and_rate_by_value(lam: float) -> None:
+    Z, _, _ = _tiny()
+    K = Z @ Z.T
+    top = np.max(np.linalg.eigvalsh(K))
+    assert learning_rate_bound(K, lam) == pytest.approx(1 / (top + lam * lam), rel=1e-12)
+    eta = 0.9 / (top + lam * lam)
+    assert linear_rate(K, lam, eta) == pytest.approx(1 - eta * lam * lam, rel=1e-12)
+    big = 1.9 / (top + lam * lam)
+    assert linear_rate(K, lam, big) == pytest.approx(max(1 - big * lam**2, big * (top + lam**2) - 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_one_and_two_gd_steps_by_hand(lam: float) -> None:
+    """Eqs. (6)/(7) in parameter space and their function-space forms, two steps written out."""
+    Z, Zt, y = _tiny()
+    K, Kt = Z @ Z.T, Zt @ Z.T
+    eta = 0.3
+    th0 = np.linspace(-1, 1, Z.shape[1])
+    # RDI: θ ← θ − η(Zᵀ(Z(θ − θ0) − y) + λ²(θ − θ0))
+    t1 = th0 - eta * (Z.T @ (-y))
+    t2 = t1 - eta * (Z.T @ (Z @ (t1 - th0) - y) + lam**2 * (t1 - th0))
+    rdi = gd_rdi_params(Z, y, lam, eta, 2, theta0=th0)
+    np.testing.assert_allclose(rdi.theta, [th0, t1, t2], rtol=1e-12, atol=1e-14)
+    # AUX: a = Z(θ̄ − θ0) + λb − y; θ̄ ← θ̄ − ηZᵀa, b ← b − ηλa
+    a0 = -y
+    u1, b1 = th0 - eta * Z.T @ a0, -eta * lam * a0
+    a1 = Z @ (u1 - th0) + lam * b1 - y
+    u2, b2 = u1 - eta * Z.T @ a1, b1 - eta * lam * a1
+    aux = gd_aux_params(Z, y, lam, eta, 2, theta0=th0)
+    np.testing.assert_allclose(aux.theta, [th0, u1, u2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(aux.b, [np.zeros(5), b1, b2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(aux.outputs(Zt)[2], Zt @ (u2 - th0), rtol=1e-12, atol=1e-14)
+    # function space: α ← α − η(Kα − y + λ²α); AUX: ᾱ ← ᾱ − ηa, b ← b − ηλa
+    al1 = eta * y
+    al2 = al1 - eta * (K @ al1 - y + lam**2 * al1)
+    fr = gd_rdi_kernel(K, y, lam, eta, 2, K_test_train=Kt)
+    np.testing.assert_allclose(fr.alpha, [np.zeros(5), al1, al2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fr.train[2], K @ al2, rtol=1e-12)
+    np.testing.assert_allclose(fr.test[2], Kt @ al2, rtol=1e-12)
+    c1, d1 = eta * y, eta * lam * y
+    e1 = K @ c1 + lam * d1 - y
+    c2, d2 = c1 - eta * e1, d1 - eta * lam * e1
+    fa = gd_aux_kernel(K, y, lam, eta, 2)
+    np.testing.assert_allclose(fa.alpha, [np.zeros(5), c1, c2], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fa.b, [np.zeros(5), d1, d2], rtol=1e-12, atol=1e-14)
+    g2 = al1 - eta * (K @ al1 - y)  # no regulariser
+    np.testing.assert_allclose(gd_unregularized_kernel(K, y, eta, 2).alpha[2], g2, rtol=1e-12)
+    # closed form at t = 2: K(I − (I − η(K + λ²I))²)(K + λ²I)⁻¹ y = K α(2)
+    M = np.eye(5) - eta * (K + lam**2 * np.eye(5))
+    closed = K @ (np.eye(5) - M @ M) @ np.linalg.inv(K + lam**2 * np.eye(5)) @ y
+    np.testing.assert_allclose(closed, K @ al2, rtol=1e-10)
+    np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, 2, lam=lam), closed, rtol=1e-10)
+    np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, 2, lam=lam, K_test_train=Kt), Kt @ al2, rtol=1e-10)

@@ -149,3 +149,44 @@ def test_wilson_interval_matches_scipy(k, n):
     assert low == pytest.approx(ref.low, abs=1e-12) and high == pytest.approx(ref.high, abs=1e-12)
     with pytest.raises(ValueError):
         noise.wilson_interval(11, 10)
+
+
+# --------------------------------------------------------------------------- values by hand
+
+
+@pytest.mark.parametrize("n, p, flips", [(10, 0.37, 4), (20, 0.33, 7), (10, 0.12, 1), (7, 0.3, 2), (10, 0.45, 4)])
+def test_exact_mode_rounds_to_nearest(n, p, flips):
+    """round(p·n): 3.7 -> 4 and 6.6 -> 7 (floor would give 3, 6), 1.2 -> 1 (ceil: 2), 2.1 -> 2,
+    and the tie 4.5 -> 4 (Python rounds half to even)."""
+    y = np.where(np.arange(n) % 3 == 0, -1, 1)
+    noisy = noise.flip_binary(y, p, seed=3, exact=True)
+    assert int((noisy != y).sum()) == flips
+    assert np.array_equal(np.abs(noisy), np.ones(n))  # only signs change
+
+
+def test_corrupt_follows_columns_of_a_deterministic_P():
+    """A 3-cycle permutation matrix, P[c', c] = 1 iff c' = (c + 1) mod 3: every label moves to c + 1.
+    Reading P by rows (Pᵀ) would move it to c − 1, so the two are told apart."""
+    P = np.zeros((3, 3))
+    P[(np.arange(3) + 1) % 3, np.arange(3)] = 1.0
+    clean = np.array([0, 1, 2, 2, 1, 0, 0])
+    np.testing.assert_array_equal(noise.corrupt(clean, P, seed=0), (clean + 1) % 3)
+    np.testing.assert_array_equal(noise.corrupt(clean, np.eye(3), seed=0), clean)
+
+
+def test_symmetric_and_pairflip_matrices_by_value():
+    r = 0.3
+    np.testing.assert_allclose(noise.symmetric_transition(4, r),
+                               [[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]],
+                               atol=1e-15)
+    np.testing.assert_allclose(noise.pairflip_transition(3, r),
+                               [[0.7, 0.0, 0.3], [0.3, 0.7, 0.0], [0.0, 0.3, 0.7]], atol=1e-15)
+
+
+def test_empirical_transition_by_value():
+    clean = [0, 0, 0, 0, 1, 1, 2, 2, 2]
+    noisy = [0, 1, 1, 2, 1, 0, 2, 2, 2]
+    expected = np.array([[0.25, 0.5, 0.0],
+                         [0.50, 0.5, 0.0],
+                         [0.25, 0.0, 1.0]])  # [noisy, clean], columns sum to 1
+    np.testing.assert_allclose(noise.empirical_transition(clean, noisy, 3), expected, atol=1e-15)
