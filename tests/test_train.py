@@ -179,3 +179,188 @@ def test_bad_labels_are_refused():
         train(model, x, torch.zeros(len(x), dtype=torch.long), TrainConfig())
     with pytest.raises(ValueError, match="K >= 2 outputs"):
         train(model, x, torch.ones(len(x), dtype=torch.long), TrainConfig(loss="ce"))
+
+
+# --------------------------------------------------------------------------- mini-batch steps by hand
+
+
+def _tiny_net(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 4, bias=False), nn.Tanh(), nn.Linear(4, 1, bias=False))
+
+
+def _tiny_data(n=6, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, generator=g)
+    y = torch.tensor([1, -1, -1, 1, 1, -1])[:n]
+    return x, y
+
+
+def _batches(n, batch, seed, epoch):
+    """The trainer's documented batch order: a permutation that depends only on (seed, epoch)."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+    return [order[s:s + batch] for s in range(0, n, batch)]
+
+
+def _functional(model):
+    names = [k for k, _ in model.named_parameters()]
+    theta = {k: v.detach().clone() for k, v in model.named_parameters()}
+
+    def f(params, xs):
+        return torch.func.functional_call(model, params, (xs,)).reshape(len(xs))
+
+    return names, theta, f
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_minibatch_rdi_steps_match_the_hand_computed_penalised_gradient(lam):
+    """Each step on a batch B minimises ½Σ_{i∈B}(f(θ, x_i) − ỹ_i)² + (|B|/n)(λ²/2)‖θ − θ(0)‖² (trainer
+    docstring): over an epoch the penalty of eq. (3) is applied once. Batches of 4 and 2 (|B|/n differs),
+    two epochs so that θ ≠ θ(0) when the penalty acts; gradients by torch.func.grad."""
+    x, y = _tiny_data()
+    n, batch, eta, seed = 6, 4, 0.1, 3
+    model = _tiny_net()
+    names, theta, f = _functional(model)
+    theta0 = {k: v.clone() for k, v in theta.items()}
+
+    def objective(params, idx):
+        r = f(params, x[idx]) - y[idx].to(torch.float64)
+        dist = sum(((params[k] - theta0[k]) ** 2).sum() for k in names)
+        return 0.5 * (r ** 2).sum() + len(idx) / n * lam ** 2 / 2 * dist
+
+    for epoch in range(2):
+        for idx in _batches(n, batch, seed, epoch):
+            g = torch.func.grad(objective)(theta, idx)
+            theta = {k: theta[k] - eta * g[k] for k in names}
+    train(model, x, y, TrainConfig(method="rdi", lam=lam, lr=eta, epochs=2, batch_size=batch, seed=seed))
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), theta[k], atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("lam", [0.7, 2.5])
+def test_minibatch_aux_steps_match_hand_computation(lam):
+    """AUX (eq. (4)): the output on example i is f(θ, x_i) + λ b_i, b(0) = 0; a step on batch B moves θ
+    and only the b_i with i ∈ B (plain SGD, no auxiliary weight decay)."""
+    x, y = _tiny_data()
+    n, batch, eta, seed = 6, 4, 0.1, 5
+    model = _tiny_net(2)
+    names, theta, f = _functional(model)
+    b = torch.zeros(n)
+
+    def objective(params, bvec, idx):
+        r = f(params, x[idx]) + lam * bvec[idx] - y[idx].to(torch.float64)
+        return 0.5 * (r ** 2).sum()
+
+    first_batch_b = None
+    for epoch in range(2):
+        for idx in _batches(n, batch, seed, epoch):
+            g_theta, g_b = torch.func.grad(objective, argnums=(0, 1))(theta, b, idx)
+            outside = torch.ones(n, dtype=torch.bool)
+            outside[idx] = False
+            assert torch.all(g_b[outside] == 0)
+            theta = {k: theta[k] - eta * g_theta[k] for k in names}
+            b = b - eta * g_b
+            if first_batch_b is None:
+                first_batch_b = (b.clone(), outside)
+    result = train(model, x, y, TrainConfig(method="aux", lam=lam, lr=eta, epochs=2, batch_size=batch, seed=seed))
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), theta[k], atol=1e-12, rtol=0)
+    torch.testing.assert_close(result.aux[:, 0], b, atol=1e-12, rtol=0)
+    # after one batch, the b_i outside it are still exactly 0
+    model1 = _tiny_net(2)
+    one = train(model1, x, y, TrainConfig(method="aux", lam=lam, lr=eta, epochs=1, batch_size=n, seed=seed))
+    assert one.aux.abs().min() > 0  # a full batch moves every b_i
+    b1, outside = first_batch_b
+    assert torch.all(b1[outside] == 0) and torch.all(b1[~outside] != 0)
+
+
+def test_aux_reported_training_error_uses_lambda_times_b():
+    """``train_error_noisy`` and ``loss`` of AUX are measured on f(θ, x_i) + λ b_i (with λ ≠ 1, so that
+    f + b would give other numbers); ``train_error_clean`` on the network alone."""
+    lam = 2.5
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(30, 2, generator=g)
+    y_clean = torch.where(x[:, 0] > 0, 1, -1)
+    y = y_clean.clone()
+    y[:9] = -y[:9]  # noisy labels the linear model cannot fit
+    model = nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[0.5, -0.2]]))
+    result = train(model, x, y, TrainConfig(method="aux", lam=lam, lr=0.02, epochs=4, eval_every=4),
+                   y_clean=y_clean)
+    f = predict(model, x)
+    with_aux = f + lam * result.aux
+    row = result.final
+    assert row["train_error_noisy"] == pytest.approx(classification_error(with_aux, y))
+    assert row["loss"] == pytest.approx(0.5 * float(((with_aux[:, 0] - y) ** 2).sum()), rel=1e-12)
+    assert row["train_error_clean"] == pytest.approx(classification_error(f, y_clean))
+    # the test has power: λ b and b (and no b at all) give different numbers here
+    assert classification_error(f + result.aux, y) != classification_error(with_aux, y)
+    assert classification_error(f, y) != classification_error(with_aux, y)
+
+
+# --------------------------------------------------------------------------- augmentation: training mode only
+
+
+def _candidates(img, p):
+    """Every crop (after zero padding by p) of one (C, H, W) image, flipped or not: what augmentation may give."""
+    c, h, w = img.shape
+    padded = torch.zeros(c, h + 2 * p, w + 2 * p)
+    padded[:, p:p + h, p:p + w] = img
+    out = []
+    for oy in range(2 * p + 1):
+        for ox in range(2 * p + 1):
+            crop = padded[:, oy:oy + h, ox:ox + w]
+            out += [crop, crop.flip(2)]
+    return out
+
+
+def test_random_crop_flip_changes_images_in_training_mode_only():
+    from ntk_core.resnet import RandomCropFlip
+
+    x = torch.randn(8, 3, 6, 6, generator=torch.Generator().manual_seed(0))
+    aug = RandomCropFlip(padding=2, seed=1)
+    aug.train()
+    out = aug(x)
+    assert out.shape == x.shape
+    changed = 0
+    for img, o in zip(x, out):
+        assert any(torch.equal(o, cand) for cand in _candidates(img, 2))  # a crop/flip of this very image
+        changed += not torch.equal(o, img)
+    assert changed >= 6  # 8 images, P(unchanged) = 1/50 each
+    aug.eval()
+    assert torch.equal(aug(x), x)
+
+
+class _Spy(nn.Module):
+    """Records the inputs it sees, separately in training and evaluation mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {True: [], False: []}
+
+    def forward(self, x):
+        self.seen[self.training].append(x.detach().clone())
+        return x
+
+
+def test_trainer_augments_training_batches_but_not_evaluation():
+    """The trainer puts the model in training mode for its steps (augmentation runs) and evaluates in
+    evaluation mode (train/val/test errors on the original images)."""
+    from ntk_core.resnet import RandomCropFlip
+
+    x = torch.randn(12, 3, 6, 6, generator=torch.Generator().manual_seed(2))
+    y = torch.arange(12) % 3
+    spy = _Spy()
+    torch.manual_seed(0)
+    model = nn.Sequential(RandomCropFlip(padding=2, seed=3), spy, nn.Flatten(), nn.Linear(108, 3, bias=False))
+    train(model, x, y, TrainConfig(loss="ce", lr=0.01, epochs=2, batch_size=4), test=(x[:5], y[:5]))
+    assert len(spy.seen[True]) == 6  # 2 epochs × 3 batches
+    training_inputs = torch.cat(spy.seen[True])
+    originals = x.reshape(12, -1)
+    rows_equal_to_some_original = sum(
+        bool((originals == t.reshape(1, -1)).all(1).any()) for t in training_inputs)
+    assert rows_equal_to_some_original < len(training_inputs) // 2  # most training inputs are augmented
+    for batch in spy.seen[False]:  # evaluation saw only original images
+        assert all(bool((originals == t.reshape(1, -1)).all(1).any()) for t in batch)
+    assert sum(len(b) for b in spy.seen[False]) >= 2 * (12 + 5)
