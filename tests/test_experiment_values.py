@@ -1,0 +1,154 @@
+"""Experiments checked by value, against quantities recomputed here independently.
+
+Setting 1: the KRR rows are kernel ridge regression (eq. (8), ridge λ²) on the *noisy* labels with the
+network's NTK at initialisation (built here from explicit Jacobians, not ``ntk_core.ntk``), and every run's
+learning rate is Theorem 4.1's ``lr_scale / (‖K‖ + λ²)``. Distance study: the predicted distance is
+‖θ* − θ(0)‖ of the ridge solution and the step count is ``round(steps / lr_scale)``. Setting 3: the
+trainer's hyper-parameters are the batch-mean ones rescaled for the summed loss, exact label corruption
+flips ``round(rate · n)`` labels, and the network augments in training mode only. Configs are overridden
+here, so the tests do not depend on the profiles' grids.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ntk_core import data, experiments, noise
+from ntk_core.experiments import distance, setting1, setting3
+from ntk_core.experiments._base import make_split
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch, shared_data):
+    monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    return tmp_path / "cache"
+
+
+def _explicit_ntk(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    """K = J Jᵀ with J the Jacobian of the (single) output over every trained parameter, float64."""
+    model = model.double()
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+
+    def f(p):
+        return torch.func.functional_call(model, p, (x.double(),)).reshape(len(x))
+
+    jac = torch.func.jacrev(f)(params)
+    J = torch.cat([j.reshape(len(x), -1) for j in jac.values()], dim=1)
+    return (J @ J.T).numpy()
+
+
+def _errors(pred: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.where(pred >= 0, 1, -1) != y))
+
+
+SETTING1 = dict(n_train=60, n_val=30, n_test=60, width=32, steps=20, eval_every=5, noise_levels=(0.41,),
+                lams=(0.7, 2.5), lr_scale=0.8)
+
+
+def test_setting1_krr_rows_and_learning_rates_by_value(cache):
+    config = experiments.make_config("setting1", "quick", **SETTING1)
+    table = experiments.run("setting1", "quick", use_cache=False, **SETTING1).table
+    seed, p = config.seeds[0], config.noise_levels[0]
+    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
+    split = make_split(setting1.mnist_features(train_task.x), train_task.y, setting1.mnist_features(test_task.x),
+                       test_task.y, n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
+                       what="test")
+    y_train = split.y_train.numpy()
+    y_noisy = noise.flip_binary(y_train, p, seed=1000 * seed, exact=True)  # noise level index 0
+    assert int((y_noisy != y_train).sum()) == round(p * config.n_train) == 25  # 24.6 -> 25
+    x_all = torch.cat([split.x_train, split.x_val, split.x_test])
+    K_all = _explicit_ntk(setting1._network(config, seed), x_all)
+    n, nv = config.n_train, config.n_val
+    K, K_eval = K_all[:n, :n], K_all[n:, :n]
+    norm_K = float(np.linalg.norm(K, 2))
+    y_val, y_test = split.y_val.numpy(), split.y_test.numpy()
+    krr = table[table.method == "KRR"].set_index("lam")
+    assert sorted(krr.index) == sorted(config.lams)
+    differs_from_clean = False
+    for lam in config.lams:
+        pred = K_eval @ np.linalg.solve(K + lam**2 * np.eye(n), y_noisy.astype(float))
+        row = krr.loc[lam]
+        assert row["val_error"] == pytest.approx(_errors(pred[:nv], y_val), abs=1e-6), lam
+        assert row["test_error"] == pytest.approx(_errors(pred[nv:], y_test), abs=1e-6), lam
+        assert row["norm_K"] == pytest.approx(norm_K, rel=1e-6)
+        clean = K_eval @ np.linalg.solve(K + lam**2 * np.eye(n), y_train.astype(float))
+        differs_from_clean |= (_errors(clean[:nv], y_val), _errors(clean[nv:], y_test)) != (
+            row["val_error"], row["test_error"])
+    assert differs_from_clean  # the check has power: fitting the clean labels gives other errors
+    # Theorem 4.1's learning rate, with λ² (λ = 0 for plain GD)
+    trained = table[table.method != "KRR"]
+    assert set(trained.method) == {"GD", "GD+ES", "GD+RDI", "GD+AUX"}
+    for _, row in trained.iterrows():
+        assert row["lr"] == pytest.approx(config.lr_scale / (norm_K + row["lam"] ** 2), rel=1e-6), row["method"]
+        assert row["steps"] == config.steps
+    es = trained[trained.method == "GD+ES"].iloc[0]
+    assert es["stopped_at"] % config.eval_every == 0 or es["stopped_at"] == config.steps
+
+
+def test_distance_prediction_and_schedule_by_value(shared_data, monkeypatch):
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    config = distance.Config(n_train=30, width=32, steps=30)
+    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
+    features = (setting1.mnist_features(train_task.x), train_task.y, setting1.mnist_features(test_task.x),
+                test_task.y)
+    lam, lr_scale, seed = 0.7, 0.7, 0
+    point = {"n_train": 30, "noise": 0.25, "width": 32, "lam": lam, "lr_scale": lr_scale}
+    row = distance._one(config, point, seed, features, progress=False)
+    split = make_split(*features, n_train=30, n_val=0, n_test=200, seed=seed, what="test")
+    y = noise.flip_binary(split.y_train.numpy(), 0.25, seed=seed, exact=True).astype(float)
+    from ntk_core.nets import DifferenceTrick, TwoLayerNet
+
+    K = _explicit_ntk(DifferenceTrick(TwoLayerNet(784, 32, seed=seed)), split.x_train)
+    alpha = np.linalg.solve(K + lam**2 * np.eye(30), y)
+    assert row["predicted"] == pytest.approx(math.sqrt(alpha @ K @ alpha), rel=1e-6)
+    assert row["lr"] == pytest.approx(lr_scale / (np.linalg.norm(K, 2) + lam**2), rel=1e-6)
+    assert row["steps"] == 43  # round(30 / 0.7) = round(42.86)
+
+
+def test_setting3_train_config_is_the_batch_mean_one_rescaled():
+    config = setting3.Config(batch_size=20, lr=0.3, weight_decay=1e-3, aux_weight_decay=0.05, lam=2.5,
+                             mse_scale=3.0, momentum=0.8, epochs=6, lr_milestones=(2, 4))
+    b = 20
+    for loss, s in (("ce", 1.0), ("mse", 3.0)):
+        for aux in (False, True):
+            cfg = setting3._train_config(config, loss, aux, seed=7)
+            assert cfg.method == ("aux" if aux else "early_stopping")
+            assert cfg.loss == ("l2" if loss == "mse" else "ce")
+            assert cfg.lam == (2.5 if aux else None)
+            assert cfg.lr == pytest.approx(0.3 * s / b)
+            assert cfg.weight_decay == pytest.approx(1e-3 * b / s)
+            assert cfg.aux_weight_decay == pytest.approx(0.05 * b / s if aux else 0.0)
+            assert (cfg.batch_size, cfg.momentum, cfg.lr_milestones, cfg.epochs, cfg.seed) == (b, 0.8, (2, 4), 6, 7)
+
+
+@pytest.mark.parametrize("n, rate, flips", [(10, 0.35, 4), (20, 0.33, 7), (10, 0.12, 1)])
+def test_setting3_exact_corruption_counts_and_targets(n, rate, flips):
+    clean = np.arange(n) % 10
+    noisy = setting3.corrupt_exact(clean, rate, 10, seed=1)
+    changed = noisy != clean
+    assert int(changed.sum()) == flips  # round(rate · n): 3.5 -> 4, 6.6 -> 7, 1.2 -> 1
+    assert np.all((noisy >= 0) & (noisy < 10))
+
+
+def test_setting3_network_augments_in_training_mode_only():
+    config = setting3.Config(augment=True)
+    model = setting3.network(config, seed=0)
+    net = model[1]
+    seen = []
+    net.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    x = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    model.eval()
+    with torch.no_grad():
+        model(x)
+    assert torch.equal(seen[-1], x)
+    model.train()
+    with torch.no_grad():
+        model(x)
+    assert not torch.equal(seen[-1], x) and seen[-1].shape == x.shape
+    plain = setting3.network(setting3.Config(augment=False), seed=0)
+    assert not any(type(m).__name__ == "RandomCropFlip" for m in plain.modules())
