@@ -1,7 +1,7 @@
 # The README's two commands: `make book` and `make test`. Both set everything up themselves.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: book test venv clean
+.PHONY: book test venv clean mutation
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -37,6 +37,10 @@ _build/html/index.html: $(STAMP) $(MATHJAX) $(BOOK_SOURCES)
 test: $(STAMP) $(CHROMIUM) book
 	$(PY) -m mypy
 	$(PY) -m pytest
+
+## mutation: plant each bug of mutation/mutants.py in a copy and run the fast tests (slow; not part of `make test`)
+mutation: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) mutation/run.py
 
 venv: $(STAMP)
 

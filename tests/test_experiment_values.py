@@ -86,6 +86,8 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
     for _, row in trained.iterrows():
         assert row["lr"] == pytest.approx(config.lr_scale / (norm_K + row["lam"] ** 2), rel=1e-6), row["method"]
         assert row["steps"] == config.steps
+    for _, group in table.groupby(["seed", "noise", "method"]):  # λ chosen by validation error
+        assert group.loc[group["selected"], "val_error"].tolist() == [group["val_error"].min()]
     es = trained[trained.method == "GD+ES"].iloc[0]
     assert es["stopped_at"] % config.eval_every == 0 or es["stopped_at"] == config.steps
 

@@ -364,3 +364,18 @@ def test_trainer_augments_training_batches_but_not_evaluation():
     for batch in spy.seen[False]:  # evaluation saw only original images
         assert all(bool((originals == t.reshape(1, -1)).all(1).any()) for t in batch)
     assert sum(len(b) for b in spy.seen[False]) >= 2 * (12 + 5)
+
+
+def test_learning_rate_milestones_by_value():
+    """After each milestone the learning rate is multiplied by lr_gamma: two full-batch steps by hand."""
+    model, x, y = _linear_problem(n=8, d=3, seed=6)
+    w0 = model.weight.detach().clone()
+    eta, gamma = 0.05, 0.3
+
+    def grad(w):
+        return (((x @ w.T)[:, 0] - y)[:, None] * x).sum(0)
+
+    w1 = w0 - eta * grad(w0)
+    w2 = w1 - gamma * eta * grad(w1)
+    train(model, x, y, TrainConfig(lr=eta, epochs=2, lr_milestones=(1,), lr_gamma=gamma))
+    torch.testing.assert_close(model.weight.detach(), w2, atol=1e-12, rtol=0)
