@@ -60,7 +60,11 @@ def _copy_repo(dest: Path) -> None:
 
 
 def _pytest(workdir: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(workdir),
+    env = dict(os.environ)
+    shared = REPO.parent / "shared" / "data"  # the tests' default data folder is beside the checkout, not the copy
+    if "NTK_CORE_DATA" not in env and (shared / "mnist").is_dir():
+        env["NTK_CORE_DATA"] = str(shared)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(workdir),
                PYTHONDONTWRITEBYTECODE="1", NTK_CORE_CACHE=str(workdir / "_cache"))
     cmd = [str(REPO / ".venv" / "bin" / "python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            *tests]
