@@ -231,8 +231,6 @@ MUTANTS: tuple[Mutant, ...] = (
            "Setting 1 KRR with ridge λ instead of λ²"),
     Mutant("s1-lr-lambda", S1, "lr = config.lr_scale / (norm_K + (lam or 0.0) ** 2)",
            "lr = config.lr_scale / (norm_K + (lam or 0.0))", "Setting 1 learning rate 1/(‖K‖ + λ)"),
-    Mutant("s1-selected-worst", S1, 'table.loc[group["val_error"].idxmin(), "selected"] = True',
-           'table.loc[group["val_error"].idxmax(), "selected"] = True', "Setting 1 selects the worst λ"),
     Mutant("s3-no-augmentation", S3,
            "return nn.Sequential(RandomCropFlip(seed=10_000 + seed), net) if config.augment else net",
            "return net", "Setting 3 network without augmentation"),

@@ -4,9 +4,10 @@ Usage (from the repository root; ``make mutation`` does this)::
 
     .venv/bin/python mutation/run.py [--only NAME ...] [--timeout 300] [--jobs 1]
 
-For each mutant: copy the repository (without ``.venv``, ``_build``, ``.git`` and other
-build output) to a temporary folder, replace the snippet (which must occur exactly once,
-else the run fails at once), and run the mutant's test files there with this
+The working tree (without ``.venv``, ``_build``, ``.git`` and other build output) is
+copied once to a snapshot, so that edits made while the run goes on do not mix in. For
+each mutant: copy the snapshot to a temporary folder, replace the snippet (which must
+occur exactly once in the snapshot, else the run fails before any mutant runs), and run the mutant's test files there with this
 repository's virtualenv python (``pytest -x -q -p no:cacheprovider``, one timeout per
 mutant). A mutant is *killed* when the tests fail or time out, *survived* when they pass.
 Prints a table and the score (killed / non-equivalent mutants) and exits non-zero when a
@@ -34,7 +35,7 @@ IGNORE = shutil.ignore_patterns(".venv", "_build", ".build", ".git", ".hypothesi
                                 "__pycache__", "results", "mathjax", "*.egg-info", ".mypy_cache")
 
 
-def check_snippets(mutants: tuple[Mutant, ...] = MUTANTS, root: Path = REPO) -> list[str]:
+def check_snippets(mutants: tuple[Mutant, ...] | list[Mutant] = MUTANTS, root: Path = REPO) -> list[str]:
     """Problems with the list: a snippet not found exactly once, a no-op replacement, a duplicate name."""
     problems = []
     names = [m.name for m in mutants]
@@ -55,8 +56,8 @@ def check_snippets(mutants: tuple[Mutant, ...] = MUTANTS, root: Path = REPO) -> 
     return problems
 
 
-def _copy_repo(dest: Path) -> None:
-    shutil.copytree(REPO, dest, ignore=IGNORE, symlinks=True)
+def _copy_repo(dest: Path, source: Path = REPO) -> None:
+    shutil.copytree(source, dest, ignore=IGNORE, symlinks=True)
 
 
 def _pytest(workdir: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
@@ -86,10 +87,10 @@ def _check_import(workdir: Path) -> None:
         raise SystemExit(f"mutation run: the copy imports ntk_core from {out}, not from {workdir}")
 
 
-def run_one(m: Mutant | None, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
+def run_one(m: Mutant | None, tests: tuple[str, ...], timeout: float, snapshot: Path) -> tuple[str, float, str]:
     with tempfile.TemporaryDirectory(prefix="ntk-mutant-") as tmp:
         work = Path(tmp) / "repo"
-        _copy_repo(work)
+        _copy_repo(work, snapshot)
         if m is None:
             _check_import(work)
         else:
@@ -108,28 +109,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run in parallel")
     args = parser.parse_args(argv)
 
-    problems = check_snippets()
-    if problems:
-        print("mutation list is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 2
     mutants = [m for m in MUTANTS if not args.only or m.name in args.only]
     if args.only and len(mutants) != len(set(args.only)):
         print(f"unknown mutant(s): {sorted(set(args.only) - {m.name for m in mutants})}", file=sys.stderr)
         return 2
+    with tempfile.TemporaryDirectory(prefix="ntk-mutation-snapshot-") as tmp:
+        snapshot = Path(tmp) / "repo"
+        _copy_repo(snapshot)
+        problems = check_snippets(mutants, snapshot)
+        if problems:
+            print("mutation list is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return 2
+        return _run_all(mutants, snapshot, args.timeout, args.jobs)
 
+
+def _run_all(mutants: list[Mutant], snapshot: Path, timeout: float, jobs: int) -> int:
+    """The baseline, then every mutant on copies of ``snapshot``; prints the table; 1 if one must-kill survived."""
     start = time.perf_counter()
     files = tuple(dict.fromkeys(t for m in mutants for t in m.test_files))
-    status, secs, tail = run_one(None, files, args.timeout * 4)
+    status, secs, tail = run_one(None, files, timeout * 4, snapshot)
     print(f"baseline (no mutant) on {len(files)} test files: {status} in {secs:.0f} s  {tail}", flush=True)
     if status != "passed":
         print("the unmutated tests must pass before mutants can be judged", file=sys.stderr)
         return 2
 
     def job(m: Mutant) -> tuple[Mutant, str, float, str]:
-        return (m, *run_one(m, m.test_files, args.timeout))
+        return (m, *run_one(m, m.test_files, timeout, snapshot))
 
     results = []
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for m, st, secs, tail in pool.map(job, mutants):
             verdict = "survived" if st == "passed" else ("killed (timeout)" if st == "timeout" else "killed")
             results.append((m, verdict, secs))
