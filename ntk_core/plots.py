@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["set_style", "image_grid"]
+__all__ = ["set_style", "image_grid", "learning_curves", "weight_panels", "METHOD_COLORS"]
 
 
 def set_style() -> None:
@@ -42,6 +42,44 @@ def image_grid(images: np.ndarray, titles: Sequence[str], ncols: int = 8, scale:
         else:
             ax.imshow(img, cmap="gray_r", vmin=0, vmax=255)
         ax.set_title(title, fontsize=9)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+#: one colour per method across the experiment figures (seaborn's colorblind palette order)
+METHOD_COLORS = {"SGD": "C0", "SGD+AUX": "C1", "SGD+RDI": "C2", "GD": "C0", "GD+AUX": "C1", "GD+RDI": "C2",
+                 "GD+ES": "C3", "SGD+ES": "C3", "KRR": "C4"}
+
+
+def learning_curves(ax, curves, title: str | None = None, legend: bool = True) -> None:
+    """Training (dashed) and test (solid) error in % against the epoch, one colour per method, as in the
+    paper's Figures 1b and 5. ``curves`` has columns ``method``, ``epoch``, ``train_error``, ``test_error``."""
+    for method, g in curves.groupby("method"):
+        color = METHOD_COLORS.get(str(method))
+        ax.plot(g["epoch"], 100 * g["train_error"], "--", color=color)
+        ax.plot(g["epoch"], 100 * g["test_error"], "-", color=color, label=str(method))
+    ax.set(xlabel="epoch", ylabel="error (%)")
+    if title:
+        ax.set_title(title)
+    if legend:
+        ax.legend()
+
+
+def weight_panels(curves, layer: int, suptitle: str | None = None):
+    """Two panels, as in the paper's Figures 3 and 6–8: ``‖W⁽ˡ⁾‖_F`` (left) and ``‖W⁽ˡ⁾ − W⁽ˡ⁾(0)‖_F`` (right)
+    against the epoch, one line per method. ``curves`` has columns ``method``, ``epoch``, ``norm``, ``dist``
+    (:func:`ntk_core.experiments.setting2.layer_curves`). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for method, g in curves.groupby("method"):
+        color = METHOD_COLORS.get(str(method))
+        left.plot(g["epoch"], g["norm"], "-o", ms=3, color=color, label=str(method))
+        right.plot(g["epoch"], g["dist"], "-o", ms=3, color=color, label=str(method))
+    left.set(xlabel="epoch", ylabel=rf"$\|W^{{({layer})}}\|_F$")
+    right.set(xlabel="epoch", ylabel=rf"$\|W^{{({layer})}} - W^{{({layer})}}(0)\|_F$")
+    right.legend()
     if suptitle:
         fig.suptitle(suptitle)
     return fig

@@ -14,7 +14,7 @@ from ntk_core.experiments import difference_trick, distance, setting1
 TINY = {
     "setting1": dict(n_train=60, n_val=30, n_test=60, width=32, steps=30, eval_every=5,
                      noise_levels=(0.0, 0.4), lams=(0.5, 2.0)),
-    "difference_trick": dict(n_train=60, n_test=60, width=32, steps=20, alphas=(0.0, 0.25, 0.5)),
+    "difference_trick": dict(n_train=60, n_test=60, width=32, steps=20, alphas=(0.0, 0.25, 0.5), seeds=(0,)),
     "distance": dict(n_train=40, width=32, steps=20, samples_grid=(20, 40), noise_grid=(0.0, 0.4),
                      width_grid=(32, 64), lam_grid=(0.5, 2.0), lr_grid=(0.5, 1.0)),
 }
@@ -37,14 +37,18 @@ def test_setting1_end_to_end(cache):
     assert set(t["method"]) == {"GD", "GD+ES", "GD+RDI", "GD+AUX", "KRR"}
     assert set(t["noise"]) == {0.0, 0.4}
     assert t["test_error"].between(0, 1).all() and t["val_error"].between(0, 1).all()
-    # exactly one selected λ per (seed, noise, method), the one with the lowest validation error
+    # exactly one selected λ per (seed, noise, method): lowest validation error, ties to the lowest validation MSE
     for _, g in t.groupby(["seed", "noise", "method"]):
         assert g["selected"].sum() == 1
-        assert g.loc[g["selected"], "val_error"].iloc[0] == g["val_error"].min()
-    # early stopping looks at validation error, so it can never be worse there than the last step
-    for _, g in t.groupby(["seed", "noise"]):
-        es, gd = g[g.method == "GD+ES"].iloc[0], g[g.method == "GD"].iloc[0]
-        assert es["val_error"] <= gd["val_error"]
+        chosen = g[g["selected"]].iloc[0]
+        ties = g[g["val_error"] == g["val_error"].min()]
+        assert chosen["val_error"] == g["val_error"].min() and chosen["val_mse"] == ties["val_mse"].min()
+    # the network alone is the network: for GD and RDI (no auxiliary variables) it scores as the trainer did
+    plain = t[t.method.isin(["GD", "GD+RDI"])]
+    np.testing.assert_array_equal(plain["train_error_net"], plain["train_error_noisy"])
+    # early stopping picks an evaluated step of the run
+    es = t[t.method == "GD+ES"]
+    assert ((es["stopped_at"] % TINY["setting1"]["eval_every"] == 0) & es["stopped_at"].between(1, 30)).all()
     # AUX's training error is measured with its auxiliary variables and fits the noisy labels better
     noisy = t[(t.noise == 0.4) & t.method.isin(["GD+AUX", "GD+RDI"])]
     for lam, g in noisy.groupby("lam"):
@@ -55,14 +59,56 @@ def test_setting1_end_to_end(cache):
     assert any("MNIST train" in d for d in meta["data"]) and meta["wall_time_s"] > 0
     summary = setting1.figure_table(t)
     assert set(summary.columns) >= {"noise", "method", "mean"}
+    chosen = setting1.selection(t)
+    assert len(chosen) == 2 * 3 and not chosen["bracketed"].any()  # a grid of two λ has no inside
 
 
-def test_difference_trick_initial_output_vanishes_at_half(cache):
-    t = _run("difference_trick").table.sort_values("alpha")
-    rms = t["initial_output_rms"].to_numpy()
-    assert rms[-1] == 0.0 and np.all(np.diff(rms) < 0)  # (√α − √(1−α)) g(θ(0)) shrinks to 0 at α = 1/2
-    np.testing.assert_allclose(rms[:-1] / rms[0], t["initial_scale"].to_numpy()[:-1], rtol=1e-5)
-    assert t["test_error"].between(0, 1).all()
+def test_selection_brackets_only_strictly_inside_the_grid():
+    rows = []
+    for method in ("GD+RDI", "KRR"):
+        for lam, err, mse in ((0.5, 0.2, 0.9), (1.0, 0.1, 0.5), (2.0, 0.1, 0.4), (4.0, 0.3, 1.0)):
+            rows.append({"seed": 0, "noise": 0.2, "method": method, "lam": lam, "val_error": err, "val_mse": mse})
+    t = setting1._mark_selected(pd.DataFrame(rows))
+    chosen = setting1.selection(t)
+    assert list(chosen["lam"]) == [2.0, 2.0] and chosen["bracketed"].all()   # the tie goes to the lower MSE
+    edge = t.assign(val_mse=np.where(t["lam"] == 4.0, 0.0, t["val_mse"]), val_error=0.1)
+    assert not setting1.selection(setting1._mark_selected(edge))["bracketed"].any()
+
+
+def test_memorised_fraction_counts_reproduced_flips():
+    rng = np.random.default_rng(0)
+    clean = rng.choice([-1, 1], size=1000)
+    noisy = clean.copy()
+    flipped = rng.choice(1000, size=200, replace=False)
+    noisy[flipped] *= -1
+    pred = clean.copy()
+    pred[flipped[:150]] = noisy[flipped[:150]]      # reproduces 150 of the 200 flips
+    pred[np.setdiff1d(np.arange(1000), flipped)[:40]] *= -1   # and errs on 40 clean examples
+    m = experiments.memorised_fraction(np.mean(pred != noisy), np.mean(pred != clean), 0.2)
+    assert m == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="noise_rate"):
+        experiments.memorised_fraction(0.1, 0.1, 0.0)
+
+
+def test_difference_trick_initial_output_scales_as_the_lemma_says(cache):
+    t = _run("difference_trick").table
+    for _, g in t.groupby("seed"):
+        g = g.sort_values("alpha")
+        rms = g["initial_output_rms"].to_numpy()
+        # f(θ(0)) = (√α − √(1−α)) g(θ(0)): the RMS is that factor times the RMS of g (the α = 0 run)
+        np.testing.assert_allclose(rms / rms[0], g["initial_scale"].to_numpy(), rtol=1e-5, atol=1e-7)
+    assert t["test_error"].between(0, 1).all() and (t["train_loss"] >= 0).all()
+
+
+def test_difference_trick_paired_effect():
+    t = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "alpha": [0.0, 0.5] * 3,
+                      "test_error": [0.10, 0.06, 0.12, 0.07, 0.09, 0.06]})
+    e = difference_trick.paired_effect(t)
+    np.testing.assert_allclose(e["differences"], [0.04, 0.05, 0.03])
+    assert e["mean"] == pytest.approx(0.04) and e["std"] == pytest.approx(0.01)
+    assert e["sem"] == pytest.approx(0.01 / np.sqrt(3)) and e["seeds"] == 3
+    with pytest.raises(ValueError, match="no runs"):
+        difference_trick.paired_effect(t, 0.0, 0.25)
 
 
 def test_distance_study(cache):
@@ -110,6 +156,8 @@ def test_interrupted_experiment_resumes_where_it_stopped(cache, monkeypatch):
     ("setting1", {"noise_levels": (0.1, 0.5)}, r"noise level must lie in \[0.0, 0.5\)"),
     ("setting1", {"lams": (0.0,)}, r"λ \(lams\) must lie in \(0.0"),
     ("setting1", {"width": 0}, "width must be an int >= 1"),
+    ("setting1", {"pool": 3}, "pool must be a divisor of 28"),
+    ("distance", {"pool": 5}, "pool must be a divisor of 28"),
     ("difference_trick", {"alphas": (1.5,)}, r"α \(alphas\)"),
     ("distance", {"lam_grid": (-1.0,)}, "λ"),
     ("setting1", {"seeds": ()}, "seeds"),

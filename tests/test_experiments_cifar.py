@@ -87,6 +87,9 @@ def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
     ({"curve_lam": 3.0}, "curve_lam"),
     ({"depth": 2}, "depth"),
     ({"lr": 1.0, "lams": (2.0,), "curve_lam": 2.0}, "unstable"),
+    ({"lr": 0.05}, "unstable"),                       # λ = 8 of the paper's grid needs lr < 1/32
+    ({"pool": 3}, "pool"),
+    ({"eval_every": 0}, "eval_every"),
 ])
 def test_setting2_rejects_bad_configs(overrides, message) -> None:
     with pytest.raises(ValueError, match=message):
@@ -113,7 +116,10 @@ def test_full_profiles_are_the_papers_scale(monkeypatch) -> None:
 
     monkeypatch.setattr(base, "check_device", lambda device: None)  # full() asks for CUDA
     f2, f3 = setting2.Config.full(), setting3.Config.full()
-    assert (f2.depth, f2.channels, f2.noise, f2.device) == (11, 192, 0.2, "cuda")
+    assert (f2.depth, f2.channels, f2.noise, f2.device, f2.pool) == (11, 192, 0.2, "cuda", 1)
+    q2 = setting2.Config.quick()
+    assert q2.depth >= 8 and q2.lams == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0) and q2.curve_lam == 4.0  # layer 7 trained
+    assert q2.clean_lams == (2.0,)
     assert f2.lams == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0) and f2.curve_lam == 4.0 and f2.clean_lams == (2.0,)
     assert (f3.blocks, f3.width, f3.epochs, f3.lr_milestones) == ((3, 4, 6, 3), 64, 164, (82, 123))
     assert (f3.lr, f3.momentum, f3.weight_decay, f3.batch_size) == (0.1, 0.9, 5e-4, 128)
@@ -137,15 +143,16 @@ def cifar_env(shared_data, tmp_path, monkeypatch):
 
 def test_setting2_tiny_end_to_end(cifar_env) -> None:
     result = run("setting2", "quick", use_cache=False, n_train=40, n_val=20, n_test=40, depth=4, channels=4,
-                 epochs=2, batch_size=10, lams=(0.3,), curve_lam=0.3, clean_lams=(0.3,), download=False)
+                 epochs=2, eval_every=1, batch_size=10, lams=(0.3, 3.0), curve_lam=0.3, clean_lams=(0.3,),
+                 pool=4, download=False)
     t = result.table
-    assert set(t["part"]) == {"curves", "layers", "summary"}
+    assert set(t["part"]) == {"curves", "layers", "summary", "spectrum"}
     assert set(t["noise"]) == {0.0, 0.2}
     summary = t[t["part"] == "summary"]
     for p in (0.0, 0.2):
         assert set(summary[summary["noise"] == p]["method"]) == {"SGD", "SGD+ES", "SGD+AUX", "SGD+RDI"}
     curves = t[t["part"] == "curves"]
-    assert len(curves) == 2 * 3 * 2  # 2 noise levels x 3 runs x 2 epochs
+    assert len(curves) == (1 + 2 * 2 + 3) * 2  # noise 0.2: SGD + 2 λ x (AUX, RDI); noise 0: 3 runs; 2 epochs
     for col in ("train_error", "train_error_clean", "val_error", "test_error"):
         assert curves[col].between(0, 1).all(), col
     # AUX: the training error measured with the auxiliary variables is at most that of the network alone
@@ -159,9 +166,32 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
     layers = t[t["part"] == "layers"]
     # depth 4: layers 2 and 3 trained (1 and the readout frozen), two copies of the difference trick
     assert set(layers["layer"]) == {2, 3} and set(layers["copy"]) == {1, 2}
-    assert (layers["norm"] > 0).all() and (layers["dist"] >= 0).all()
+    assert (layers["norm"] > 0).all() and (layers[layers["epoch"] == 0]["dist"] == 0).all()
     first = layers[layers["epoch"] == 1]
     assert (first["dist"] > 0).all()  # every trained layer moved
+    # ‖W(0)‖_F of a 4-channel 3x3 NTK convolution: N(0, 1) weights, 4·4·9 of them, both copies identical
+    init = layers[layers["epoch"] == 0]["norm"]
+    assert init.between(0.5 * 12, 1.5 * 12).all()
+    assert layers[layers["epoch"] == 0].groupby(["seed", "noise", "method", "lam", "layer"])["norm"].nunique().eq(1).all()
+    # layer_curves joins the two copies: √(‖W₁‖² + ‖W₂‖²), and relative = dist / ‖W(0)‖
+    lc = setting2.layer_curves(t, 0.2, 0.3, 3)
+    raw = layers[(layers["noise"] == 0.2) & (layers["layer"] == 3) & (layers["method"] == "SGD")
+                 & (layers["epoch"] == 2)]
+    got = lc[(lc["method"] == "SGD") & (lc["epoch"] == 2)].iloc[0]
+    assert got["norm"] == pytest.approx(float(np.sqrt((raw["norm"] ** 2).sum())))
+    assert got["dist"] == pytest.approx(float(np.sqrt((raw["dist"] ** 2).sum())))
+    assert (lc[lc["epoch"] == 0]["relative"] == 0).all() and (lc[lc["epoch"] > 0]["relative"] > 0).all()
+    with pytest.raises(ValueError, match="layer 7"):
+        setting2.layer_curves(t, 0.2, 0.3, 7)
+    # λ sweep: a larger λ keeps θ closer to θ(0) for both regularisers
+    sw = setting2.sweep(t, 0.2).set_index(["method", "lam"])["dist"]
+    assert sw[("SGD+RDI", 3.0)] < sw[("SGD+RDI", 0.3)] and sw[("SGD+AUX", 3.0)] < sw[("SGD+AUX", 0.3)]
+    # spectrum of the training-set NTK: the labels' energy is split over the eigenvectors
+    spec = t[t["part"] == "spectrum"]
+    assert len(spec) == 40 and spec["energy"].sum() == pytest.approx(1.0)
+    assert (np.diff(spec["eigenvalue"].to_numpy()) <= 0).all() and spec["eigenvalue"].min() > -1e-6
+    lin = setting2.fitted_by_linear_sgd(t, result.meta["config"])
+    assert 0 <= lin["directions"] <= 40 and 0.0 <= lin["fitted"] <= 1.0
     assert "PARTIAL" in " ".join(result.meta["data"])  # the partial CIFAR-10 is reported as such
 
 
@@ -179,7 +209,7 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
         assert summary[col].between(0, 1).all()
     assert (summary["best_test_acc"] >= summary["test_acc"]).all()
     noise_actual = summary.groupby("noise")["noise_actual"].first()
-    assert noise_actual[0.0] == 0.0 and 0.2 < noise_actual[0.4] < 0.6  # 64 labels at rate 0.4
+    assert noise_actual[0.0] == 0.0 and noise_actual[0.4] == 26 / 64  # exactly round(0.4 · 64) labels corrupted
     curves = t[t["part"] == "curves"]
     assert len(curves) == 2 * 4 * 3
     assert curves["lr"].tolist()[:3] == pytest.approx([0.1, 0.01, 0.001])
@@ -188,6 +218,31 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     assert np.isfinite(curves["train_loss"]).all()
     table = setting3.table1(t)
     assert list(table.columns) == [0.0, 0.4]
+
+
+def test_setting3_corrupts_an_exact_fraction_to_other_classes() -> None:
+    clean = np.repeat(np.arange(10), 100)
+    noisy = setting3.corrupt_exact(clean, 0.37, 10, seed=3)
+    changed = noisy != clean
+    assert changed.sum() == 370                               # exactly round(0.37 · 1000)
+    counts = np.bincount((noisy[changed] - clean[changed]) % 10, minlength=10)
+    assert counts[0] == 0 and counts[1:].min() > 20          # every other class is reachable, never the clean one
+    np.testing.assert_array_equal(noisy, setting3.corrupt_exact(clean, 0.37, 10, seed=3))
+    assert (setting3.corrupt_exact(clean, 0.0, 10, seed=0) == clean).all()
+    with pytest.raises(ValueError, match="labels"):
+        setting3.corrupt_exact(np.array([0, 10]), 0.5, 10, seed=0)
+
+
+def test_setting2_fitted_by_linear_sgd_reads_the_spectrum() -> None:
+    import pandas as pd
+
+    table = pd.DataFrame({"part": "spectrum", "seed": 0, "index": [0, 1, 2],
+                          "eigenvalue": [100.0, 1.0, 0.01], "energy": [0.5, 0.3, 0.2]})
+    lin = setting2.fitted_by_linear_sgd(table, {"lr": 0.01, "epochs": 10})
+    # lr μ E = 10, 0.1, 0.001: one direction fitted; shrink (1 − lr μ)^{2E} = 0, 0.99^20, 0.9999^20
+    assert lin["directions"] == 1 and lin["energy"] == pytest.approx(0.5) and lin["threshold"] == pytest.approx(10)
+    expected = 0.5 + 0.3 * (1 - 0.99 ** 20) + 0.2 * (1 - 0.9999 ** 20)
+    assert lin["fitted"] == pytest.approx(expected)
 
 
 def test_setting3_trainer_settings_equal_batch_mean_sgd() -> None:

@@ -32,7 +32,7 @@ import pandas as pd
 
 __all__ = ["ExperimentConfig", "Result", "RunContext", "Split", "run_experiment", "cache_dir", "code_fingerprint",
            "check_common", "check_count", "check_device", "check_values", "make_split", "split_from",
-           "config_hash"]
+           "config_hash", "memorised_fraction"]
 
 
 class ExperimentConfig(Protocol):
@@ -295,3 +295,20 @@ def make_split(x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train:
 
     return Split(t(x_train, train_idx), t(y_train, train_idx), t(x_train, val_idx), t(y_train, val_idx),
                  t(x_test, test_idx), t(y_test, test_idx))
+
+
+# --------------------------------------------------------------------------- measures shared by experiments
+
+
+def memorised_fraction(train_error_noisy: float, train_error_clean: float, noise_rate: float) -> float:
+    r"""The fraction of the *flipped* training labels that a classifier reproduces (predicts the wrong label).
+
+    With ``F`` the flipped examples (``|F| = p n``) and ``m`` the fraction of ``F`` on which the classifier
+    predicts the noisy label, the errors against the noisy and the clean labels differ only on ``F``:
+    ``err_noisy − err_clean = p (1 − m) − p m``, so ``m = (1 − (err_noisy − err_clean) / p) / 2``.
+    ``m = 1``: every flipped label is fitted (memorised); ``m`` equal to the error rate on clean examples:
+    nothing of the noise was learnt. Both errors must be those of the same predictor (the network alone).
+    """
+    if not 0.0 < noise_rate < 0.5:
+        raise ValueError(f"noise_rate must lie in (0, 1/2), got {noise_rate!r}")
+    return float((1.0 - (train_error_noisy - train_error_clean) / noise_rate) / 2.0)

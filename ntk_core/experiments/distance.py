@@ -36,7 +36,7 @@ from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, train
 from ._base import RunContext, check_common, check_count, check_values, make_split
-from .setting1 import mnist_features
+from .setting1 import check_pool, input_dim, mnist_features
 
 __all__ = ["Config", "compute", "FACTORS", "trends"]
 
@@ -53,6 +53,7 @@ class Config:
     n_train: int = 100
     noise: float = 0.2
     width: int = 512
+    pool: int = 2
     lam: float = 1.0
     steps: int = 500
     samples_grid: tuple[int, ...] = (50, 100, 200)
@@ -70,7 +71,7 @@ class Config:
     @classmethod
     def full(cls) -> "Config":
         """Up to 4,000 samples and width 10,000, 5,000 steps at lr scale 1. About 2 GPU-hours."""
-        return cls(profile="full", n_train=1_000, width=4_096, steps=5_000,
+        return cls(profile="full", n_train=1_000, width=4_096, pool=1, steps=5_000,
                    samples_grid=(250, 500, 1_000, 2_000, 4_000), noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
                    width_grid=(1_024, 2_048, 4_096, 10_000), lam_grid=(0.25, 0.5, 1.0, 2.0, 4.0),
                    lr_grid=(0.125, 0.25, 0.5, 1.0), seeds=(0, 1, 2), device="cuda")
@@ -79,6 +80,7 @@ class Config:
         check_common(self)
         for name in ("n_train", "width", "steps"):
             check_count(getattr(self, name), name)
+        check_pool(self.pool)
         for n in self.samples_grid:
             check_count(n, "samples_grid entry", minimum=2)
         for w in self.width_grid:
@@ -103,7 +105,7 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.numpy(), point["noise"], seed=seed, exact=True))
     split = split.to(config.device)
     y_noisy = y_noisy.to(config.device)
-    model = DifferenceTrick(TwoLayerNet(784, point["width"], seed=seed)).to(config.device)
+    model = DifferenceTrick(TwoLayerNet(input_dim(config.pool), point["width"], seed=seed)).to(config.device)
     K = empirical_ntk(model, split.x_train, out_dtype=torch.float64).numpy()
     eig = np.linalg.eigvalsh(K)
     lam = point["lam"]
@@ -128,7 +130,8 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     ctx.add_data(train_task.describe())
     ctx.add_data(test_task.describe())
     # normalised once: every run below draws its own subset from these arrays
-    features = (mnist_features(train_task.x), train_task.y, mnist_features(test_task.x), test_task.y)
+    features = (mnist_features(train_task.x, config.pool), train_task.y, mnist_features(test_task.x, config.pool),
+                test_task.y)
     rows = []
     for seed in config.seeds:
         for point in config.points():

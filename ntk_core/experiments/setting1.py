@@ -33,10 +33,10 @@ from .. import data, noise
 from ..krr import krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..train import Method, TrainConfig, classification_error, train
+from ..train import Method, TrainConfig, classification_error, predict, train
 from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
-__all__ = ["Config", "compute", "mnist_features"]
+__all__ = ["Config", "compute", "mnist_features", "input_dim", "check_pool", "selection", "figure_table"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Config:
     n_val: int = 200
     n_test: int = 0  # 0: the whole test split
     width: int = 512
+    pool: int = 2
     noise_levels: tuple[float, ...] = (0.0, 0.2, 0.4)
     lams: tuple[float, ...] = (0.5, 1.0, 2.0)
     steps: int = 400
@@ -64,7 +65,7 @@ class Config:
     @classmethod
     def full(cls) -> "Config":
         """Width 10,000 on all 11,272 MNIST 5/8 training images (1,272 held out) and the 1,866 test images."""
-        return cls(profile="full", n_train=10_000, n_val=1_272, n_test=0, width=10_000,
+        return cls(profile="full", n_train=10_000, n_val=1_272, n_test=0, width=10_000, pool=1,
                    noise_levels=(0.0, 0.1, 0.2, 0.3, 0.4), lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
                    steps=5_000, eval_every=50, seeds=(0, 1, 2), device="cuda")
 
@@ -73,23 +74,37 @@ class Config:
         for name in ("n_train", "n_val", "width", "steps", "eval_every"):
             check_count(getattr(self, name), name)
         check_count(self.n_test, "n_test", minimum=0)
+        check_pool(self.pool)
         check_values(self.noise_levels, "noise level", 0.0, 0.5, high_open=True)
         check_values(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
         check_values((self.lr_scale,), "lr_scale", 0.0, 2.0, low_open=True)
 
 
-def mnist_features(images: np.ndarray) -> np.ndarray:
-    """Flattened images scaled to ``‖x‖² = d`` (:func:`ntk_core.data.sphere_features`), float32."""
-    return data.sphere_features(images).astype(np.float32)
+def mnist_features(images: np.ndarray, pool: int = 1) -> np.ndarray:
+    """Flattened images scaled to ``‖x‖² = d`` (:func:`ntk_core.data.sphere_features`), float32;
+    ``pool = 2`` averages 2×2 pixel blocks first (28×28 → 14×14, d = 196)."""
+    return data.sphere_features(images, pool=pool).astype(np.float32)
+
+
+def input_dim(pool: int) -> int:
+    """d of :func:`mnist_features` with ``pool``: 784, 196 (pool 2) or 49 (pool 4)."""
+    return (28 // pool) ** 2
+
+
+def check_pool(pool: int) -> None:
+    """``pool`` must divide the 28-pixel side: 1, 2, 4, 7, 14 or 28."""
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1 or 28 % pool:
+        raise ValueError(f"pool must be a divisor of 28 (1, 2, 4, 7, 14, 28), got {pool!r}")
 
 
 def _network(config: Config, seed: int) -> torch.nn.Module:
-    g = TwoLayerNet(784, config.width, seed=seed)
+    g = TwoLayerNet(input_dim(config.pool), config.width, seed=seed)
     return DifferenceTrick(g, alpha=0.5) if config.difference_trick else g
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    return split_from(ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), mnist_features,
+    return split_from(ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"),
+                      lambda images: mnist_features(images, config.pool),
                       n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
                       what="setting1 (MNIST 5 vs 8)")
 
@@ -102,9 +117,15 @@ def _train_rows(config: Config, split: Split, y_noisy: torch.Tensor, method: str
     result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
                    test=(split.x_test, split.y_test), progress=progress)
     last = result.final
+    # the network alone, without AUX's auxiliary variables (for GD and RDI the same as train_error_noisy)
+    net_error = classification_error(predict(result.model, split.x_train), y_noisy)
     base = {"lam": lam if lam is not None else 0.0, "steps": config.steps, "lr": lr,
             "dist": float(last["dist/all"]), "train_error_noisy": float(last["train_error_noisy"]),
+            "train_error_net": net_error, "train_loss": float(last["loss"]),
             "train_error_clean": float(last["train_error_clean"])}
+    # validation mean squared error of the last step: breaks ties of the (coarse) validation error in selection
+    base["val_mse"] = float(((predict(result.model, split.x_val).reshape(-1) - split.y_val.to(torch.float32)) ** 2)
+                            .mean())
     if method == "GD":
         best = result.best
         return [
@@ -143,6 +164,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
                 pred = torch.as_tensor(pred_np)
                 rows.append({**common, "method": "KRR", "lam": lam,
                              "val_error": classification_error(pred[:nv], split.y_val.cpu()),
+                             "val_mse": float(((pred[:nv] - split.y_val.cpu().to(pred.dtype)) ** 2).mean()),
                              "test_error": classification_error(pred[nv:], split.y_test.cpu()),
                              "norm_K": norm_K})
     table = pd.DataFrame(rows)
@@ -150,11 +172,12 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
 
 
 def _mark_selected(table: pd.DataFrame) -> pd.DataFrame:
-    """``selected`` is True on the λ with the lowest validation error, per (seed, noise, method)."""
+    """``selected`` is True on the λ with the lowest validation error, per (seed, noise, method); ties (the
+    validation error moves in steps of 1/n_val) are broken by the lower validation mean squared error."""
     table = table.copy()
     table["selected"] = False
     for _, group in table.groupby(["seed", "noise", "method"]):
-        table.loc[group["val_error"].idxmin(), "selected"] = True
+        table.loc[group.sort_values(["val_error", "val_mse"]).index[0], "selected"] = True
     return table
 
 
@@ -163,3 +186,21 @@ def figure_table(table: pd.DataFrame) -> pd.DataFrame:
     chosen = table[table["selected"]]
     return (chosen.groupby(["noise", "method"])["test_error"].agg(["mean", "std", "count"]).reset_index())
 
+
+
+def selection(table: pd.DataFrame) -> pd.DataFrame:
+    """Does the λ grid bracket the best λ? One row per (seed, noise, method) of GD+RDI, GD+AUX and KRR.
+
+    ``lam`` is the selected λ (lowest validation error, ties broken by the validation mean squared error);
+    ``bracketed`` is True when it is neither the smallest nor the largest λ of the grid.
+    """
+    out = []
+    for (seed, p, method), g in table[table["method"].isin(["GD+RDI", "GD+AUX", "KRR"])].groupby(
+            ["seed", "noise", "method"]):
+        g = g.sort_values("lam")
+        lam = float(g.loc[g["selected"], "lam"].iloc[0])
+        out.append({"seed": seed, "noise": p, "method": method, "lam": lam,
+                    "val_error": float(g["val_error"].min()), "val_error_low_end": float(g["val_error"].iloc[0]),
+                    "val_error_high_end": float(g["val_error"].iloc[-1]),
+                    "bracketed": bool(g["lam"].iloc[0] < lam < g["lam"].iloc[-1])})
+    return pd.DataFrame(out)

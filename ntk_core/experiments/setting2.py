@@ -9,7 +9,8 @@ mini-batch SGD with a fixed learning rate on the ℓ2 loss ``½ Σ (f − ỹ)²
 (no momentum, no batch norm, no augmentation: Appendix D):
 
 * ``SGD``: vanilla; ``SGD+ES``: the same run at its epoch of best validation error;
-* ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``lams`` (Figure 5; Figure 1b is λ = ``curve_lam`` = 4);
+* ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``lams`` (Figure 5: λ ∈ {0.25, 0.5, 1, 2, 4, 8};
+  Figure 1b is λ = ``curve_lam`` = 4);
 * at noise 0, ``SGD``, ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``clean_lams``
   (λ = 2: the weight curves of Figures 7–8).
 
@@ -18,11 +19,15 @@ The table (long format, column ``part``):
 * ``curves``: one row per (run, epoch): ``train_error`` against the noisy
   labels (measured *with* the auxiliary variables for AUX, as in the paper's
   figures), ``train_error_clean``, ``val_error``, ``test_error``, ``loss``, ``dist`` = ‖θ − θ(0)‖;
-* ``layers``: one row per (run, epoch, layer, copy): ``norm`` = ‖W^(l)‖_F and
+* ``layers``: one row per (run, epoch, layer, copy), epoch 0 being the initialisation: ``norm`` = ‖W^(l)‖_F and
   ``dist`` = ‖W^(l) − W^(l)(0)‖_F of every trained layer ``l`` (1-based, layer 1
   is the frozen first convolution; ``depth`` is the frozen readout) of both
   copies (``copy`` 1, 2) of the difference trick: Figures 3 and 6 (layers 4
-  and 7, noise 0.2, λ = 4) and 7–8 (noise 0, λ = 2);
+  and 7, noise 0.2, λ = 4) and 7–8 (noise 0, λ = 2), so ``depth`` ≥ 8 for layer 7 to be
+  a trained one (:func:`layer_curves` joins the two copies into the layer of f);
+* ``spectrum`` (with ``spectrum=True``): the eigenvalues of the training-set NTK of f at
+  initialisation and the share of the noisy labels' ‖ỹ‖² along each eigenvector
+  (:func:`fitted_by_linear_sgd`: what linearised SGD can fit in the epochs given);
 * ``summary``: one row per (run, reported method): the last epoch's errors,
   or for ``SGD+ES`` those at the best validation epoch (``epoch``);
   ``train_error_net`` is the last epoch's training error (noisy labels) of the
@@ -31,7 +36,8 @@ The table (long format, column ``part``):
 Choices the paper does not state (it gives neither learning rate, batch size,
 number of epochs nor input normalisation for Setting 2):
 
-* inputs are standardised per channel (CIFAR-10 mean and std);
+* inputs are standardised per channel (CIFAR-10 mean and std), and in the quick profile
+  average-pooled to 16×16 (``pool=2``), which makes a depth-8 network cheap on a CPU;
 * ReLU gain √2 (``relu_gain=True``): ``ConvNet`` draws N(0, 1) weights scaled by
   ``1/sqrt(fan_in)``, so each ReLU layer halves the signal's second moment and
   the NTK shrinks like ``2^{-depth}`` (diagonal ≈ 0.001 at depth 11). For a
@@ -42,8 +48,9 @@ number of epochs nor input normalisation for Setting 2):
   paper's λ grid {0.25, …, 8} is on the scale of the kernel;
 * a fixed learning rate ``lr`` for the *summed* mini-batch loss (the trainer's
   convention): stable when ``lr · λ_max(K_batch) < 2`` and, for AUX, ``lr · λ² < 2``
-  for every λ of the grid; ``batch_size`` 128 at lr 0.01 (full; λ_max(K_batch) ≈ 120
-  at depth 11) and 25 at lr 0.1 (quick; λ_max(K_batch) ≈ 8 at depth 5);
+  for every λ of the grid (λ = 8: lr < 1/32); ``batch_size`` 128 at lr 0.01 (full;
+  λ_max(K_batch) ≈ 120 at depth 11) and 25 at lr 0.025 (quick; λ_max(K_batch) ≈ 45 at
+  depth 8, 16 channels, 16×16 inputs);
 * a validation split held out of training (for ``SGD+ES``).
 """
 
@@ -52,18 +59,21 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import cast
+from typing import Callable, cast
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
 from .. import data, noise
 from ..nets import ConvNet, DifferenceTrick
+from ..ntk import empirical_ntk
 from ..train import Method, TrainConfig, TrainResult, classification_error, predict, train
-from ._base import RunContext, Split, check_common, check_count, check_values, split_from
+from ._base import RunContext, Split, check_common, check_count, check_values, memorised_fraction, split_from
 
-__all__ = ["Config", "compute", "network", "OutputScale"]
+__all__ = ["Config", "compute", "network", "features", "OutputScale", "figure_curves", "layer_curves", "sweep",
+           "memorised_fraction", "fitted_by_linear_sgd"]
 
 _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
 
@@ -76,15 +86,18 @@ class Config:
     n_train: int = 300
     n_val: int = 150
     n_test: int = 0
-    depth: int = 5
+    depth: int = 8
     channels: int = 16
+    pool: int = 2
     noise: float = 0.2
-    lams: tuple[float, ...] = (0.35, 0.7)
-    curve_lam: float = 0.7
-    clean_lams: tuple[float, ...] = (0.35,)
-    epochs: int = 10
+    lams: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+    curve_lam: float = 4.0
+    clean_lams: tuple[float, ...] = (2.0,)
+    epochs: int = 40
     batch_size: int = 25
-    lr: float = 0.1
+    lr: float = 0.025
+    eval_every: int = 4
+    spectrum: bool = True
     relu_gain: bool = True
     download: bool = True
     seeds: tuple[int, ...] = (0,)
@@ -92,35 +105,39 @@ class Config:
 
     @classmethod
     def quick(cls) -> "Config":
-        """Depth 5 (layers 2–4 trained), 16 channels, 300 training / 150 validation images, all 192 test
-        images of the partial CIFAR-10, 10 epochs of batch 25 at lr 0.1.
+        """Depth 8 (layers 2–7 trained, so that layers 4 and 7 of Figures 3, 6–8 exist), 16 channels, the
+        images average-pooled to 16×16, 300 training / 150 validation images and all test images of the
+        partial CIFAR-10, 40 epochs of batch 25 at lr 0.025, evaluated every 4 epochs, the paper's λ grid
+        {0.25, …, 8}.
 
-        λ grid: the eigenvalues of the training-set NTK grow with n, so the ridge λ² of the paper's 9,000-10,000
-        examples corresponds to ≈ λ² · 300/9,000 here: λ ∈ {0.35, 0.7} at noise 0.2 stand for the paper's
-        λ ∈ {2, 4} (Figure 1b's λ = 4 is ``curve_lam = 0.7``), and λ = 0.35 at noise 0 for its λ = 2
-        (Figures 7–8). At λ = 4 with 300 examples RDI does not learn at all within 10 epochs.
+        lr 0.025 is the largest round rate that keeps SGD on the auxiliary variables stable at λ = 8
+        (``lr · λ² < 2``). With 300 instead of 9,000 training images the same λ is a relatively stronger
+        ridge (the eigenvalues of the training-set NTK grow with n), so the large-λ end of the grid
+        regularises more than in the paper.
         """
         return cls()
 
     @classmethod
     def full(cls) -> "Config":
         """The paper's network (11 layers, 192 channels) on all 10,000 airplane/automobile training
-        images (1,000 held out for validation) and the 2,000 test images, λ ∈ {0.25, 0.5, 1, 2, 4, 8}.
+        images (1,000 held out for validation) at 32×32 and the 2,000 test images, λ ∈ {0.25, 0.5, 1, 2, 4, 8}.
 
         GPU estimate: one epoch is ≈ 36 GFLOP per training image (forward and backward through both copies
         of the difference trick) plus ≈ 12 GFLOP per evaluated image, ≈ 0.5 PFLOP in all: 5–10 s on one
         H100 in float32, so 16 runs × 100 epochs ≈ 3–5 GPU hours per seed (an estimate, not measured).
         """
-        return cls(profile="full", n_train=9_000, n_val=1_000, n_test=0, depth=11, channels=192,
+        return cls(profile="full", n_train=9_000, n_val=1_000, n_test=0, depth=11, channels=192, pool=1,
                    lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), curve_lam=4.0, clean_lams=(2.0,), epochs=100,
-                   batch_size=128, lr=0.01, seeds=(0,), device="cuda")
+                   batch_size=128, lr=0.01, eval_every=1, spectrum=False, seeds=(0,), device="cuda")
 
     def __post_init__(self) -> None:
         check_common(self)
-        for name in ("n_train", "n_val", "channels", "epochs", "batch_size"):
+        for name in ("n_train", "n_val", "channels", "epochs", "batch_size", "eval_every"):
             check_count(getattr(self, name), name)
         check_count(self.n_test, "n_test", minimum=0)
         check_count(self.depth, "depth", minimum=3)
+        if self.pool not in (1, 2, 4, 8):
+            raise ValueError(f"pool must be 1, 2, 4 or 8 (a divisor of the 32-pixel side), got {self.pool!r}")
         check_values((self.noise,), "noise", 0.0, 0.5, high_open=True)
         check_values(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
         if self.clean_lams:
@@ -153,9 +170,21 @@ def network(config: Config, seed: int) -> nn.Module:
     return DifferenceTrick(g, alpha=0.5)
 
 
+def features(config: Config) -> Callable[[np.ndarray], np.ndarray]:
+    """Standardised CIFAR images (:func:`ntk_core.data.cifar_features`), average-pooled ``pool × pool``."""
+    def feats(images: np.ndarray) -> np.ndarray:
+        x = data.cifar_features(images)
+        if config.pool == 1:
+            return x
+        n, c, h, w = x.shape
+        p = config.pool
+        return x.reshape(n, c, h // p, p, w // p, p).mean(axis=(3, 5)).astype(x.dtype)
+    return feats
+
+
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
     return split_from(ctx, data.cifar_airplane_vs_automobile("train", download=config.download),
-                      data.cifar_airplane_vs_automobile("test", download=config.download), data.cifar_features,
+                      data.cifar_airplane_vs_automobile("test", download=config.download), features(config),
                       n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
                       what="setting2 (CIFAR airplane vs automobile)")
 
@@ -163,8 +192,9 @@ def _load(config: Config, seed: int, ctx: RunContext) -> Split:
 _PARAM = re.compile(r"g(?P<copy>[12])\..*features\.(?P<index>\d+)\.conv\.weight$")
 
 
-def _layer_rows(result: TrainResult) -> list[dict]:
-    """Per-layer ‖W‖_F and ‖W − W(0)‖_F per epoch, from the trainer's ``norm/`` and ``dist/`` columns."""
+def _layer_rows(result: TrainResult, initial: dict[str, float]) -> list[dict]:
+    """Per-layer ‖W‖_F and ‖W − W(0)‖_F per epoch, from the trainer's ``norm/`` and ``dist/`` columns;
+    epoch 0 is the initialisation (``initial``: ‖W(0)‖_F by parameter name)."""
     rows = []
     history = result.history
     for column in history.columns:
@@ -175,7 +205,10 @@ def _layer_rows(result: TrainResult) -> list[dict]:
         if match is None:  # only convolutions are trained (the readout is frozen)
             continue
         layer = int(match["index"]) // 2 + 1  # features = [conv, relu, conv, relu, ...]
-        for epoch, norm, dist in zip(history["epoch"], history[column], history[f"dist/{name}"]):
+        epochs = [0, *history["epoch"]]
+        norms = [initial[name], *history[column]]
+        dists = [0.0, *history[f"dist/{name}"]]
+        for epoch, norm, dist in zip(epochs, norms, dists):
             rows.append({"epoch": int(epoch), "layer": layer, "copy": int(match["copy"]),
                          "norm": float(norm), "dist": float(dist)})
     return rows
@@ -184,8 +217,10 @@ def _layer_rows(result: TrainResult) -> list[dict]:
 def _run(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int,
          progress: bool) -> list[dict]:
     model = network(config, seed).to(config.device)
+    initial = {name: float(torch.linalg.vector_norm(p.detach())) for name, p in model.named_parameters()
+               if p.requires_grad}
     cfg = TrainConfig(method=cast(Method, method), lam=lam, loss="l2", epochs=config.epochs, lr=config.lr,
-                      batch_size=config.batch_size, seed=seed, eval_every=1)
+                      batch_size=config.batch_size, seed=seed, eval_every=config.eval_every)
     result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
                    test=(split.x_test, split.y_test), progress=progress)
     h = result.history
@@ -194,7 +229,7 @@ def _run(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: 
         rows.append({"part": "curves", "epoch": int(r["epoch"]), "train_error": float(r["train_error_noisy"]),
                      "train_error_clean": float(r["train_error_clean"]), "val_error": float(r["val_error"]),
                      "test_error": float(r["test_error"]), "loss": float(r["loss"]), "dist": float(r["dist/all"])})
-    rows += [{"part": "layers", **r} for r in _layer_rows(result)]
+    rows += [{"part": "layers", **r} for r in _layer_rows(result, initial)]
     label = _LABELS[method]
     last = result.final
     # the network alone (no auxiliary variables) against the noisy labels, at the last epoch
@@ -216,6 +251,39 @@ def _run(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: 
     return rows
 
 
+def _spectrum(config: Config, split: Split, y_noisy: torch.Tensor, seed: int) -> list[dict]:
+    """Eigenvalues μ_k of the empirical NTK of f at initialisation on the training set (float64), and the
+    share of ‖ỹ‖² along each eigenvector (``energy``, sums to 1): part ``spectrum``, one row per k."""
+    model = network(config, seed).to(config.device)
+    K = empirical_ntk(model, split.x_train, out_dtype=torch.float64).cpu().numpy()
+    mu, vectors = np.linalg.eigh(K)
+    y = y_noisy.cpu().numpy().astype(np.float64)
+    energy = (vectors.T @ y) ** 2 / float(y @ y)
+    order = np.argsort(mu)[::-1]
+    return [{"part": "spectrum", "index": int(k), "eigenvalue": float(mu[i]), "energy": float(energy[i])}
+            for k, i in enumerate(order)]
+
+
+def fitted_by_linear_sgd(table: pd.DataFrame, config: dict, seed: int = 0) -> dict:
+    """How much of the noisy labels linearised (NTK) training can have fitted in the epochs of the run.
+
+    One epoch of SGD on the summed loss moves the residual along eigenvector k of the training-set NTK by
+    a factor ≈ ``1 − lr μ_k`` (the batches together apply ``lr K`` once), so after ``E`` epochs only
+    directions with ``lr μ_k E ≳ 1`` are fitted. Returns the number of such directions (``directions``),
+    the share of ‖ỹ‖² they carry (``energy``) and the share of ‖ỹ‖² removed by the linearised dynamics,
+    ``Σ_k energy_k (1 − (1 − lr μ_k)^{2E})`` (``fitted``), from part ``spectrum`` of the table.
+    """
+    s = table[(table["part"] == "spectrum") & (table["seed"] == seed)]
+    if s.empty:
+        raise ValueError("the table has no NTK spectrum (run with spectrum=True)")
+    lr, epochs = float(config["lr"]), int(config["epochs"])
+    mu, energy = s["eigenvalue"].to_numpy(), s["energy"].to_numpy()
+    fitted_dirs = lr * mu * epochs >= 1.0
+    shrink = np.clip(1.0 - lr * np.clip(mu, 0.0, None), -1.0, 1.0) ** (2 * epochs)
+    return {"directions": int(fitted_dirs.sum()), "n": int(len(mu)), "energy": float(energy[fitted_dirs].sum()),
+            "fitted": float((energy * (1.0 - shrink)).sum()), "threshold": 1.0 / (lr * epochs)}
+
+
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """The tables behind Figures 1b, 3, 5–8: parts ``curves``, ``layers`` and ``summary`` (see the module docstring)."""
     rows: list[dict] = []
@@ -229,19 +297,59 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         for p_index, (p, lams) in enumerate(plan):
             y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index,
                                                         exact=True)).to(config.device)
+            if config.spectrum and p_index == 0:
+                unit = ctx.unit({"seed": seed, "noise": p, "spectrum": True},
+                                lambda: _spectrum(config, split, y_noisy, seed))
+                rows += [{"seed": seed, "noise": p, "method": "", "lam": 0.0, **r} for r in unit]
             runs = [("early_stopping", None)] + [(m, lam) for lam in lams for m in ("aux", "rdi")]
             for method, lam in runs:
                 key = {"seed": seed, "noise": p, "method": method, "lam": lam}
                 unit = ctx.unit(key, lambda: _run(config, split, y_noisy, method, lam, seed, ctx.progress))
                 rows += [{"seed": seed, "noise": p, "lam": lam if lam is not None else 0.0, **r} for r in unit]
     columns = ["part", "seed", "noise", "method", "lam", "epoch", "train_error", "train_error_clean", "val_error",
-               "test_error", "train_error_net", "loss", "dist", "layer", "copy", "norm"]
+               "test_error", "train_error_net", "loss", "dist", "layer", "copy", "norm", "index", "eigenvalue",
+               "energy"]
     table = pd.DataFrame(rows)
     return table[[c for c in columns if c in table.columns]]
 
 
 def figure_curves(table: pd.DataFrame, noise_rate: float = 0.2, lam: float = 4.0) -> pd.DataFrame:
-    """Figure 1b (and a panel of Figure 5): per-epoch train/test error of SGD, SGD+AUX, SGD+RDI at (noise, λ)."""
+    """Figure 1b and each panel of Figure 5: per-epoch train/test error of SGD, SGD+AUX, SGD+RDI at (noise, λ),
+    averaged over seeds (columns ``method``, ``epoch``, ``train_error``, ``test_error``)."""
     curves = table[(table["part"] == "curves") & (table["noise"] == noise_rate)]
     chosen = curves[(curves["method"] == "SGD") | (curves["lam"] == lam)]
+    if not (chosen["method"] != "SGD").any():
+        raise ValueError(f"no SGD+AUX / SGD+RDI run at noise {noise_rate} and λ = {lam} in the table")
     return chosen.groupby(["method", "epoch"])[["train_error", "test_error"]].mean().reset_index()
+
+
+def layer_curves(table: pd.DataFrame, noise_rate: float, lam: float, layer: int) -> pd.DataFrame:
+    """Figures 3, 6–8: ‖W⁽ˡ⁾‖_F and ‖W⁽ˡ⁾ − W⁽ˡ⁾(0)‖_F per epoch of SGD, SGD+AUX, SGD+RDI at (noise, λ).
+
+    ``W⁽ˡ⁾`` is layer ``l`` of the whole network f, i.e. the layer-``l`` weights of both copies of the
+    difference trick together: ``norm = √(‖W₁‖² + ‖W₂‖²)`` and ``dist`` likewise. Averaged over seeds;
+    columns ``method``, ``epoch`` (0 = initialisation), ``norm``, ``dist``, ``relative`` = dist / ‖W⁽ˡ⁾(0)‖_F.
+    """
+    rows = table[(table["part"] == "layers") & (table["noise"] == noise_rate) & (table["layer"] == layer)]
+    rows = rows[(rows["method"] == "SGD") | (rows["lam"] == lam)]
+    if rows.empty:
+        raise ValueError(f"no weights of layer {layer} recorded at noise {noise_rate}, λ = {lam} "
+                         "(layers 2..depth-1 are trained)")
+    squared = rows.assign(norm2=rows["norm"] ** 2, dist2=rows["dist"] ** 2)
+    both = squared.groupby(["seed", "method", "epoch"])[["norm2", "dist2"]].sum()
+    both = (both ** 0.5).rename(columns={"norm2": "norm", "dist2": "dist"}).groupby(["method", "epoch"]).mean()
+    out = both.reset_index()
+    init = out[out["epoch"] == 0].set_index("method")["norm"]  # epoch 0: W(0), recorded before training
+    out["relative"] = out["dist"] / out["method"].map(init)
+    return out
+
+
+def sweep(table: pd.DataFrame, noise_rate: float) -> pd.DataFrame:
+    """Figure 5 in numbers: the last epoch of every SGD+AUX / SGD+RDI run at ``noise_rate``, per λ, averaged
+    over seeds, beside vanilla SGD (``lam`` 0): train error with and without the auxiliary variables, test
+    error, distance to initialisation."""
+    s = table[(table["part"] == "summary") & (table["noise"] == noise_rate)
+              & table["method"].isin(["SGD", "SGD+AUX", "SGD+RDI"])]
+    cols = ["train_error", "train_error_net", "train_error_clean", "test_error", "dist"]
+    return s.groupby(["method", "lam"])[cols].mean().reset_index()
+
