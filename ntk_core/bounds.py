@@ -90,6 +90,8 @@ __all__ = [
     "krr_rkhs_norm",
     "lemma_c1_bound",
     "lemma_c2_bound",
+    "leading_lambda",
+    "leading_minimum",
     "multiclass_noise_subgaussian_sigma",
     "q_matrix",
     "ramp_loss",
@@ -821,3 +823,50 @@ def theorem_5_3_printed(
     lead = sum(_printed_terms(math.sqrt(max(float(c), 0.0) / n), n, lam, 1.0, delta / k, C)[0] for c in comps)
     _, noise, tail, _, net = _printed_terms(0.0, n, lam, 1.0, delta / k, C)
     return PrintedBound("5.3", C, lead / g, k * noise / g, k * tail / g, 0.0, k * net / g)
+
+
+# =========================================================================== the λ trade-off in closed form
+
+
+def _leading_ab(complexity: Any, n: int, trace: float, sigma: Any) -> tuple[float, float]:
+    C = as_float64_array(complexity, "complexity", ndim=(0, 1)).reshape(-1)
+    s = as_float64_array(sigma, "sigma", ndim=(0, 1)).reshape(-1)
+    if np.any(C <= 0) or np.any(s < 0):
+        raise ValueError("complexity must be > 0 and sigma >= 0")
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    T = check_positive(trace, "trace")
+    return float(np.sum(np.sqrt(C / n))), 5.0 * math.sqrt(T / n) * float(np.sum(s))
+
+
+def leading_lambda(complexity: Any, n: int, trace: float, sigma: Any) -> float:
+    r"""The λ that minimises the λ-dependent leading terms of :func:`theorem_5_1_bound`.
+
+    Those terms are ``train_bias + train_noise + rademacher_noise``,
+
+    .. math:: g(\lambda) = \frac{\lambda}{2}\sum_h\sqrt{\frac{C_h}{n}}
+              + \frac{5\sqrt{\operatorname{tr}K/n}}{2\lambda}\sum_h\sigma_h ,
+              \qquad \lambda^\star = \sqrt{\frac{5\sqrt{\operatorname{tr}K/n}\,\sum_h\sigma_h}{\sum_h\sqrt{C_h/n}}} ,
+
+    with C = yᵀK⁻¹y (a scalar; for Theorem 5.3 one value per output h with its
+    σ_h). For Theorem 5.2 pass C = yᵀK⁻¹y of the ±1 labels and
+    σ = σ_p/(1 − 2p): the (1 − 2p) of ȳ cancels the rescaling in the signal term
+    and stays in the noise term. Passing an a-priori upper bound on C (e.g.
+    Remark 5.2's constant) gives a λ fixed before the sample is seen.
+    """
+    a, b = _leading_ab(complexity, n, trace, sigma)
+    if b == 0.0:
+        raise ValueError("with sigma = 0 the leading terms decrease as lambda -> 0: there is no optimum")
+    return math.sqrt(b / a)
+
+
+def leading_minimum(complexity: Any, n: int, trace: float, sigma: Any) -> float:
+    r"""min over λ of the leading terms g(λ) of :func:`leading_lambda`: g(λ*) = √(A·B).
+
+    With A = Σ_h √(C_h/n) and B = 5√(tr K/n) Σ_h σ_h. Every other term of the
+    explicit bound is ≥ 0, so for Theorems 5.1/5.2 this is a lower bound on the
+    whole bound at *every* λ (divide by gap(P) for Theorem 5.3). With
+    C = C₀n^a and tr K = n/2 it falls like n^{(a−1)/4}.
+    """
+    a, b = _leading_ab(complexity, n, trace, sigma)
+    return math.sqrt(a * b)

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["set_style", "image_grid", "learning_curves", "weight_panels", "METHOD_COLORS"]
+__all__ = ["set_style", "image_grid", "learning_curves", "weight_panels", "show_table", "METHOD_COLORS"]
 
 
 def set_style() -> None:
@@ -83,3 +83,13 @@ def weight_panels(curves, layer: int, suptitle: str | None = None):
     if suptitle:
         fig.suptitle(suptitle)
     return fig
+
+
+def show_table(rows, digits: int = 3) -> None:
+    """Display a table for a reader: a DataFrame or a list of dicts (one per row), floats rounded to
+    ``digits``, without the pandas index (in a notebook, as HTML; elsewhere, as text)."""
+    import pandas as pd
+    from IPython.display import display
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    display(df.style.hide(axis="index").format(precision=digits))

@@ -60,6 +60,14 @@ __all__ = [
     "ntk_width_sweep",
     "rademacher_monte_carlo",
     "sample_classes",
+    "cone_sample",
+    "FitMonteCarlo",
+    "fit_monte_carlo",
+    "lemma_c1_pieces",
+    "ridge_fit",
+    "setting1_kernel_arcsin",
+    "setting1_power_coefficient",
+    "sphere_sample",
     "available_pairs",
     "setting1_kernel",
     "sphere_features",
@@ -533,3 +541,185 @@ def initial_output_effect(
         pred = f0[n:] + path.predict(yy - f0[:n], [lam], test=True)[0]
         errs[r] = np.mean(np.sign(pred) != yt)
     return errs, base_err
+
+
+# =========================================================================== Remark 5.2: labels in the RKHS
+
+
+def sphere_sample(
+    n: int, d: int, seed: int | np.random.Generator, levels: Sequence[float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs on the sphere of radius √d and their first coordinate s = e₁ᵀx/√d ∈ [−1, 1].
+
+    With ``levels=None``, x/√d is uniform on the unit sphere S^{d−1}. With
+    ``levels`` (values in (−1, 1)), s is drawn uniformly from ``levels`` and x/√d
+    uniformly on the slice {u ∈ S^{d−1} : e₁ᵀu = s}: u = s e₁ + √(1 − s²) w with w
+    uniform on the unit sphere of e₁⊥. Labels that are functions of s are then
+    functions of x in the RKHS of :func:`setting1_kernel` when they are
+    polynomials in s of degree 1 or even degree on the support (Remark 5.2; see
+    :func:`setting1_power_coefficient`). Returns ``(x, s)``, shapes ``(n, d)``, ``(n,)``.
+    """
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not isinstance(d, (int, np.integer)) or d < 2:
+        raise ValueError(f"d must be an int >= 2, got {d!r}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if levels is None:
+        u = rng.standard_normal((n, d))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+    else:
+        lv = as_float64_array(levels, "levels", ndim=1)
+        if lv.size == 0 or np.any(np.abs(lv) >= 1.0):
+            raise ValueError(f"levels must be a non-empty list of values in (-1, 1), got {list(lv)}")
+        s = lv[rng.integers(0, lv.size, size=n)]
+        w = rng.standard_normal((n, d - 1))
+        w /= np.linalg.norm(w, axis=1, keepdims=True)
+        u = np.concatenate([s[:, None], np.sqrt(1.0 - s[:, None] ** 2) * w], axis=1)
+    return u * math.sqrt(d), u[:, 0].copy()
+
+
+def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A k-class distribution on the sphere of radius √d whose class indicators are in the Setting-1 RKHS.
+
+    The class c is uniform on {0, …, k−1}; given c, u = x/√d = cos θ·e_c + sin θ·w with w
+    uniform on the unit sphere of span(e_k, …, e_{d−1}) (needs d ≥ k + 2). On this
+    support (e_hᵀu)² = cos²θ·1[c = h], so every function of the class,
+    g(c) = Σ_h g_h 1[c = h], equals the quadratic Σ_h g_h (e_hᵀu)²/cos²θ, whose RKHS
+    norm² is at most Σ_h g_h²/(a₂ cos⁴θ) (:func:`setting1_power_coefficient`): the
+    premise of Remark 5.2 holds with a constant known in advance. Returns
+    ``(x, c)``, shapes ``(n, d)`` and ``(n,)`` (int).
+    """
+    if not isinstance(k, (int, np.integer)) or k < 2:
+        raise ValueError(f"k must be an int >= 2, got {k!r}")
+    if not isinstance(d, (int, np.integer)) or d < k + 2:
+        raise ValueError(f"d must be an int >= k + 2 = {k + 2} (the sphere of the remaining axes must not be "
+                         f"two points), got {d!r}")
+    theta = _check_real_in(theta, "theta", 0.0, math.pi / 2)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    w, _ = sphere_sample(n, d - k, rng)
+    c = rng.integers(0, k, size=n)
+    u = np.zeros((n, d))
+    u[np.arange(n), c] = math.cos(theta)
+    u[:, k:] = math.sin(theta) * w / math.sqrt(d - k)
+    return u * math.sqrt(d), c
+
+
+def _check_real_in(value: Any, name: str, low: float, high: float) -> float:
+    v = float(value)
+    if not low < v < high:
+        raise ValueError(f"{name} must lie in ({low:g}, {high:g}), got {value!r}")
+    return v
+
+
+def setting1_kernel_arcsin(x1: Any, x2: Any | None = None) -> np.ndarray:
+    r"""The Setting-1 NTK written through arcsin: k = t/4 + t·arcsin(t)/(2π), t = xᵀx'/d.
+
+    Equal to :func:`setting1_kernel` (t(π − arccos t)/(2π)) because
+    arccos t = π/2 − arcsin t; computed here independently, as the first step of
+    the power series behind :func:`setting1_power_coefficient`. Inputs of norm √d.
+    """
+    a = as_float64_array(x1, "x1", ndim=2)
+    b = a if x2 is None else as_float64_array(x2, "x2", ndim=2)
+    t = np.clip(a @ b.T / a.shape[1], -1.0, 1.0)
+    return t / 4.0 + t * np.arcsin(t) / (2.0 * math.pi)
+
+
+def setting1_power_coefficient(j: int) -> float:
+    r"""Coefficient a_j of t^j in the Setting-1 NTK k(t) = Σ_j a_j t^j on the sphere (Remark 5.2).
+
+    From k(t) = t/4 + t·arcsin(t)/(2π) and arcsin t = Σ_m (2m)!/(4^m (m!)² (2m+1)) t^{2m+1}:
+    a₁ = 1/4, a_{2m+2} = (2m)!/(4^m (m!)² (2m+1))/(2π) (a₂ = 1/(2π), a₄ = 1/(12π)),
+    and a_j = 0 for j = 0 and every odd j ≥ 3. Hence for a unit vector β the
+    function u ↦ (βᵀu)^j (u = x/√d) has RKHS norm² ‖(βᵀu)^j‖²_H ≤ 1/a_j when a_j > 0
+    (its feature-space representer is β^{⊗j} in the t^j part of the kernel), so
+    yᵀK⁻¹y ≤ 1/a_j for y_i = (βᵀu_i)^j at every n — the O(1) of Remark 5.2 — while
+    for odd j ≥ 3 the function is not in the RKHS.
+    """
+    if not isinstance(j, (int, np.integer)) or j < 0:
+        raise ValueError(f"j must be a non-negative int, got {j!r}")
+    if j == 1:
+        return 0.25
+    if j == 0 or j % 2 == 1:
+        return 0.0
+    m = (j - 2) // 2
+    return math.comb(2 * m, m) / (4.0**m * (2 * m + 1)) / (2.0 * math.pi)
+
+
+# =========================================================================== proof steps, independently
+
+
+def ridge_fit(K: Any, targets: Any, lam: float) -> np.ndarray:
+    """K(K + λ²I)⁻¹·targets by an eigendecomposition of K, written independently of :mod:`ntk_core.krr`.
+
+    The training-point values of the KRR predictor (eq. (8)) for ``targets`` of
+    shape ``(n,)`` or ``(n, k)``; used as the closed-form side of the Monte Carlo
+    checks of the proofs' "mean-zero noise" steps.
+    """
+    Km = check_kernel_matrix(K)
+    lam = check_positive(lam, "lam")
+    s, U = np.linalg.eigh(Km)
+    t = as_float64_array(targets, "targets", ndim=(1, 2))
+    filt = np.clip(s, 0.0, None) / (np.clip(s, 0.0, None) + lam * lam)
+    c = U.T @ t
+    return U @ (filt[:, None] * c if c.ndim == 2 else filt * c)
+
+
+@dataclass(frozen=True)
+class FitMonteCarlo:
+    """Mean and standard error, over draws of the noisy labels, of the package's KRR fit at the training points."""
+
+    mean: np.ndarray
+    stderr: np.ndarray
+    draws: int
+
+    def max_z(self, expected: Any) -> float:
+        """Largest |mean − expected| / stderr over the entries (≈ N(0, 1) each when ``expected`` is right)."""
+        e = np.asarray(expected, dtype=np.float64)
+        return float(np.max(np.abs(self.mean - e) / np.maximum(self.stderr, 1e-300)))
+
+
+def fit_monte_carlo(K: Any, noisy_draws: Any, lam: float) -> FitMonteCarlo:
+    """Train the package's KRR (:func:`ntk_core.krr.krr_predict`) on each row of ``noisy_draws`` (R × n[× k]).
+
+    Returns the mean fit f*(X) over the R draws and its standard error, for a
+    comparison with the proofs' closed form E f*(X) = K(K + λ²I)⁻¹ E ỹ
+    (:func:`ridge_fit`): E ỹ = y (Theorem 5.1), (1 − 2p)y (Theorem 5.2), q⁽ʰ⁾ (Theorem 5.3).
+    """
+    Y = as_float64_array(noisy_draws, "noisy_draws", ndim=(2, 3))
+    R, n = Y.shape[0], Y.shape[1]
+    if R < 2:
+        raise ValueError(f"need at least 2 draws for a standard error, got {R}")
+    cols = np.moveaxis(Y, 0, -1).reshape(n, -1)  # (n, R·k): one solve for all draws
+    fits = krr_predict(K, cols, lam).reshape((n,) + Y.shape[2:] + (R,))
+    fits = np.moveaxis(fits, -1, 0)
+    return FitMonteCarlo(fits.mean(axis=0), fits.std(axis=0, ddof=1) / math.sqrt(R), R)
+
+
+def lemma_c1_pieces(K: Any, y: Any, lam: float, sigma: float) -> dict[str, float]:
+    """The two pieces of Lemma C.1's proof, exactly, with the inequalities that bound them.
+
+    f*(X) − y = Aε − λ²(K + λ²I)⁻¹y with A = K(K + λ²I)⁻¹ (eq. (11) of the proof):
+
+    * ``bias`` = λ²‖(K + λ²I)⁻¹y‖ and its bound ``bias_bound`` = (λ/2)√(yᵀK⁻¹y) (eq. (14));
+    * ``noise_ms`` = E‖Aε‖² = σ² tr A² for independent ε_i of variance σ² (Gaussian:
+      sub-Gaussian parameter σ), and ``noise_ms_bound`` = σ² tr K/(4λ²) (eq. (13));
+    * ``trA4`` = tr A⁴ and ``trA4_bound`` = tr K/(9λ²).
+
+    All from one eigendecomposition of K (K positive definite).
+    """
+    Km = check_kernel_matrix(K)
+    yy = as_float64_array(y, "y", ndim=1)
+    lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
+    s, U = np.linalg.eigh(Km)
+    if s.min() <= 0:
+        raise ValueError("K must be positive definite for y^T K^-1 y")
+    c = U.T @ yy
+    a = s / (s + lam**2)
+    return {
+        "bias": lam**2 * float(np.linalg.norm(c / (s + lam**2))),
+        "bias_bound": lam / 2.0 * math.sqrt(float(np.sum(c**2 / s))),
+        "noise_ms": sigma**2 * float(np.sum(a**2)),
+        "noise_ms_bound": sigma**2 * float(np.sum(s)) / (4.0 * lam**2),
+        "trA4": float(np.sum(a**4)),
+        "trA4_bound": float(np.sum(s)) / (9.0 * lam**2),
+    }
