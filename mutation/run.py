@@ -143,6 +143,8 @@ def _run_all(mutants: list[Mutant], snapshot: Path, timeout: float, jobs: int) -
             results.append((m, verdict, secs))
             flag = "  [equivalent]" if m.equivalent else ""
             print(f"{verdict:17s} {secs:6.1f} s  {m.name:32s} {m.file}: {m.description}{flag}", flush=True)
+            if tail:
+                print(f"{'':27s}pytest: {tail}", flush=True)
 
     killed = [m for m, v, _ in results if v.startswith("killed")]
     survived = [m for m, v, _ in results if v == "survived"]
