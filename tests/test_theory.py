@@ -133,3 +133,127 @@ def test_available_pairs_is_the_rarest_class():
     labels = np.array([5, 5, 5, 8, 8, 3])
     assert theory.available_pairs(labels, [5, 8]) == 2
     assert theory.available_pairs(labels, [5, 8, 3]) == 1
+
+
+# --------------------------------------------------------------------------- Remark 5.2 and the proof steps
+
+
+def test_sphere_and_cone_samples():
+    x, s = theory.sphere_sample(200, 6, seed=0)
+    assert x.shape == (200, 6) and np.allclose(np.linalg.norm(x, axis=1), math.sqrt(6))
+    assert np.allclose(s, x[:, 0] / math.sqrt(6))
+    x2, s2 = theory.sphere_sample(200, 6, seed=0)
+    assert np.array_equal(x, x2)                                          # same seed, same sample
+    xl, sl = theory.sphere_sample(300, 4, seed=1, levels=[-0.5, 0.25])
+    assert set(np.round(sl, 12)) == {-0.5, 0.25} and np.allclose(np.linalg.norm(xl, axis=1), 2.0)
+    xc, c = theory.cone_sample(300, 6, 3, 0.4, seed=2)
+    u = xc / math.sqrt(6)
+    assert np.allclose(np.linalg.norm(u, axis=1), 1.0)
+    # (e_h^T u)^2 = cos^2(theta) 1[c = h]: the class indicators are quadratics on the support
+    assert np.allclose(u[:, :3] ** 2, math.cos(0.4) ** 2 * np.eye(3)[c])
+    assert np.bincount(c, minlength=3).min() > 70
+    with pytest.raises(ValueError, match="d must be"):
+        theory.cone_sample(10, 4, 3, 0.4, seed=0)
+    with pytest.raises(ValueError, match="theta"):
+        theory.cone_sample(10, 6, 3, 2.0, seed=0)
+    with pytest.raises(ValueError, match="levels"):
+        theory.sphere_sample(10, 4, seed=0, levels=[1.0])
+
+
+def test_power_series_of_the_setting1_kernel():
+    # the coefficients against a numerical Taylor expansion of t (pi - arccos t) / (2 pi)
+    t = np.linspace(-0.5, 0.5, 41)
+    k = t * (np.pi - np.arccos(t)) / (2 * np.pi)
+    series = sum(theory.setting1_power_coefficient(j) * t**j for j in range(0, 40))
+    assert np.allclose(series, k, atol=1e-12)
+    assert theory.setting1_power_coefficient(1) == 0.25
+    assert theory.setting1_power_coefficient(2) == pytest.approx(1 / (2 * np.pi))
+    assert theory.setting1_power_coefficient(4) == pytest.approx(1 / (12 * np.pi))
+    assert all(theory.setting1_power_coefficient(j) == 0.0 for j in (0, 3, 5, 7))
+    x, _ = theory.sphere_sample(50, 5, seed=3)
+    assert np.allclose(theory.setting1_kernel_arcsin(x), theory.setting1_kernel(x), atol=1e-13)
+
+
+def test_remark_5_2_constants_hold_and_are_nearly_attained():
+    x, s = theory.sphere_sample(400, 4, seed=4)
+    K = theory.setting1_kernel(x)
+    c1 = bounds.complexity(K, s)
+    c2 = bounds.complexity(K, s**2)
+    assert 3.5 < c1 <= 4.0 / 1.0 and c2 <= 2 * np.pi
+    assert bounds.complexity(K, s**3) > 5 * c1            # not in the RKHS: far larger already at n = 400
+
+
+def test_ridge_fit_and_fit_monte_carlo_against_a_direct_solve():
+    rng = np.random.default_rng(5)
+    x, s = theory.sphere_sample(40, 5, seed=5)
+    K = theory.setting1_kernel(x)
+    lam = 1.7                                             # lam != lam^2
+    direct = K @ np.linalg.solve(K + lam**2 * np.eye(40), s)
+    assert np.allclose(theory.ridge_fit(K, s, lam), direct)
+    Y = np.stack([s, -s], axis=1)
+    assert np.allclose(theory.ridge_fit(K, Y, lam), np.stack([direct, -direct], axis=1))
+    draws = s + 0.3 * rng.standard_normal((3000, 40))
+    mc = theory.fit_monte_carlo(K, draws, lam)
+    assert mc.draws == 3000 and mc.mean.shape == (40,)
+    assert mc.max_z(direct) < 4.5                          # the mean fit is K (K + lam^2 I)^-1 E[y~]
+    assert mc.max_z(K @ np.linalg.solve(K + lam * np.eye(40), s)) > 10   # and not the lam fit
+    # the standard error is that of the fits: sd of (K (K + lam^2 I)^-1 eps)_i / sqrt(R)
+    A = K @ np.linalg.inv(K + lam**2 * np.eye(40))
+    assert np.allclose(mc.stderr, 0.3 * np.linalg.norm(A, axis=1) / np.sqrt(3000), rtol=0.1)
+    multi = theory.fit_monte_carlo(K, np.stack([draws, -draws], axis=2), lam)
+    assert multi.mean.shape == (40, 2) and np.allclose(multi.mean[:, 1], -mc.mean)
+    with pytest.raises(ValueError, match="at least 2"):
+        theory.fit_monte_carlo(K, draws[:1], lam)
+
+
+def test_lemma_c1_pieces_by_value():
+    rng = np.random.default_rng(6)
+    Z = rng.standard_normal((6, 9))
+    K = Z @ Z.T / 9
+    y = rng.standard_normal(6)
+    lam, sigma = 0.6, 0.4
+    M = np.linalg.inv(K + lam**2 * np.eye(6))
+    A = K @ M
+    piece = theory.lemma_c1_pieces(K, y, lam, sigma)
+    assert piece["bias"] == pytest.approx(lam**2 * np.linalg.norm(M @ y))
+    assert piece["bias_bound"] == pytest.approx(lam / 2 * np.sqrt(y @ np.linalg.solve(K, y)))
+    assert piece["noise_ms"] == pytest.approx(sigma**2 * np.trace(A @ A))
+    assert piece["noise_ms_bound"] == pytest.approx(sigma**2 * np.trace(K) / (4 * lam**2))
+    assert piece["trA4"] == pytest.approx(np.trace(A @ A @ A @ A))
+    assert piece["trA4_bound"] == pytest.approx(np.trace(K) / (9 * lam**2))
+    assert piece["bias"] <= piece["bias_bound"] and piece["trA4"] <= piece["trA4_bound"]
+
+
+# --------------------------------------------------------------------------- the λ trade-off in closed form
+
+
+def test_leading_lambda_and_minimum_against_the_bound_terms_and_a_numerical_minimum():
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(11)
+    Z = rng.standard_normal((30, 60))
+    K = Z @ Z.T / 60
+    y = np.sign(rng.standard_normal(30))
+    n, T, C = 30, float(np.trace(K)), float(bounds.complexity(K, y))
+    for sigma in (0.2, 0.7):
+        lam = bounds.leading_lambda(C, n, T, sigma)
+        g = bounds.leading_minimum(C, n, T, sigma)
+        b = bounds.theorem_5_1_bound(K, y, lam, sigma, 0.1)
+        assert b.train_bias + b.train_noise + b.rademacher_noise == pytest.approx(g, rel=1e-12)
+        f = lambda t: np.exp(t) / 2 * np.sqrt(C / n) + 5 * sigma * np.sqrt(T / n) / (2 * np.exp(t))
+        res = minimize_scalar(f, bounds=(-6, 6), method="bounded", options={"xatol": 1e-10})
+        assert np.exp(res.x) == pytest.approx(lam, rel=1e-4) and res.fun == pytest.approx(g, rel=1e-8)
+        assert all(bounds.theorem_5_1_bound(K, y, l, sigma, 0.1).total > g for l in np.geomspace(0.05, 50, 30))
+    # Theorem 5.2: sigma_eff = sigma_p / (1 - 2p) makes the closed form match the bound's rescaled terms
+    p = 0.15
+    lam = bounds.leading_lambda(C, n, T, bounds.binary_noise_subgaussian_sigma(p) / (1 - 2 * p))
+    g = bounds.leading_minimum(C, n, T, bounds.binary_noise_subgaussian_sigma(p) / (1 - 2 * p))
+    b2 = bounds.theorem_5_2_bound(K, y, lam, p, 0.1)
+    assert b2.rescale * (b2.additive.train_bias + b2.additive.train_noise + b2.additive.rademacher_noise) == pytest.approx(g)
+    # several outputs: sums of sqrt(C_h / n) and of sigma_h
+    lam3 = bounds.leading_lambda([1.0, 4.0], 10, 5.0, [0.1, 0.3])
+    assert lam3 == pytest.approx(np.sqrt(5 * np.sqrt(0.5) * 0.4 / (np.sqrt(0.1) + np.sqrt(0.4))))
+    with pytest.raises(ValueError, match="no optimum"):
+        bounds.leading_lambda(C, n, T, 0.0)
+    with pytest.raises(ValueError):
+        bounds.leading_minimum(-1.0, n, T, 0.2)
