@@ -39,27 +39,31 @@ class Config:
     """Sizes of the difference-trick study; ``quick()`` for 2 CPU cores, ``full()`` is the figure's scale."""
 
     profile: str = "quick"
-    n_train: int = 400
+    n_train: int = 100
     n_test: int = 0  # 0: the whole test split
     width: int = 512
     pool: int = 2
     alphas: tuple[float, ...] = (0.0, 0.1, 0.25, 0.4, 0.5)
-    steps: int = 300
-    lr_scale: float = 1.0
+    steps: int = 800
+    lr_scale: float = 1.8
     noise: float = 0.0
     seeds: tuple[int, ...] = (0, 1, 2)
     device: str = "cpu"
 
     @classmethod
     def quick(cls) -> "Config":
-        """Width 512 on 400 images pooled to 14×14, 300 GD steps, five α, three seeds (the effect of α is
-        judged against the spread between seeds)."""
+        """Width 512 on 100 images pooled to 14×14, 800 GD steps at η = 1.8/‖K‖, five α, three seeds.
+
+        The figure compares networks that have fitted their training set (its caption: training loss below
+        1e-4). 100 images and η close to the stability limit 2/‖K‖ let GD get there in the quick profile
+        (mean training loss ≈ 1e-4, training error 0; with 400 images and 300 steps at η = 1/‖K‖ it stays
+        near 5e-2); three seeds give the seed-to-seed spread the effect of α is judged against."""
         return cls()
 
     @classmethod
     def full(cls) -> "Config":
         """Width 10,000, all MNIST 5/8 images, 5,000 GD steps (the figure's caption). About 1 GPU-hour."""
-        return cls(profile="full", n_train=11_272, n_test=0, width=10_000, pool=1, steps=5_000,
+        return cls(profile="full", n_train=11_272, n_test=0, width=10_000, pool=1, steps=5_000, lr_scale=1.0,
                    seeds=(0, 1, 2), device="cuda")
 
     def __post_init__(self) -> None:

@@ -38,7 +38,7 @@ from ..train import TrainConfig, train
 from ._base import RunContext, check_common, check_count, check_values, make_split
 from .setting1 import check_pool, input_dim, mnist_features
 
-__all__ = ["Config", "compute", "FACTORS", "trends"]
+__all__ = ["Config", "compute", "FACTORS", "trends", "tracking"]
 
 FACTORS = ("samples", "noise", "width", "lam", "lr")
 # Table 2 of the paper: +1 positive correlation, -1 negative, 0 none (wide net, small learning rate)
@@ -119,7 +119,8 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     ridge = (lam or 0.0) ** 2
     alpha = np.linalg.solve(K + ridge * np.eye(len(K)), y)
     predicted = float(np.sqrt(alpha @ K @ alpha))
-    return {"distance": float(result.final["dist/all"]), "predicted": predicted,
+    return {"n_train": point["n_train"], "lam": float(lam or 0.0),
+            "distance": float(result.final["dist/all"]), "predicted": predicted,
             "train_loss": float(result.final["loss"]), "test_error": float(result.final["test_error"]),
             "steps": steps, "lr": lr}
 
@@ -155,3 +156,19 @@ def trends(table: pd.DataFrame) -> pd.DataFrame:
         out.append({"factor": factor, "spearman": rho, "relative_spread": spread,
                     "paper": {1: "positive", -1: "negative", 0: "none"}[PAPER_TRENDS[factor]]})
     return pd.DataFrame(out)
+
+
+def tracking(table: pd.DataFrame, loss_tol: float = 1e-3, rate_tol: float = 0.01) -> pd.DataFrame:
+    """How closely the measured distance follows the linearised prediction, run by run.
+
+    Adds ``gap`` = (measured − predicted) / predicted and ``converged``: for vanilla GD the mean training
+    loss ``train_loss / n_train`` is below ``loss_tol``; for GD + RDI (``lam`` > 0) Theorem 4.1's linear rate
+    ``(1 − η λ²)^t`` is below ``rate_tol``. The prediction is the end point of training, so only converged
+    runs are expected to match it.
+    """
+    t = table.copy()
+    t["gap"] = (t["distance"] - t["predicted"]) / t["predicted"]
+    rdi = t["lam"] > 0
+    rate = np.abs(1 - t["lr"] * t["lam"] ** 2) ** t["steps"]
+    t["converged"] = np.where(rdi, rate < rate_tol, t["train_loss"] / t["n_train"] < loss_tol)
+    return t
