@@ -41,11 +41,12 @@ from ._checks import as_float64_array, check_positive, check_unit_interval_open
 from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
 from .data import sphere_features
 from .infinite import relu_kernels, relu_ntk
-from .krr import KRRPath, check_kernel_matrix, krr_predict
+from .krr import KRRPath, check_kernel_matrix, krr_coefficients, krr_predict
 from .noise import corrupt, flip_binary
 
 __all__ = [
     "CaptionDifference",
+    "LemmaC2Chain",
     "LemmaMonteCarlo",
     "TrainVsKRR",
     "WidthSweep",
@@ -64,6 +65,7 @@ __all__ = [
     "FitMonteCarlo",
     "fit_monte_carlo",
     "lemma_c1_pieces",
+    "lemma_c2_chain",
     "ridge_fit",
     "setting1_kernel_arcsin",
     "setting1_power_coefficient",
@@ -723,3 +725,49 @@ def lemma_c1_pieces(K: Any, y: Any, lam: float, sigma: float) -> dict[str, float
         "trA4": float(np.sum(a**4)),
         "trA4_bound": float(np.sum(s)) / (9.0 * lam**2),
     }
+
+
+@dataclass(frozen=True)
+class LemmaC2Chain:
+    """Each step of the proof of Lemma C.2, per draw of the noise (arrays of shape ``(draws,)``).
+
+    ``rkhs`` = ‖f*‖_H of the package's KRR fit; ``step1`` = √(ỹᵀ(K+λ²I)⁻¹ỹ)
+    (since (K+λ²I)⁻¹K(K+λ²I)⁻¹ ⪯ (K+λ²I)⁻¹); ``step2`` = √(yᵀ(K+λ²I)⁻¹y) + √(εᵀ(K+λ²I)⁻¹ε)
+    (triangle inequality); ``step3`` = √(yᵀ(K+λ²I)⁻¹y) + ‖ε‖/λ; ``bound`` = Lemma C.2
+    at confidence 1 − δ. ``noise_quad`` = εᵀ(K+λ²I)⁻¹ε and ``noise_quad_mean`` its exact
+    mean σ² Σ_i 1/(s_i + λ²) for noise of variance σ².
+    """
+
+    rkhs: np.ndarray
+    step1: np.ndarray
+    step2: np.ndarray
+    step3: np.ndarray
+    bound: float
+    noise_quad: np.ndarray
+    noise_quad_mean: float
+
+
+def lemma_c2_chain(K: Any, y: Any, lam: float, sigma: float, delta: float, draws: int, seed: int) -> LemmaC2Chain:
+    """Draw Gaussian noise ε ~ N(0, σ²I), fit KRR with :func:`ntk_core.krr.krr_coefficients`, and
+    evaluate every step of the proof of Lemma C.2 (see :class:`LemmaC2Chain`)."""
+    Km = check_kernel_matrix(K)
+    yy = as_float64_array(y, "y", ndim=1)
+    lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
+    delta = check_unit_interval_open(delta, "delta")
+    n = Km.shape[0]
+    eps = sigma * np.random.default_rng(seed).standard_normal((n, draws))
+    alpha = krr_coefficients(Km, yy[:, None] + eps, lam)                  # (n, draws), the package's solver
+    s, U = np.linalg.eigh(Km)
+    w = 1.0 / (np.clip(s, 0.0, None) + lam**2)                             # eigenvalues of (K + λ²I)⁻¹
+    cy, ce = U.T @ yy, U.T @ eps
+    quad_y = float(np.sum(w * cy**2))
+    noise_quad = np.sum(w[:, None] * ce**2, axis=0)
+    return LemmaC2Chain(
+        rkhs=np.sqrt(np.clip(np.einsum("id,ij,jd->d", alpha, Km, alpha), 0.0, None)),
+        step1=np.sqrt(np.sum(w[:, None] * (cy[:, None] + ce) ** 2, axis=0)),
+        step2=math.sqrt(quad_y) + np.sqrt(noise_quad),
+        step3=math.sqrt(quad_y) + np.linalg.norm(eps, axis=0) / lam,
+        bound=lemma_c2_bound(Km, yy, lam, sigma, delta).total,
+        noise_quad=noise_quad,
+        noise_quad_mean=sigma**2 * float(np.sum(w)),
+    )

@@ -257,3 +257,23 @@ def test_leading_lambda_and_minimum_against_the_bound_terms_and_a_numerical_mini
         bounds.leading_lambda(C, n, T, 0.0)
     with pytest.raises(ValueError):
         bounds.leading_minimum(-1.0, n, T, 0.2)
+
+
+def test_lemma_c2_chain_by_value():
+    rng = np.random.default_rng(7)
+    Z = rng.standard_normal((8, 12))
+    K = Z @ Z.T / 12
+    y = np.clip(rng.standard_normal(8), -1, 1)
+    lam, sigma = 1.3, 0.5
+    ch = theory.lemma_c2_chain(K, y, lam, sigma, 0.1, draws=5, seed=3)
+    eps = sigma * np.random.default_rng(3).standard_normal((8, 5))      # the same draws
+    M = np.linalg.inv(K + lam**2 * np.eye(8))
+    for d in range(5):
+        yt = y + eps[:, d]
+        a = M @ yt
+        assert ch.rkhs[d] == pytest.approx(np.sqrt(a @ K @ a))
+        assert ch.step1[d] == pytest.approx(np.sqrt(yt @ M @ yt))
+        assert ch.step2[d] == pytest.approx(np.sqrt(y @ M @ y) + np.sqrt(eps[:, d] @ M @ eps[:, d]))
+        assert ch.step3[d] == pytest.approx(np.sqrt(y @ M @ y) + np.linalg.norm(eps[:, d]) / lam)
+    assert ch.noise_quad_mean == pytest.approx(sigma**2 * np.trace(M))
+    assert ch.bound == pytest.approx(bounds.lemma_c2_bound(K, y, lam, sigma, 0.1).total)
