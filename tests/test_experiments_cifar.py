@@ -269,3 +269,29 @@ def test_missing_data_is_a_clear_error_before_training(name, empty_data_dir, tmp
 def test_sizes_beyond_the_partial_data_fail_before_training(name, sizes, cifar_env) -> None:
     with pytest.raises(ValueError, match="NTK_CORE_DATA"):
         run(name, "quick", use_cache=False, download=False, **sizes)
+
+
+def test_plot_helpers_draw_the_papers_panels() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ntk_core import plots
+
+    curves = pd.DataFrame({"method": ["SGD"] * 3 + ["SGD+AUX"] * 3, "epoch": [0, 1, 2] * 2,
+                           "norm": [5.0, 5.1, 5.2, 5.0, 5.0, 5.05], "dist": [0.0, 0.2, 0.3, 0.0, 0.1, 0.1],
+                           "train_error": [0.5, 0.3, 0.1] * 2, "test_error": [0.5, 0.4, 0.45] * 2})
+    fig = plots.weight_panels(curves, 4, suptitle="Figure 3")
+    left, right = fig.axes
+    assert [ln.get_label() for ln in right.get_lines()] == ["SGD", "SGD+AUX"]
+    np.testing.assert_allclose(left.get_lines()[0].get_ydata(), [5.0, 5.1, 5.2])
+    np.testing.assert_allclose(right.get_lines()[1].get_ydata(), [0.0, 0.1, 0.1])
+    assert "W^{(4)}" in left.get_ylabel() and "W^{(4)}(0)" in right.get_ylabel()
+    fig2, ax = plt.subplots()
+    plots.learning_curves(ax, curves, title="λ = 4")
+    lines = ax.get_lines()
+    assert len(lines) == 4 and [ln.get_linestyle() for ln in lines[:2]] == ["--", "-"]  # train dashed, test solid
+    np.testing.assert_allclose(lines[1].get_ydata(), [50.0, 40.0, 45.0])              # in percent
+    plt.close("all")
