@@ -92,4 +92,6 @@ def show_table(rows, digits: int = 3) -> None:
     from IPython.display import display
 
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    display(df.style.hide(axis="index").format(precision=digits))
+    cells = [("padding", "0.2em 0.9em"), ("text-align", "right")]
+    display(df.style.hide(axis="index").format(precision=digits, thousands=",")
+            .set_table_styles([{"selector": "th", "props": cells}, {"selector": "td", "props": cells}]))
