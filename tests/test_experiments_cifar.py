@@ -197,7 +197,7 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
 
 def test_setting3_tiny_end_to_end(cifar_env) -> None:
     result = run("setting3", "quick", use_cache=False, n_train=64, n_val=32, n_test=64, width=4, epochs=3,
-                 lr_milestones=(1, 2), batch_size=32, noise_levels=(0.0, 0.4), download=False)
+                 lr_milestones=(1, 2), batch_size=32, noise_levels=(0.0, 0.4), seeds=(0,), download=False)
     t = result.table
     assert set(t["part"]) == {"curves", "summary"}
     summary = t[t["part"] == "summary"]
@@ -231,6 +231,20 @@ def test_setting3_corrupts_an_exact_fraction_to_other_classes() -> None:
     assert (setting3.corrupt_exact(clean, 0.0, 10, seed=0) == clean).all()
     with pytest.raises(ValueError, match="labels"):
         setting3.corrupt_exact(np.array([0, 10]), 0.5, 10, seed=0)
+
+
+def test_setting3_paired_gain() -> None:
+    import pandas as pd
+
+    rows = [{"part": "summary", "noise": 0.4, "seed": seed, "method": m, "test_acc": acc}
+            for seed, a, b in ((0, 0.30, 0.25), (1, 0.28, 0.26), (2, 0.33, 0.27))
+            for m, acc in (("CCE+AUX (last)", a), ("Normal CCE (early stop)", b))]
+    g = setting3.paired_gain(pd.DataFrame(rows), 0.4, "CCE+AUX (last)", "Normal CCE (early stop)")
+    np.testing.assert_allclose(g["differences"], [0.05, 0.02, 0.06])
+    assert g["mean"] == pytest.approx(13 / 300) and g["std"] == pytest.approx(np.std([0.05, 0.02, 0.06], ddof=1))
+    assert g["sem"] == pytest.approx(g["std"] / np.sqrt(3))
+    with pytest.raises(ValueError, match="MSE"):
+        setting3.paired_gain(pd.DataFrame(rows), 0.4, "MSE+AUX (last)", "Normal CCE (early stop)")
 
 
 def test_setting2_fitted_by_linear_sgd_reads_the_spectrum() -> None:
