@@ -1,0 +1,517 @@
+"""All persistence: atomic writes, fingerprints, identity and integrity, verified loads, locks.
+
+Every artifact that ntk_core writes to disk (experiment results and units, Gram
+tiles, training checkpoints) is ONE file written by :func:`save` and read back by
+:func:`load`. The file is a NumPy ``.npz`` archive (never pickled) that holds
+
+* the arrays and byte blobs the caller stored,
+* a JSON header with the artifact's **identity** (everything that determines its
+  content: config, code fingerprint, data fingerprints, model, inputs), the
+  identity's SHA-256, and the **integrity** record of every array (SHA-256 of
+  its bytes, shape, dtype) and blob (SHA-256, size), plus free ``meta``, and
+* in the zip comment (the file's last 64 bytes), the SHA-256 of all the rest,
+  so that a change of any byte anywhere is detected.
+
+On :func:`load` both are verified:
+
+* file missing, or identity differs ("not mine"): ``None``, the file is left as
+  it is; the caller recomputes (and overwrites), never mixes;
+* damaged (unreadable archive, bad checksum, wrong shape or dtype, NaN/Inf where
+  finite numbers are required, a header that does not match its own checksum):
+  the file is moved aside to ``<name>.damaged-<UTC time>``, a
+  :class:`DamagedArtifactWarning` names the file and what was wrong, and
+  ``None`` is returned so that the caller recomputes. A damaged file never
+  blocks a resume and is never accepted.
+
+Examples
+--------
+>>> import tempfile, numpy as np
+>>> from pathlib import Path
+>>> from ntk_core import _store
+>>> path = Path(tempfile.mkdtemp()) / "unit.npz"
+>>> _store.save(path, {"experiment": "demo", "seed": 0}, arrays={"w": np.arange(3.0)})
+>>> _store.load(path, {"experiment": "demo", "seed": 0}).arrays["w"]
+array([0., 1., 2.])
+>>> _store.load(path, {"experiment": "demo", "seed": 1}) is None   # not mine
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import secrets
+import time
+import warnings
+import zipfile
+import zlib
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FORMAT", "DamagedArtifactWarning", "Stored", "atomic_write_bytes", "canonical", "fingerprint",
+           "sha256_bytes", "save", "load", "set_aside", "file_lock"]
+
+FORMAT = 1
+"""Version of the file layout written by :func:`save`; a file of another version is "not mine"."""
+
+_HEADER = "__header__"
+_SEAL_LEN = 64
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+class DamagedArtifactWarning(UserWarning):
+    """A persisted file was damaged (its bytes, shape, dtype or values); it was moved aside and is recomputed."""
+
+
+@dataclass
+class Stored:
+    """What :func:`load` returns for an intact file whose identity matches.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file read.
+    identity : dict
+        The identity recorded in the file (canonical JSON form: tuples as lists).
+    arrays : dict[str, numpy.ndarray]
+        The arrays, bit for bit as saved (same dtype and shape).
+    blobs : dict[str, bytes]
+        The byte blobs, as saved.
+    meta : dict
+        Free metadata stored beside the identity (not part of it, not compared).
+    """
+
+    path: Path
+    identity: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- bytes on disk
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader sees either the old file or the whole new one.
+
+    The bytes go to a temporary file in the same folder, are flushed and
+    ``fsync``-ed, then renamed over ``path`` with :func:`os.replace` (atomic on
+    POSIX). A failure at any point removes the temporary file. The file gets the
+    mode of a normally created file (``0o666`` less the umask, usually ``0o644``),
+    not ``mkstemp``'s ``0o600``. Missing parent folders are created.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination file.
+    data : bytes
+        The complete content.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.part"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable; not all file systems allow it
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def sha256_bytes(data: bytes | memoryview) -> str:
+    """SHA-256 of ``data`` as 64 hex digits."""
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def _array_fingerprint(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a)
+    if a.dtype.hasobject:
+        raise TypeError("cannot fingerprint an object array")
+    h = hashlib.sha256()
+    h.update(a.dtype.str.encode())
+    h.update(repr(tuple(int(n) for n in a.shape)).encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _as_numpy(value: Any) -> np.ndarray | None:
+    if isinstance(value, np.ndarray):
+        return value
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach") and hasattr(value, "numpy"):
+        return np.asarray(value.detach().cpu().resolve_conj().resolve_neg().numpy())
+    return None
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as plain JSON data: the form in which identities are compared and stored.
+
+    Dataclasses become dicts, tuples lists, dict keys strings, paths strings,
+    NumPy scalars Python numbers, and arrays / tensors ``{"array": <fingerprint>}``.
+    Anything else (an arbitrary object whose ``str`` might hold a memory address)
+    raises ``TypeError``: an identity must be exact.
+
+    Raises
+    ------
+    TypeError
+        For a value that has no canonical form.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, np.generic):
+        return canonical(value.item())
+    array = _as_numpy(value)
+    if array is not None:
+        return {"array": _array_fingerprint(array)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytes": sha256_bytes(bytes(value))}
+    if type(value).__module__ == "torch" and type(value).__name__ in ("dtype", "device"):
+        return str(value)
+    raise TypeError(f"no canonical (JSON) form for a {type(value).__name__}: {value!r:.80}")
+
+
+def _dumps(value: Any) -> str:
+    """Canonical JSON text: sorted keys, no spaces; floats by ``repr`` (exact); NaN/Inf as strings."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return {"float": repr(v)}
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    return json.dumps(fix(canonical(value)), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def fingerprint(obj: Any) -> str:
+    """SHA-256 (64 hex digits) that changes whenever ``obj`` changes.
+
+    For a NumPy array or a torch tensor: of its dtype, shape and bytes (so
+    ``float32`` and ``float64`` copies of the same values differ). For plain data
+    (dicts, lists, tuples, numbers, strings, dataclasses, possibly holding arrays):
+    of its canonical JSON (:func:`canonical`; key order does not matter, a tuple
+    and a list with the same items are equal).
+
+    Examples
+    --------
+    >>> fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": (1, 2), "a": 1})
+    True
+    >>> import numpy as np
+    >>> fingerprint(np.zeros(2)) == fingerprint(np.zeros(2, dtype=np.float32))
+    False
+    """
+    array = _as_numpy(obj)
+    if array is not None:
+        return _array_fingerprint(array)
+    return sha256_bytes(_dumps(obj).encode())
+
+
+# --------------------------------------------------------------------------- save / load
+
+
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{what} name must match {_NAME.pattern}, got {name!r}")
+
+
+def save(path: str | os.PathLike[str], identity: Mapping[str, Any], arrays: Mapping[str, Any] | None = None,
+         blobs: Mapping[str, bytes] | None = None, meta: Mapping[str, Any] | None = None) -> None:
+    """Write one artifact: ``arrays`` and ``blobs`` with their ``identity`` and checksums, atomically.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination (conventionally ``*.npz``); replaced atomically if it exists.
+    identity : mapping
+        Everything that determines the content (see :func:`canonical` for what it may hold).
+    arrays : mapping of str to array-like, optional
+        Numeric arrays (NumPy arrays or torch tensors; no object dtype). Saved bit for bit.
+    blobs : mapping of str to bytes, optional
+        Opaque byte strings (for example a ``torch.save`` buffer; never a pickle to be unpickled).
+    meta : mapping, optional
+        Free JSON metadata that is stored but not part of the identity.
+
+    Raises
+    ------
+    TypeError
+        An object array, a non-bytes blob, or an identity/meta without a JSON form.
+    ValueError
+        An array or blob name that is not a plain file-name token.
+    """
+    arrays = dict(arrays or {})
+    blobs = dict(blobs or {})
+    members: dict[str, np.ndarray] = {}
+    record_arrays: dict[str, Any] = {}
+    for name, value in arrays.items():
+        _check_name(name, "array")
+        a = _as_numpy(value)
+        a = np.ascontiguousarray(a if a is not None else np.asarray(value))
+        if a.dtype.hasobject:
+            raise TypeError(f"array {name!r} has dtype object; only numeric arrays are stored (no pickle)")
+        record_arrays[name] = {"sha256": _array_fingerprint(a), "shape": list(a.shape), "dtype": a.dtype.str}
+        members[f"a.{name}"] = a
+    record_blobs: dict[str, Any] = {}
+    for name, blob in blobs.items():
+        _check_name(name, "blob")
+        if not isinstance(blob, (bytes, bytearray)):
+            raise TypeError(f"blob {name!r} must be bytes, got {type(blob).__name__}")
+        record_blobs[name] = {"sha256": sha256_bytes(bytes(blob)), "size": len(blob)}
+        members[f"b.{name}"] = np.frombuffer(bytes(blob), dtype=np.uint8)
+    header: dict[str, Any] = {"format": FORMAT, "identity": json.loads(_dumps(identity)),
+                              "identity_sha256": fingerprint(identity), "arrays": record_arrays,
+                              "blobs": record_blobs, "meta": json.loads(_dumps(meta or {}))}
+    header["header_sha256"] = sha256_bytes(_dumps(header).encode())
+    members[_HEADER] = np.frombuffer(_dumps(header).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, allow_pickle=False, **members)  # type: ignore[arg-type]
+    atomic_write_bytes(path, _seal(buffer.getvalue()))
+
+
+def _seal(archive: bytes) -> bytes:
+    """Put the SHA-256 of the whole archive in its zip comment (the file's last 64 bytes).
+
+    A zip archive ends with its end-of-central-directory record, whose last two
+    bytes give the length of the comment that follows. The seal covers every
+    byte of the archive, so that any change anywhere in the file is detected.
+    """
+    if archive[-2:] != b"\x00\x00":
+        raise ValueError("unexpected archive layout: it already has a comment")
+    return archive[:-2] + _SEAL_LEN.to_bytes(2, "little") + sha256_bytes(archive).encode()
+
+
+def _unseal(data: bytes) -> bytes:
+    if len(data) < 22 + _SEAL_LEN or data[-_SEAL_LEN - 2:-_SEAL_LEN] != _SEAL_LEN.to_bytes(2, "little"):
+        raise _Damaged("the file is truncated or has no checksum seal")
+    archive = data[:-_SEAL_LEN - 2] + b"\x00\x00"
+    if sha256_bytes(archive).encode() != data[-_SEAL_LEN:]:
+        raise _Damaged("checksum mismatch: the file's bytes changed")
+    return archive
+
+
+class _Damaged(Exception):
+    pass
+
+
+def _undump(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"float"} and value["float"] in ("nan", "inf", "-inf"):
+            return float(value["float"])
+        return {k: _undump(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_undump(v) for v in value]
+    return value
+
+
+def _read(path: Path, identity_sha: str, finite: bool | Collection[str],
+          expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]] | None) -> Stored | None:
+    data = path.read_bytes()
+    if not data:
+        raise _Damaged("the file is empty")
+    archive = _unseal(data)
+    try:
+        with np.load(io.BytesIO(archive), allow_pickle=False) as npz:
+            members = {name: npz[name] for name in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, zlib.error) as err:
+        raise _Damaged(f"not a readable archive ({type(err).__name__}: {err})") from None
+    if _HEADER not in members:
+        raise _Damaged("no header")
+    try:
+        header = json.loads(members.pop(_HEADER).tobytes().decode())
+        claimed = header.pop("header_sha256")
+    except (ValueError, UnicodeDecodeError, KeyError, AttributeError, TypeError) as err:
+        raise _Damaged(f"unreadable header ({err})") from None
+    if sha256_bytes(_dumps(header).encode()) != claimed:
+        raise _Damaged("the header does not match its checksum")
+    if header.get("format") != FORMAT or header.get("identity_sha256") != identity_sha:
+        return None  # another identity (or layout): not mine
+    arrays: dict[str, np.ndarray] = {}
+    for name, rec in header["arrays"].items():
+        a = members.pop(f"a.{name}", None)
+        if a is None:
+            raise _Damaged(f"array {name!r} is missing")
+        if list(a.shape) != rec["shape"] or a.dtype.str != rec["dtype"]:
+            raise _Damaged(f"array {name!r} has shape {a.shape} dtype {a.dtype.str}, "
+                           f"recorded {tuple(rec['shape'])} {rec['dtype']}")
+        if _array_fingerprint(a) != rec["sha256"]:
+            raise _Damaged(f"array {name!r}: checksum mismatch (bytes changed)")
+        arrays[name] = a
+    blobs: dict[str, bytes] = {}
+    for name, rec in header["blobs"].items():
+        b = members.pop(f"b.{name}", None)
+        if b is None:
+            raise _Damaged(f"blob {name!r} is missing")
+        raw = b.tobytes()
+        if len(raw) != rec["size"] or sha256_bytes(raw) != rec["sha256"]:
+            raise _Damaged(f"blob {name!r}: checksum mismatch (bytes changed)")
+        blobs[name] = raw
+    if members:
+        raise _Damaged(f"unrecorded members {sorted(members)}")
+    check = set(arrays) if finite is True else set() if finite is False else set(finite)
+    for name in sorted(check & set(arrays)):
+        a = arrays[name]
+        if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            raise _Damaged(f"array {name!r} holds NaN or Inf")
+    for name, (shape, dtype) in (expect or {}).items():
+        if name not in arrays:
+            raise _Damaged(f"expected array {name!r} is missing")
+        a = arrays[name]
+        if shape is not None and (len(shape) != a.ndim or any(s is not None and s != n for s, n in zip(shape, a.shape))):
+            raise _Damaged(f"array {name!r} has shape {a.shape}, expected {tuple(shape)}")
+        if dtype is not None and a.dtype != np.dtype(dtype):
+            raise _Damaged(f"array {name!r} has dtype {a.dtype}, expected {np.dtype(dtype)}")
+    return Stored(path=path, identity=_undump(header["identity"]), arrays=arrays, blobs=blobs,
+                  meta=_undump(header["meta"]))
+
+
+def load(path: str | os.PathLike[str], identity: Mapping[str, Any], *, finite: bool | Collection[str] = True,
+         expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]] | None = None) -> Stored | None:
+    """Read back an artifact written by :func:`save`, verifying its identity and integrity.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    identity : mapping
+        The identity the caller needs; compared through :func:`fingerprint`.
+    finite : bool or collection of str, default True
+        Require finite values (no NaN/Inf) in every floating array (``True``), in
+        none (``False``), or in the arrays named.
+    expect : mapping of str to (shape, dtype), optional
+        Arrays that must be present with this shape (``None`` entries: any
+        length; ``None``: any shape) and dtype (``None``: any).
+
+    Returns
+    -------
+    Stored or None
+        The content; ``None`` when the file is missing, belongs to another
+        identity (the file is left alone), or is damaged (then it is moved aside
+        to ``<name>.damaged-<UTC time>`` and a :class:`DamagedArtifactWarning`
+        names it and says what was wrong). On ``None`` the caller recomputes.
+    """
+    path = Path(path)
+    try:
+        return _read(path, fingerprint(identity), finite, expect)
+    except FileNotFoundError:
+        return None
+    except _Damaged as err:
+        set_aside(path, str(err))
+        return None
+    except (IsADirectoryError, PermissionError):
+        raise
+    except Exception as err:  # any other failure to parse is damage too
+        set_aside(path, f"unreadable ({type(err).__name__}: {err})")
+        return None
+
+
+def set_aside(path: str | os.PathLike[str], reason: str) -> Path | None:
+    """Move a damaged ``path`` to ``<name>.damaged-<UTC time>`` and warn, naming the file and ``reason``.
+
+    Returns the new path (``None`` if the file could only be deleted, or was gone).
+    Used by :func:`load`; other readers of files (downloads) call it for the same behaviour.
+    """
+    path = Path(path)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    moved: Path | None = target
+    try:
+        os.replace(path, target)
+        where = f"moved aside to {target.name}"
+    except FileNotFoundError:
+        moved, where = None, "already gone"
+    except OSError:
+        moved = None
+        try:
+            path.unlink()
+            where = "deleted (could not be moved aside)"
+        except OSError as err:
+            where = f"could not be moved or deleted ({err})"
+    warnings.warn(f"damaged file {path}: {reason}; {where}; it will be recomputed",
+                  DamagedArtifactWarning, stacklevel=3)
+    return moved
+
+
+# --------------------------------------------------------------------------- locks
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike[str], *, timeout: float | None = None, poll: float = 0.05) -> Iterator[Path]:
+    """Hold an exclusive ``fcntl.flock`` on ``path`` (conventionally ``<something>.lock``) while inside.
+
+    Another process (or another open of the same file in this process) that asks
+    for the same lock waits until it is released; the lock is released on exit,
+    on an exception and when the process dies (the kernel drops it). The lock file
+    is created if missing and left in place (deleting it would race with waiters).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The lock file.
+    timeout : float, optional
+        Seconds to wait before ``TimeoutError``; ``None`` waits forever.
+    poll : float
+        Seconds between attempts when ``timeout`` is given.
+
+    Raises
+    ------
+    TimeoutError
+        When ``timeout`` seconds pass without getting the lock.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as err:
+                    if err.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"could not lock {path} within {timeout} s") from None
+                    time.sleep(poll)
+        yield path
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
