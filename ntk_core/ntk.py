@@ -36,8 +36,13 @@ Conventions
   A model with one output per example (shape ``(b,)`` or ``(b, 1)``) gives
   ``(n1, n2)`` either way.
 * Only parameters with ``requires_grad=True`` are differentiated; the others
-  (and buffers) are constants. The model must treat examples independently
-  (e.g. BatchNorm in eval mode) and is never modified.
+  (and buffers) are constants. The model is never modified (not even its
+  mode). It must be one fixed function that treats examples independently: a
+  model in training mode with an active Dropout (random output) or a
+  BatchNorm (batch statistics couple the examples) is refused with a
+  ``ValueError`` asking for ``model.eval()``; the model's mode is never
+  switched silently. (Custom modules that branch on ``self.training`` cannot
+  be detected: put such a model in the mode you mean.)
 * The result is a CPU tensor (the Gram matrix of a whole data set may not fit
   on an accelerator) of dtype ``out_dtype`` (default: the compute dtype).
 """
@@ -182,6 +187,7 @@ def _make_problem(
     _check_choice(output, "output", OUTPUTS)
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model has no trainable parameters (all have requires_grad=False); the NTK would be zero")
+    _check_fixed_function(model)
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise ValueError(f"memory_budget must be a positive int (bytes), got {memory_budget!r}")
@@ -200,6 +206,35 @@ def _make_problem(
     prob.n_out = _output_dim(prob)
     prob.full = output == "full" and prob.n_out > 1
     return prob
+
+
+def _check_fixed_function(model: nn.Module) -> None:
+    """Refuse a model whose output is random or couples the examples of a batch.
+
+    A kernel is a property of one fixed function ``x -> f(θ, x)``. In training
+    mode Dropout draws a new mask at every call and BatchNorm normalises with the
+    statistics of the batch, so "the NTK" of such a model is not defined: it
+    would change from call to call, from method to method and from one tile
+    size to another. The model is not switched to evaluation mode behind the
+    caller's back (that would silently change the function, e.g. BatchNorm from
+    batch to running statistics); the caller decides, with ``model.eval()``.
+    """
+    for name, m in model.named_modules():
+        label = f"{name or 'model'} ({type(m).__name__})"
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0:
+            raise ValueError(
+                f"model is in training mode and {label} is a Dropout with p={m.p}: its output is random, so "
+                f"it has no NTK; call model.eval() first (the kernel is then that of the deterministic "
+                f"evaluation-mode network)"
+            )
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and (m.training or not m.track_running_stats):
+            why = "in training mode" if m.training else "built with track_running_stats=False"
+            raise ValueError(
+                f"{label} is a BatchNorm {why}: it normalises with the statistics of the batch, so an "
+                f"example's output depends on the other examples and there is no kernel; call model.eval() "
+                f"first (BatchNorm then uses its running statistics and every example is treated alone)"
+                + ("" if m.track_running_stats else "; a BatchNorm without running statistics has no such mode")
+            )
 
 
 def _output_dim(prob: _Problem) -> int:
@@ -866,7 +901,12 @@ def empirical_ntk(
     model
         The network f at its current parameters θ. Only parameters with
         ``requires_grad=True`` are differentiated (frozen layers, as in the
-        paper's Appendix D, are constants). The model is not modified.
+        paper's Appendix D, are constants). The model is not modified, and its
+        mode is used as it is: a kernel is a property of a fixed function, so a
+        model in training mode with an active Dropout (p > 0) or any BatchNorm
+        (or a BatchNorm without running statistics, in any mode) is refused;
+        call ``model.eval()`` first. Models without such layers give the same
+        kernel in either mode.
     x1, x2
         Inputs of shape ``(n1, *features)`` and ``(n2, *features)``; ``x2=None``
         means ``x2 = x1`` and only the upper triangle of tiles is computed.
@@ -905,6 +945,12 @@ def empirical_ntk(
     -------
     torch.Tensor
         On CPU, shape ``(n1, n2)`` or ``(n1, n2, O, O)``.
+
+    Raises
+    ------
+    ValueError
+        Bad inputs or options; a model that is not one fixed per-example
+        function (Dropout or BatchNorm in training mode: call ``model.eval()``).
     """
     method = _check_choice(method, "method", ("auto", *METHODS))  # type: ignore[assignment]
     prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)

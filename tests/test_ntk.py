@@ -257,3 +257,29 @@ class _SumOverBatch(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return (x * self.w).sum()
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_training_mode_dropout_and_batchnorm_are_refused_eval_mode_is_exact(method: str) -> None:
+    """A kernel belongs to a fixed per-example function: Dropout / BatchNorm in training mode are refused."""
+    torch.manual_seed(0)
+    x = _data((4,), 6, 3)
+    dropout = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 1))
+    batchnorm = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    for model, what in ((dropout, "Dropout"), (batchnorm, "BatchNorm")):
+        assert model.training
+        with pytest.raises(ValueError, match=rf"(?s){what}.*model\.eval\(\)"):
+            empirical_ntk(model, x, method=method, dtype=torch.float64)
+        assert model.training  # the mode is left as it was
+        model.eval()
+        k = empirical_ntk(model, x, method=method, dtype=torch.float64)
+        torch.testing.assert_close(k, reference_ntk(model, x, x, "trace"), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(k, empirical_ntk(model, x, method=method, dtype=torch.float64))
+        assert not model.training
+    no_stats = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8, track_running_stats=False), nn.Linear(8, 1)).eval()
+    with pytest.raises(ValueError, match="track_running_stats=False"):
+        empirical_ntk(no_stats, x, method=method)
+    # a model without mode-dependent layers gives the same kernel in either mode; Dropout(p=0) is the identity
+    plain = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.0), nn.Tanh(), nn.Linear(8, 1))
+    k_train = empirical_ntk(plain.train(), x, method=method, dtype=torch.float64)
+    torch.testing.assert_close(k_train, empirical_ntk(plain.eval(), x, method=method, dtype=torch.float64))
