@@ -27,18 +27,26 @@ Contents
 * :func:`learning_rate_bound` (Theorem 4.1's η ≤ 1/(‖K‖ + λ²)) and
   :func:`linear_rate` (the contraction factor of the iteration).
 
+Every solver refuses a K with a clearly negative eigenvalue (below
+``-PSD_RTOL * n * max|K_ij|``), whatever λ: the eigendecomposition-based ones
+read it off their eigenvalues, the Cholesky solves run a few Lanczos steps
+with their factor, the gradient-descent iterations one Cholesky of
+``K + tol I``. A λ whose square overflows float64 is refused.
+
 Only NumPy and SciPy are imported; torch tensors are accepted through
 :func:`ntk_core._checks.as_float64_array`.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse.linalg
 
 from ._checks import _check_real_scalar, as_float64_array, check_positive
 
@@ -62,6 +70,17 @@ __all__ = [
 
 #: Relative tolerance for the symmetry check of kernel matrices.
 SYMMETRY_RTOL = 1e-8
+
+#: Positive semi-definiteness: an (n, n) kernel matrix is refused when it has an eigenvalue
+#: below ``-PSD_RTOL * n * max|K_ij|``. An entrywise rounding error of relative size ε moves
+#: the eigenvalues by at most ``n ε max|K_ij|``, so this admits float32 Gram matrices
+#: (ε ≈ 1.2e-7, with a margin of 8) and refuses a clearly negative eigenvalue.
+PSD_RTOL = 1e-6
+
+#: Up to this size the PSD check of the Cholesky solvers is an exact symmetric
+#: eigenvalue computation (negligible at this size); above it, Lanczos iterations
+#: on the Cholesky factor that the solve computes anyway (O(n²) each, no new O(n³)).
+_EXACT_PSD_CHECK_MAX_N = 256
 
 
 # --------------------------------------------------------------------------- validation
@@ -113,7 +132,82 @@ def _check_lam_nonneg(lam: Any) -> float:
             f"lam must be >= 0 (it is λ and the ridge is λ² I; a negative λ gives the same "
             f"ridge and is refused to avoid sign confusion), got {v!r}"
         )
+    return _check_lam_square(v)
+
+
+def _check_lam_positive(lam: Any) -> float:
+    return _check_lam_square(check_positive(lam, "lam"))
+
+
+def _check_lam_square(v: float) -> float:
+    if not math.isfinite(v * v):
+        raise ValueError(
+            f"lam = λ = {v!r} is too large: the ridge λ² overflows float64 (λ must be below "
+            f"{math.sqrt(np.finfo(np.float64).max):.3g}); for λ² far above ‖K‖ the KRR predictor is ≈ K ỹ / λ²"
+        )
     return v
+
+
+def _psd_tolerance(K: np.ndarray) -> float:
+    """The largest negative eigenvalue magnitude accepted in a kernel matrix: ``PSD_RTOL * n * max|K_ij|``."""
+    scale = max(float(np.max(np.abs(K))), float(np.finfo(np.float64).tiny))
+    return PSD_RTOL * K.shape[0] * scale
+
+
+def _refuse_not_psd(name: str, smallest: float, tol: float, how: str) -> None:
+    raise ValueError(
+        f"{name} is not positive semi-definite: it has an eigenvalue {how} {smallest:.6g}, below the "
+        f"tolerance -{tol:.3g} (= -{PSD_RTOL:g} x n x max|K|); a kernel matrix k(X, X) is PSD, so this one is "
+        f"wrong (e.g. not a Gram matrix, or computed wrongly) and the ridge λ² I would only hide it"
+    )
+
+
+def _check_psd_eigenvalues(eigenvalues: np.ndarray, K: np.ndarray, name: str) -> None:
+    """PSD check from eigenvalues already computed (no extra cost)."""
+    tol = _psd_tolerance(K)
+    smallest = float(np.min(eigenvalues))
+    if smallest < -tol:
+        _refuse_not_psd(name, smallest, tol, "of")
+
+
+def _check_psd_direct(K: np.ndarray, name: str) -> None:
+    """PSD check for solvers that factorise nothing: one Cholesky of ``K + tol I`` (fails iff λ_min < -tol)."""
+    tol = _psd_tolerance(K)
+    try:
+        scipy.linalg.cho_factor(K + tol * np.eye(K.shape[0]), lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        smallest = float(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0])[0])
+        _refuse_not_psd(name, smallest, tol, "of")
+
+
+def _check_psd_with_factor(K: np.ndarray, factor: tuple[np.ndarray, bool], lam: float, name: str) -> None:
+    """PSD check of K given the Cholesky factor of ``K + λ² I`` that the solver computed.
+
+    ``K + λ² I`` positive definite only shows ``λ_min(K) > -λ²``. Lanczos
+    iterations on ``(K + λ² I)⁻¹`` (O(n²) each, with the factor) find the
+    direction of the smallest eigenvalue; its Rayleigh quotient ``vᵀKv/vᵀv`` is
+    an upper bound on ``λ_min(K)``, so a value below the tolerance proves that K
+    is not PSD. Small matrices are checked exactly.
+    """
+    n = K.shape[0]
+    if n <= _EXACT_PSD_CHECK_MAX_N:
+        _check_psd_eigenvalues(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0]), K, name)
+        return
+    op = scipy.sparse.linalg.LinearOperator(
+        (n, n), matvec=lambda v: scipy.linalg.cho_solve(factor, v, check_finite=False), dtype=np.float64
+    )
+    v0 = np.random.default_rng(0).standard_normal(n)
+    try:
+        _, vecs = scipy.sparse.linalg.eigsh(op, k=1, which="LA", v0=v0, ncv=min(n, 16), maxiter=4, tol=1e-6)
+    except scipy.sparse.linalg.ArpackNoConvergence as exc:
+        vecs = exc.eigenvectors
+    if vecs is None or vecs.size == 0:
+        return
+    v = vecs[:, 0]
+    rq = float(v @ (K @ v)) / float(v @ v)
+    tol = _psd_tolerance(K)
+    if rq < -tol:
+        _refuse_not_psd(name, rq, tol, "at most")
 
 
 def _check_count(value: Any, name: str, minimum: int) -> int:
@@ -145,14 +239,20 @@ def krr_coefficients(K_train: Any, y: Any, lam: float) -> np.ndarray:
     targets); α has the same shape. ``lam`` = λ ≥ 0; λ = 0 is the unregularised
     kernel regression solution (eq. (2)) and needs ``K`` positive definite.
     Solved in float64 by Cholesky; raises ``ValueError`` when K + λ² I is not
-    positive definite.
+    positive definite, when K has a clearly negative eigenvalue (below
+    ``-PSD_RTOL * n * max|K|``: not a kernel matrix, even if K + λ² I happens
+    to be positive definite; checked with the same factorisation), or when λ²
+    overflows.
     """
     K = check_kernel_matrix(K_train, "K_train")
     return _solve_ridge(K, _check_targets(y, K.shape[0]), _check_lam_nonneg(lam))
 
 
-def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
-    return scipy.linalg.cho_solve(_cholesky_ridge(K, lam), y, check_finite=False)
+def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train") -> np.ndarray:
+    factor = _cholesky_ridge(K, lam)
+    if lam > 0.0:  # with λ = 0 the factorisation itself proved K positive definite
+        _check_psd_with_factor(K, factor, lam, name)
+    return scipy.linalg.cho_solve(factor, y, check_finite=False)
 
 
 def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = None) -> np.ndarray:
@@ -205,6 +305,7 @@ class KRRPath:
         K = check_kernel_matrix(K_train, "K_train")
         self.n: int = K.shape[0]
         self.eigenvalues, self.eigenvectors = np.linalg.eigh(K)
+        _check_psd_eigenvalues(self.eigenvalues, K, "K_train")
         top = max(float(np.max(np.abs(self.eigenvalues))), np.finfo(np.float64).tiny)
         self._tol = self.n * np.finfo(np.float64).eps * top
         self._test_basis: np.ndarray | None = None
@@ -324,7 +425,7 @@ def _gd_setup(
     Zm = as_float64_array(Z, "Z", ndim=2)
     n, P = Zm.shape
     yy = _check_targets(y, n)
-    lam = check_positive(lam, "lam")
+    lam = _check_lam_positive(lam)
     eta = check_positive(eta, "eta")
     steps = _check_count(steps, "steps", 0)
     record_every = _check_count(record_every, "record_every", 1)
@@ -455,6 +556,7 @@ def _kernel_gd_setup(
     eta = check_positive(eta, "eta")
     steps = _check_count(steps, "steps", 0)
     rec = _check_count(record_every, "record_every", 1)
+    _check_psd_direct(Km, "K")
     Kt = None if K_test_train is None else _check_cross_kernel(K_test_train, Km.shape[0])
     return Km, yy, eta, steps, Kt, _record_times(steps, rec)
 
@@ -510,8 +612,8 @@ def gd_rdi_kernel(
     converge linearly (rate :func:`linear_rate`) to α* = (K + λ² I)⁻¹ỹ, i.e. to
     :func:`krr_predict`.
     """
+    lam = _check_lam_positive(lam)
     Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
-    lam = check_positive(lam, "lam")
     return _run_kernel_gd(Km, yy, lam, eta, steps, Kt, times, aux=False)
 
 
@@ -532,8 +634,8 @@ def gd_aux_kernel(
     Theorem 4.1 (Appendix B) shows ᾱ(t) = b(t)/λ and ᾱ(t) = α(t) of
     :func:`gd_rdi_kernel` for every t.
     """
+    lam = _check_lam_positive(lam)
     Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
-    lam = check_positive(lam, "lam")
     return _run_kernel_gd(Km, yy, lam, eta, steps, Kt, times, aux=True)
 
 
@@ -580,6 +682,7 @@ def gd_kernel_closed_form(
     t = _check_count(t, "t", 0)
     lam = _check_lam_nonneg(lam)
     s, U = np.linalg.eigh(Km)
+    _check_psd_eigenvalues(s, Km, "K")
     h = s + lam**2
     x = eta * h
     g = np.full_like(h, eta * t)  # the limit for h = 0

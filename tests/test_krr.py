@@ -81,7 +81,7 @@ def test_krr_not_psd_kernel_is_a_clear_error() -> None:
     K = np.array([[1.0, 0.0], [0.0, -3.0]])
     with pytest.raises(ValueError, match="not positive definite"):
         krr_predict(K, np.ones(2), 1.0)
-    with pytest.raises(ValueError, match="not positive definite"):
+    with pytest.raises(ValueError, match="not positive (semi-)?definite"):
         krr_path(K, np.ones(2), [1.0])
 
 
@@ -385,3 +385,66 @@ def test_one_and_two_gd_steps_by_hand(lam: float) -> None:
     np.testing.assert_allclose(closed, K @ al2, rtol=1e-10)
     np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, 2, lam=lam), closed, rtol=1e-10)
     np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, 2, lam=lam, K_test_train=Kt), Kt @ al2, rtol=1e-10)
+
+
+def _kernel_with_negative_eigenvalue(n: int, negative: float, seed: int = 0) -> np.ndarray:
+    """Z Zᵀ (rank 20) minus ``negative`` u uᵀ for a unit u in its null space: eigenvalue -negative exactly."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, 20)) / np.sqrt(20)
+    u = rng.normal(size=n)
+    u -= Z @ np.linalg.lstsq(Z, u, rcond=None)[0]
+    u /= np.linalg.norm(u)
+    return Z @ Z.T - negative * np.outer(u, u)
+
+
+@pytest.mark.parametrize("n", [30, 400])  # the exact check, and Lanczos on the Cholesky factor
+def test_clearly_negative_eigenvalue_is_refused_even_when_the_ridge_hides_it(n: int) -> None:
+    from ntk_core.bounds import krr_rkhs_norm, ridge_complexity
+
+    K = _kernel_with_negative_eigenvalue(n, 0.5)
+    y = np.random.default_rng(1).normal(size=n)
+    assert np.linalg.eigvalsh(K + np.eye(n))[0] > 0.4  # K + λ² I is positive definite for λ = 1
+    calls = {
+        "krr_predict": lambda: krr_predict(K, y, 1.0),
+        "krr_coefficients": lambda: krr_coefficients(K, y, 1.0),
+        "krr_path": lambda: krr_path(K, y, [1.0, 2.0]),
+        "KRRPath": lambda: KRRPath(K),
+        "gd_rdi_kernel": lambda: gd_rdi_kernel(K, y, 1.0, 0.01, 3),
+        "gd_aux_kernel": lambda: gd_aux_kernel(K, y, 1.0, 0.01, 3),
+        "gd_unregularized_kernel": lambda: gd_unregularized_kernel(K, y, 0.01, 3),
+        "gd_kernel_closed_form": lambda: gd_kernel_closed_form(K, y, 0.01, 3, lam=1.0),
+        "ridge_complexity": lambda: ridge_complexity(K, y, 1.0),
+        "krr_rkhs_norm": lambda: krr_rkhs_norm(K, y, 1.0),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"not positive semi-definite: it has an eigenvalue .*-0\.5") as info:
+            call()
+        assert "tolerance" in str(info.value), name
+
+
+def test_rounding_level_negative_eigenvalues_of_a_float32_gram_are_accepted() -> None:
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(300, 40)).astype(np.float32)
+    K = (Z @ Z.T).astype(np.float64)  # rank 40, float32 rounding
+    K = 0.5 * (K + K.T)
+    assert np.linalg.eigvalsh(K)[0] < 0  # rounding makes some of the zero eigenvalues negative
+    y = rng.normal(size=300)
+    ref = KRRPath(K).predict(y, [1.0])[0]
+    np.testing.assert_allclose(krr_predict(K, y, 1.0), ref, rtol=1e-6, atol=1e-8)
+    gd_rdi_kernel(K, y, 1.0, 1e-3, 2)
+    gd_kernel_closed_form(K, y, 1e-3, 2, lam=1.0)
+
+
+def test_lambda_whose_square_overflows_is_a_clear_error() -> None:
+    _, _, K, _, y = problem(0, n=10)
+    for call in (
+        lambda lam: krr_predict(K, y, lam),
+        lambda lam: krr_path(K, y, [1.0, lam]),
+        lambda lam: gd_rdi_kernel(K, y, lam, 0.1, 2),
+        lambda lam: gd_aux_params(np.eye(10), y, lam, 0.1, 2),
+        lambda lam: learning_rate_bound(K, lam),
+    ):
+        with pytest.raises(ValueError, match="λ² overflows float64"):
+            call(1e155)
+    big = krr_predict(K, y, 1e150)  # λ² = 1e300 is finite: predictions ≈ K ỹ / λ²
+    np.testing.assert_allclose(big, K @ y / 1e300, rtol=1e-9)
