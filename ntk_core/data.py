@@ -239,11 +239,14 @@ MNIST_MIRRORS: list[str] = [
 ]
 
 
-def _mnist_folder(root: Path) -> Path | None:
-    for folder in (root / "mnist", root / "MNIST" / "raw", root):
-        if (folder / _MNIST_FILES["test"]["labels"][0]).exists() or (
-            folder / _MNIST_FILES["train"]["labels"][0]
-        ).exists():
+def _mnist_folders(root: Path) -> tuple[Path, ...]:
+    return (root / "mnist", root / "MNIST" / "raw", root)
+
+
+def _mnist_folder(root: Path, split: Split) -> Path | None:
+    """The first candidate folder holding any official file of ``split`` (the other split's files do not count)."""
+    for folder in _mnist_folders(root):
+        if any((folder / name).exists() for name, _ in _MNIST_FILES[split].values()):
             return folder
     return None
 
@@ -328,12 +331,15 @@ def load_mnist(split: Split = "train", data_dir: str | os.PathLike[str] | None =
     """
     split = _check_split(split)
     root = resolve_data_dir(data_dir)
-    folder = _mnist_folder(root)
+    folder = _mnist_folder(root, split)
     if folder is not None:
         images, labels = _mnist_from_folder(folder, split)
         return _report(ImageDataset(images, labels, "MNIST", split, "data_dir", str(folder),
                                     _MNIST_SIZES[split], note="official IDX files, checksums verified"))
-    tried = [f"no MNIST files in data directory {root}"]
+    other: Split = "test" if split == "train" else "train"
+    has_other = _mnist_folder(root, other) is not None
+    tried = [f"no MNIST {split} files in data directory {root}"
+             + (f" (it holds only the {other} files)" if has_other else "")]
     if download:
         try:
             _download_mnist(root / "mnist", split, MNIST_MIRRORS)
@@ -392,6 +398,22 @@ def _read_cifar_records(path: Path, expected: int | None) -> tuple[np.ndarray, n
     return records[:, 1:].reshape(-1, 3, 32, 32).copy(), labels
 
 
+def _cifar_prefix(folder: Path, stem: str) -> tuple[Path, int] | None:
+    """The longest ``<stem>.first<N>.bin`` prefix (largest N, by number: first1000 beats first900)."""
+    prefixes = list(folder.glob(f"{stem}.first*.bin"))
+    if not prefixes:
+        return None
+    counted: list[tuple[int, Path]] = []
+    for path in prefixes:
+        text = path.name[len(stem) + len(".first"):-len(".bin")]
+        if not text.isdigit() or not 0 < int(text) <= _CIFAR_PER_BATCH:
+            raise DataError(f"cannot read the record count from {path}; expected <batch>.first<N>.bin with "
+                            f"0 < N <= {_CIFAR_PER_BATCH:,}: rename or remove it")
+        counted.append((int(text), path))
+    best_count, best_path = max(counted)
+    return best_path, best_count
+
+
 def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarray, bool, str]:
     images, labels, notes, partial = [], [], [], False
     for stem in _CIFAR_BATCHES[split]:
@@ -399,18 +421,15 @@ def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarr
         if full.exists():
             x, y = _read_cifar_records(full, _CIFAR_PER_BATCH)
         else:
-            prefixes = sorted(folder.glob(f"{stem}.first*.bin"))
-            if not prefixes:
+            found = _cifar_prefix(folder, stem)
+            if found is None:
                 partial = True
                 notes.append(f"{stem} missing")
                 continue
-            path = prefixes[-1]
-            count = path.name[len(stem) + len(".first"):-len(".bin")]
-            if not count.isdigit() or not 0 < int(count) <= _CIFAR_PER_BATCH:
-                raise DataError(f"cannot read the record count from {path.name}; expected <batch>.first<N>.bin")
-            x, y = _read_cifar_records(path, int(count))
-            partial = partial or int(count) < _CIFAR_PER_BATCH
-            notes.append(f"{stem}: first {int(count):,} records")
+            path, count = found
+            x, y = _read_cifar_records(path, count)
+            partial = partial or count < _CIFAR_PER_BATCH
+            notes.append(f"{stem}: first {count:,} records")
         images.append(x)
         labels.append(y)
     if not images:

@@ -324,3 +324,52 @@ def test_cifar_standardisation_matches_published_statistics(shared_data):
     # 4,000 of the 50,000 images: per-channel mean near 0 and std near 1
     np.testing.assert_allclose(x.mean(axis=(0, 2, 3)), 0.0, atol=0.03)
     np.testing.assert_allclose(x.std(axis=(0, 2, 3)), 1.0, atol=0.03)
+
+
+# --------------------------------------------------------------------------- issue 10, fault 8
+
+
+def test_cifar_prefix_with_the_most_records_wins_by_number_not_by_name(tmp_path):
+    folder = tmp_path / "cifar10"
+    folder.mkdir()
+    (folder / "test_batch.first9.bin").write_bytes(_cifar_records([1] * 9))
+    (folder / "test_batch.first10.bin").write_bytes(_cifar_records([2] * 10))  # "first10" < "first9" as text
+    (folder / "test_batch.first2.bin").write_bytes(_cifar_records([3] * 2))
+    ds = data.load_cifar10("test", data_dir=tmp_path, download=False)
+    assert len(ds) == 10 and set(ds.labels.tolist()) == {2} and ds.partial
+
+
+def test_cifar_prefix_with_an_unreadable_count_is_named(tmp_path):
+    folder = tmp_path / "cifar10"
+    folder.mkdir()
+    (folder / "test_batch.first2.bin").write_bytes(_cifar_records([1, 2]))
+    (folder / "test_batch.firstall.bin").write_bytes(_cifar_records([1]))
+    with pytest.raises(data.DataError, match="test_batch.firstall.bin"):
+        data.load_cifar10("test", data_dir=tmp_path, download=False)
+
+
+@pytest.fixture
+def mnist_train_only(tmp_path, shared_data) -> Path:
+    root = tmp_path / "data"
+    (root / "mnist").mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        shutil.copy(shared_data / "mnist" / name, root / "mnist" / name)
+    return root
+
+
+def test_mnist_folder_with_only_training_files_falls_back_to_embedded_for_test(mnist_train_only):
+    ds = data.load_mnist("test", data_dir=mnist_train_only, download=False)
+    assert ds.source == "embedded" and len(ds) == 1_000
+    assert data.load_mnist("train", data_dir=mnist_train_only, download=False).source == "data_dir"
+
+
+def test_mnist_folder_with_only_training_files_downloads_the_test_files(
+    mnist_train_only, shared_data, tmp_path, monkeypatch
+):
+    mirror = tmp_path / "mirror"
+    shutil.copytree(shared_data / "mnist", mirror)
+    monkeypatch.setattr(data, "MNIST_MIRRORS", [mirror.as_uri() + "/"])
+    ds = data.load_mnist("test", data_dir=mnist_train_only)
+    assert ds.source == "download" and len(ds) == 10_000 and not ds.partial
+    assert data.load_mnist("test", data_dir=mnist_train_only).source == "data_dir"
+    assert _leftovers(mnist_train_only) == []
