@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import sys
+import typing
 from pathlib import Path
+from typing import Any
 
 from .experiments import EXPERIMENTS, get, make_config
 from .experiments._base import run_experiment
@@ -36,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         overrides = dict(_parse_override(text) for text in args.overrides)
+        overrides = {k: _check_type(args.experiment, k, v) for k, v in overrides.items()}
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -44,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds is not None:
         overrides["seeds"] = tuple(args.seeds)
     try:
-        config = make_config(args.experiment, args.profile, **overrides)
+        try:
+            config = make_config(args.experiment, args.profile, **overrides)
+        except TypeError as err:  # a value of a type that the config's own checks did not foresee
+            raise ValueError(f"bad --set value: {err}") from None
         result = run_experiment(args.experiment, config, get(args.experiment).compute,
                                 use_cache=not args.no_cache, progress=True, out=sys.stderr)
     except (ValueError, FileNotFoundError) as err:  # bad configuration or missing data: no traceback
@@ -66,6 +73,54 @@ def _parse_override(text: str) -> tuple[str, object]:
     except (ValueError, SyntaxError):
         return name, value  # a bare string such as cpu
     return name, tuple(parsed) if isinstance(parsed, list) else parsed
+
+
+def _check_type(experiment: str, name: str, value: Any) -> Any:
+    """``value`` as the type of config field ``name`` declares it, or a ``ValueError`` saying what it takes.
+
+    ``float`` fields take finite numbers (ints are widened), ``int`` fields ints,
+    ``bool`` fields ``True``/``False``, tuple fields tuples of their element type.
+    Unknown fields pass through (``make_config`` names them).
+    """
+    hints = typing.get_type_hints(get(experiment).Config)
+    if name not in hints:
+        return value
+    try:
+        return _as_type(value, hints[name])
+    except ValueError as err:
+        raise ValueError(f"--set {name}={value!r}: {name} takes {err}") from None
+
+
+def _as_type(value: Any, hint: Any) -> Any:
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError("a finite number, such as 0.5")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("an int, such as 3")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValueError("True or False")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError("a string")
+        return value
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        element = args[0] if args else Any
+        example = {float: "(0.0, 0.5)", int: "(0, 1)", str: "('a', 'b')"}.get(element, "(...)")
+        if not isinstance(value, tuple):
+            raise ValueError(f"a tuple, such as {example}; a single value is written {example.split(',')[0]},)")
+        if element is Any:
+            return value
+        try:
+            return tuple(_as_type(v, element) for v in value)
+        except ValueError as err:
+            raise ValueError(f"a tuple whose every item is {err}") from None
+    return value
 
 
 if __name__ == "__main__":

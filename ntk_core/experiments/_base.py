@@ -7,32 +7,57 @@ An experiment module defines
 * ``compute(config, ctx) -> pandas.DataFrame``: the tidy result table.
 
 :func:`run_experiment` wraps ``compute`` with what a reader needs to trust and
-reuse a result: a cache keyed by a hash of the config *and of the ntk_core
-source code* (so a result is never reused after the code that produced it
-changed), metadata (profile, data sources and sizes, device, seeds, wall time),
-and resumable units: ``ctx.unit(key, fn)`` stores each finished unit of work
-(one training run, say) atomically, so an interrupted experiment restarts where
-it stopped.
+reuse a result: metadata (profile, data sources and sizes, device, seeds, wall
+time), a result cache and resumable units (``ctx.unit(key, fn)`` stores each
+finished unit of work, one training run say, so that an interrupted experiment
+restarts where it stopped). All files go through :mod:`ntk_core._store` (one
+checksummed ``.npz`` each, written atomically, verified on load; a damaged file
+is named in a :class:`~ntk_core._store.DamagedArtifactWarning`, moved aside and
+recomputed).
+
+Identity (what must match for a stored file to be reused):
+
+* the **base identity** of a run: experiment name, every config field and the
+  fingerprint of the ntk_core source code (:func:`config_hash` names the folder);
+* a **unit** adds its key and the fingerprints (SHA-256 of the arrays) of every
+  data set loaded so far (``ctx.add_dataset`` / ``ctx.add_data``), so that a unit
+  computed on other data (the embedded MNIST subset, say, before full MNIST was
+  installed) is "not mine" and recomputed, never mixed in;
+* the **whole result** is stored under the base identity and records the data
+  fingerprints it was computed from. Before it is reused, ``compute`` is started
+  in a probe that stops as soon as the recorded data sets have been loaded again
+  (before any training or kernel work) and compares their fingerprints: reuse
+  only when they match, otherwise a full run. (The data enter the check through
+  what the experiment actually loads, not through the data set's name.)
+
+A run holds a lock (``<config hash>.lock``) for its whole duration: a second run
+of the same experiment and config waits, then reuses the first one's result.
+``use_cache=False`` reads nothing from the cache but still writes: it recomputes
+and overwrites every unit and the result (the repair for a damaged cache).
+Tables round-trip exactly: numeric columns are stored as arrays, others as JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import platform
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
+import numpy as np
 import pandas as pd
+
+from .. import _store
 
 __all__ = ["ExperimentConfig", "Result", "RunContext", "Split", "run_experiment", "cache_dir", "code_fingerprint",
            "check_common", "check_count", "check_device", "check_values", "make_split", "split_from",
-           "config_hash", "memorised_fraction"]
+           "config_hash", "data_fingerprint", "memorised_fraction"]
 
 
 class ExperimentConfig(Protocol):
@@ -74,16 +99,65 @@ def config_hash(name: str, config: Any) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def data_fingerprint(dataset: Any) -> str:
+    """SHA-256 of the arrays of ``dataset`` (anything that unpacks as ``x, y``: images and labels).
+
+    Dtype, shape and every byte count: two data sets with the same name but other
+    images (the embedded MNIST subset and full MNIST, say) have other fingerprints.
+    """
+    x, y = dataset
+    return _store.fingerprint({"x": np.asarray(x), "y": np.asarray(y)})
+
+
+def _cell(value: Any) -> Any:
+    """JSON form of one table cell or unit value (NumPy scalars as Python numbers, exactly)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "item") and callable(value.item):  # a one-element tensor
+        return value.item()
+    raise TypeError(f"cannot store a {type(value).__name__} in a result table: {value!r:.80}")
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value, default=_cell, allow_nan=True).encode()
+
+
+def _table_to_store(table: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, bytes], list[dict[str, str]]]:
+    """Numeric and boolean columns as arrays (bit for bit), the others as one JSON list each."""
+    arrays: dict[str, np.ndarray] = {}
+    blobs: dict[str, bytes] = {}
+    columns: list[dict[str, str]] = []
+    for i, name in enumerate(table.columns):
+        if not isinstance(name, str):
+            raise TypeError(f"result table column names must be strings, got {name!r}")
+        column = table[name]
+        dtype = column.dtype
+        if isinstance(dtype, np.dtype) and dtype.kind in "biufc":
+            arrays[f"c{i}"] = column.to_numpy()
+            columns.append({"name": name, "store": "array"})
+        elif isinstance(dtype, np.dtype) and dtype.kind == "O":
+            blobs[f"c{i}"] = _json_bytes(column.tolist())
+            columns.append({"name": name, "store": "json"})
+        else:
+            raise TypeError(f"result table column {name!r} has dtype {dtype}, which the cache does not store")
+    return arrays, blobs, columns
+
+
+def _table_from_store(stored: _store.Stored) -> pd.DataFrame:
+    columns = stored.meta["columns"]
+    data: dict[str, Any] = {}
+    for i, spec in enumerate(columns):
+        if spec["store"] == "array":
+            data[spec["name"]] = stored.arrays[f"c{i}"]
+        else:
+            data[spec["name"]] = pd.Series(json.loads(stored.blobs[f"c{i}"]), dtype=object)
+    return pd.DataFrame(data, columns=[c["name"] for c in columns])
+
+
+def _round_trip(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` exactly as the cache will give it back (same columns, dtypes, values; a fresh index)."""
+    arrays, blobs, columns = _table_to_store(table)
+    return _table_from_store(_store.Stored(Path(), {}, arrays, blobs, {"columns": columns}))
 
 
 @dataclass
@@ -104,88 +178,209 @@ class Result:
         return "\n".join(lines)
 
     def save(self, path: Path) -> None:
-        """Write ``<path>.csv`` and ``<path>.json`` atomically."""
-        _atomic_write_text(path.with_suffix(".csv"), self.table.to_csv(index=False))
-        _atomic_write_text(path.with_suffix(".json"), json.dumps(self.meta, indent=2, default=str))
+        """Write ``<path>.csv`` and ``<path>.json`` atomically: the export for people and other tools."""
+        _store.atomic_write_bytes(path.with_suffix(".csv"), self.table.to_csv(index=False).encode())
+        _store.atomic_write_bytes(path.with_suffix(".json"),
+                                  json.dumps(self.meta, indent=2, default=str).encode())
 
     @classmethod
     def load(cls, path: Path) -> "Result":
-        table = pd.read_csv(path.with_suffix(".csv"))
-        meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-        return cls(table, meta)
+        """Read an export written by :meth:`save` (floats exactly as written); errors name the file."""
+        csv, meta = path.with_suffix(".csv"), path.with_suffix(".json")
+        try:
+            table = pd.read_csv(csv, float_precision="round_trip")
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+            raise ValueError(f"{csv}: not a readable result table ({err})") from None
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{meta}: not readable JSON ({err})") from None
+        return cls(table, data)
+
+
+class _ProbeDone(BaseException):
+    """Stops ``compute`` in the data probe; ``match`` says whether the data are those recorded."""
+
+    def __init__(self, match: bool) -> None:
+        super().__init__(match)
+        self.match = match
 
 
 @dataclass
 class RunContext:
-    """Handed to ``compute``: records data sources and caches units of work for resumption."""
+    """Handed to ``compute``: records the data used (with fingerprints) and caches units of work.
+
+    ``identity`` is the run's base identity (experiment, config, code); each unit
+    is stored with it, its key and the fingerprints of the data loaded so far.
+    With ``use_cache=False`` units are recomputed (and written) even if stored.
+    """
 
     unit_dir: Path
     progress: bool = False
     data: list[str] = field(default_factory=list)
+    data_fingerprints: list[str] = field(default_factory=list)
     units_computed: int = 0
     units_loaded: int = 0
+    identity: dict[str, Any] = field(default_factory=dict)
+    use_cache: bool = True
 
-    def add_data(self, description: str) -> None:
+    def add_data(self, description: str, fingerprint: str) -> None:
+        """Record a data set used: ``description`` for people, ``fingerprint`` (:func:`data_fingerprint`) for the cache."""
+        if not isinstance(fingerprint, str) or len(fingerprint) != 64:
+            raise ValueError(f"add_data needs the SHA-256 fingerprint of the arrays, got {fingerprint!r}")
+        if fingerprint not in self.data_fingerprints:
+            self.data_fingerprints.append(fingerprint)
         if description not in self.data:
             self.data.append(description)
+
+    def add_dataset(self, dataset: Any) -> None:
+        """:meth:`add_data` for an :class:`~ntk_core.data.ImageDataset` or :class:`~ntk_core.data.BinaryTask`."""
+        self.add_data(dataset.describe(), data_fingerprint(dataset))
 
     def unit(self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
              ) -> list[dict[str, Any]]:
         """Rows of one unit of work, computed by ``fn`` once and then read back from disk.
 
         ``key`` identifies the unit within the experiment (for example
-        ``{"noise": 0.2, "method": "rdi", "lam": 4, "seed": 0}``).
+        ``{"noise": 0.2, "method": "rdi", "lam": 4, "seed": 0}``). A stored unit is
+        reused only if it was computed with the same experiment, config, code and
+        data; the rows come back exactly as a fresh computation gives them.
         """
         name = hashlib.sha256(json.dumps(_jsonable(key), sort_keys=True).encode()).hexdigest()[:16]
-        path = self.unit_dir / f"{name}.json"
-        if path.exists():
-            self.units_loaded += 1
-            return json.loads(path.read_text(encoding="utf-8"))
-        rows = fn()
-        rows = rows if isinstance(rows, list) else [rows]
-        _atomic_write_text(path, json.dumps(rows, default=float))
+        path = self.unit_dir / f"{name}.npz"
+        identity = {**self.identity, "data": list(self.data_fingerprints), "unit": _jsonable(key)}
+        if self.use_cache:
+            stored = _store.load(path, identity)
+            if stored is not None:
+                rows = _unit_rows(stored)
+                if rows is not None:
+                    self.units_loaded += 1
+                    return rows
+        fresh = fn()
+        fresh = fresh if isinstance(fresh, list) else [fresh]
+        if not fresh or not all(isinstance(r, dict) for r in fresh):
+            raise ValueError(f"a unit must give at least one row (a dict), got {fresh!r:.200}")
+        blob = _json_bytes(fresh)
+        _store.save(path, identity, blobs={"rows": blob})
         self.units_computed += 1
-        return rows
+        return json.loads(blob)
+
+
+def _unit_rows(stored: _store.Stored) -> list[dict[str, Any]] | None:
+    """The rows of a stored unit, or ``None`` (the file set aside, with a warning) if they are not rows."""
+    try:
+        rows = json.loads(stored.blobs["rows"])
+    except (KeyError, ValueError) as err:
+        _store.set_aside(stored.path, f"no readable rows ({type(err).__name__}: {err})")
+        return None
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        _store.set_aside(stored.path, f"the unit holds {str(rows)[:60]!r}, not a non-empty list of rows")
+        return None
+    return rows
+
+
+class _DataProbe(RunContext):
+    """Runs ``compute`` only until the recorded data sets are loaded again; raises :class:`_ProbeDone`."""
+
+    expected: list[str]
+
+    def add_data(self, description: str, fingerprint: str) -> None:
+        super().add_data(description, fingerprint)
+        if fingerprint not in self.expected:
+            raise _ProbeDone(False)
+        if set(self.data_fingerprints) >= set(self.expected):
+            raise _ProbeDone(True)
+
+    def unit(self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+             ) -> list[dict[str, Any]]:
+        raise _ProbeDone(False)  # work starts before every recorded data set was loaded: not the same run
+
+
+def _same_data(compute: Callable[[Any, RunContext], pd.DataFrame], config: Any, recorded: list[str]) -> bool:
+    """Whether ``compute`` would load exactly the data sets (by fingerprint) that ``recorded`` lists."""
+    if not recorded:
+        return True  # an experiment that loads no data (loading some would be a code change: another key)
+    probe = _DataProbe(unit_dir=Path(os.devnull))
+    probe.expected = list(recorded)
+    try:
+        compute(config, probe)
+    except _ProbeDone as done:
+        return done.match
+    return False
 
 
 def run_experiment(name: str, config: ExperimentConfig,
                    compute: Callable[[Any, RunContext], pd.DataFrame], *,
                    use_cache: bool = True, progress: bool = False, out: TextIO | None = None) -> Result:
-    """Run (or load from the cache) one experiment and return its :class:`Result`."""
+    """Run (or load from the cache) one experiment and return its :class:`Result`.
+
+    See the module docstring for what is cached, how it is keyed and verified.
+    ``use_cache=False`` recomputes everything and overwrites the cache.
+    """
+    key = config_hash(name, config)
+    folder = cache_dir() / name
+    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint()}
+    with _store.file_lock(folder / f"{key}.lock"):
+        if use_cache:
+            cached = _load_result(folder / f"{key}.npz", identity, compute, config)
+            if cached is not None:
+                return cached
+        result = _compute(name, key, identity, config, compute, folder, use_cache=use_cache, progress=progress)
+        arrays, blobs, columns = _table_to_store(result.table)
+        _store.save(folder / f"{key}.npz", identity, arrays=arrays, blobs=blobs,
+                    meta={"columns": columns, "result": result.meta})
+    if out is not None:
+        m = result.meta
+        print(f"{name}: {m['wall_time_s']:.1f} s ({m['units_computed']} units computed, "
+              f"{m['units_resumed']} resumed)", file=out)
+    return result
+
+
+def _load_result(path: Path, identity: dict[str, Any], compute: Callable[[Any, RunContext], pd.DataFrame],
+                 config: Any) -> Result | None:
+    stored = _store.load(path, identity, finite=False)  # a table may hold NaN (a column not every row has)
+    if stored is None:
+        return None
+    try:
+        table = _table_from_store(stored)
+        meta = dict(stored.meta["result"])
+        recorded = list(meta["data_fingerprints"])
+    except (KeyError, TypeError, ValueError) as err:
+        _store.set_aside(path, f"not a result ({type(err).__name__}: {err})")
+        return None
+    if not _same_data(compute, config, recorded):
+        return None  # computed from other data: run again (the new result replaces this one)
+    meta["cached"] = True
+    return Result(table, meta)
+
+
+def _compute(name: str, key: str, identity: dict[str, Any], config: Any,
+             compute: Callable[[Any, RunContext], pd.DataFrame], folder: Path, *, use_cache: bool,
+             progress: bool) -> Result:
     import torch
 
-    key = config_hash(name, config)
-    base = cache_dir() / name / key
-    if use_cache and base.with_suffix(".json").exists():
-        result = Result.load(base)
-        result.meta["cached"] = True
-        return result
-    ctx = RunContext(unit_dir=cache_dir() / name / f"{key}.units", progress=progress)
+    ctx = RunContext(unit_dir=folder / f"{key}.units", progress=progress, identity=identity, use_cache=use_cache)
     start = time.perf_counter()
-    table = compute(config, ctx)
+    table = _round_trip(compute(config, ctx))
     wall = time.perf_counter() - start
     meta = {
         "experiment": name,
         "profile": config.profile,
         "config": _jsonable(config),
         "config_hash": key,
-        "code": code_fingerprint(),
+        "code": identity["code"],
         "device": config.device,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU core(s), torch {torch.__version__}"
                    + (f", {torch.cuda.get_device_name()}" if config.device.startswith("cuda") else ""),
         "seeds": list(config.seeds),
         "data": ctx.data,
+        "data_fingerprints": ctx.data_fingerprints,
         "wall_time_s": wall,
         "units_computed": ctx.units_computed,
         "units_resumed": ctx.units_loaded,
         "cached": False,
     }
-    result = Result(table, meta)
-    if use_cache:
-        result.save(base)
-    if out is not None:
-        print(f"{name}: {wall:.1f} s ({ctx.units_computed} units computed, {ctx.units_loaded} resumed)", file=out)
-    return result
+    return Result(table, meta)
 
 
 # --------------------------------------------------------------------------- config validation shared by experiments
@@ -263,8 +458,8 @@ def split_from(ctx: RunContext, train: Any, test: Any, features: Callable[[Any],
     ``train`` and ``test`` are :class:`ntk_core.data.ImageDataset` or
     :class:`ntk_core.data.BinaryTask` objects (both unpack as ``x, y``).
     """
-    ctx.add_data(train.describe())
-    ctx.add_data(test.describe())
+    ctx.add_dataset(train)
+    ctx.add_dataset(test)
     (x_train, y_train), (x_test, y_test) = train, test
     return make_split(features(x_train), y_train, features(x_test), y_test, n_train=n_train, n_val=n_val,
                       n_test=n_test, seed=seed, what=what)

@@ -96,8 +96,8 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     from .. import noise
 
     train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    ctx.add_data(train_task.describe())
-    ctx.add_data(test_task.describe())
+    ctx.add_dataset(train_task)
+    ctx.add_dataset(test_task)
     rows = []
     for seed in config.seeds:
         n_train = min(config.n_train, len(train_task))

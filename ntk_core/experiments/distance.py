@@ -128,8 +128,8 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """One row per (seed, factor, value): measured distance and the linearised prediction."""
     train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    ctx.add_data(train_task.describe())
-    ctx.add_data(test_task.describe())
+    ctx.add_dataset(train_task)
+    ctx.add_dataset(test_task)
     # normalised once: every run below draws its own subset from these arrays
     features = (mnist_features(train_task.x, config.pool), train_task.y, mnist_features(test_task.x, config.pool),
                 test_task.y)
