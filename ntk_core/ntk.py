@@ -49,12 +49,10 @@ Conventions
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +64,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 from tqdm import tqdm  # the console bar: no ipywidgets needed in notebooks
+
+from . import _store
 
 __all__ = [
     "METHODS",
@@ -754,58 +754,56 @@ def _tile_pairs(n_rows: int, n_cols: int, symmetric: bool) -> Iterator[tuple[int
             yield i, j
 
 
-def _hash_tensor(h: Any, t: Tensor) -> None:
-    h.update(str((tuple(t.shape), str(t.dtype))).encode())
-    h.update(t.detach().cpu().contiguous().numpy().tobytes())
-
-
-def _fingerprint(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) -> str:
-    """Hash of (parameters, constants, inputs, method, output, dtypes, tile size)."""
-    h = hashlib.sha256()
-    for group in (prob.params, prob.consts):
-        for name in sorted(group):
-            h.update(name.encode())
-            _hash_tensor(h, group[name])
-    _hash_tensor(h, prob.x1)
-    if prob.symmetric:
-        h.update(b"symmetric")
-    else:
-        _hash_tensor(h, prob.x2)
-    h.update(repr((method, prob.full, str(prob.dtype), str(out_dtype), tile)).encode())
-    return h.hexdigest()
+def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) -> dict[str, Any]:
+    """Everything that determines the tiles: model, parameters, constants, inputs, method, dtypes, geometry."""
+    return {
+        "artifact": "empirical_ntk tile",
+        "model": {"class": f"{type(prob.model).__module__}.{type(prob.model).__qualname__}",
+                  "architecture": _store.fingerprint(repr(prob.model))},
+        "params": {n: _store.fingerprint(t) for n, t in sorted(prob.params.items())},
+        "consts": {n: _store.fingerprint(t) for n, t in sorted(prob.consts.items())},
+        "x1": _store.fingerprint(prob.x1),
+        "x2": "x1" if prob.symmetric else _store.fingerprint(prob.x2),
+        "method": method,
+        "full": prob.full,
+        "n_out": prob.n_out,
+        "dtype": str(prob.dtype),
+        "out_dtype": str(out_dtype),
+        "tile_size": tile,
+        "n1": prob.x1.shape[0],
+        "n2": prob.x2.shape[0],
+    }
 
 
 class _TileStore:
-    """Finished tiles as ``.npy`` files, written atomically (temp file, then ``os.replace``)."""
+    """Finished tiles, one :mod:`ntk_core._store` file each, under a folder named by the identity's hash.
 
-    def __init__(self, root: str | os.PathLike[str], key: str, meta: dict[str, Any]) -> None:
-        self.dir = Path(root) / key[:32]
+    Every tile file carries the full identity (plus its index) and the checksum,
+    shape, dtype and finiteness of its numbers, all verified when it is loaded:
+    a tile of another identity is recomputed (never mixed in); a damaged tile
+    (truncated, altered bytes, NaN, wrong shape or dtype) is named in a
+    :class:`~ntk_core._store.DamagedArtifactWarning`, moved aside and recomputed.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], identity: dict[str, Any], meta: dict[str, Any]) -> None:
+        self.identity = identity
+        self.dir = Path(root) / _store.fingerprint(identity)[:32]
         self.dir.mkdir(parents=True, exist_ok=True)
         meta_path = self.dir / "meta.json"
-        if not meta_path.exists():
-            self._atomic(meta_path, lambda f: f.write(json.dumps(meta, indent=1).encode()))
+        if not meta_path.exists():  # for people browsing the folder; never read back
+            _store.atomic_write_bytes(meta_path, json.dumps(meta, indent=1).encode())
 
     def _path(self, i: int, j: int) -> Path:
-        return self.dir / f"tile_{i:05d}_{j:05d}.npy"
+        return self.dir / f"tile_{i:05d}_{j:05d}.npz"
 
-    def _atomic(self, path: Path, write: Callable[[Any], Any]) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp_", suffix=path.suffix)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                write(f)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
-
-    def load(self, i: int, j: int) -> Tensor | None:
-        path = self._path(i, j)
-        return torch.from_numpy(np.load(path, allow_pickle=False)) if path.exists() else None
+    def load(self, i: int, j: int, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor | None:
+        np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+        found = _store.load(self._path(i, j), {**self.identity, "tile": [i, j]},
+                            expect={"tile": (shape, np_dtype)})
+        return None if found is None else torch.from_numpy(found.arrays["tile"].copy())
 
     def save(self, i: int, j: int, tile: Tensor) -> None:
-        arr = tile.cpu().numpy()
-        self._atomic(self._path(i, j), lambda f: np.save(f, arr, allow_pickle=False))
+        _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays={"tile": tile.cpu().numpy()})
 
 
 def _place(result: Tensor, rows: slice, cols: slice, tile: Tensor, mirror: bool) -> None:
@@ -855,6 +853,7 @@ def _run_tiles(
 ) -> Tensor:
     n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
     shape = (n1, n2, prob.n_out, prob.n_out) if prob.full else (n1, n2)
+    extra = shape[2:]
     result = torch.empty(shape, dtype=out_dtype)
     rows, cols = _blocks(n1, tile), _blocks(n2, tile)
     pairs = list(_tile_pairs(len(rows), len(cols), prob.symmetric))
@@ -862,11 +861,17 @@ def _run_tiles(
     bar = tqdm(pairs, desc=f"empirical_ntk[{engine.name}]", unit="tile", disable=not progress)
     with torch.no_grad():
         for i, j in bar:
-            block = store.load(i, j) if store is not None else None
+            tile_shape = (rows[i].stop - rows[i].start, cols[j].stop - cols[j].start, *extra)
+            block = store.load(i, j, tile_shape, out_dtype) if store is not None else None
             computed = block is None
             if block is None:
                 with torch.enable_grad():
                     block = engine.kernel(source.row(i), source.col(j)).to(device="cpu", dtype=out_dtype)
+                if not bool(torch.isfinite(block).all()):
+                    raise ValueError(
+                        f"tile ({i}, {j}) of the Gram matrix holds NaN or Inf: the model's output or its "
+                        f"gradient is not finite on these inputs (at dtype {prob.dtype})"
+                    )
                 if store is not None:
                     store.save(i, j, block)
             _place(result, rows[i], cols[j], block, prob.symmetric and i != j)
@@ -934,9 +939,15 @@ def empirical_ntk(
         Bytes for features and per-tile workspace (default 2 GiB), excluding the
         result. No ``(n, P)`` Jacobian of the whole data set is ever formed.
     checkpoint_dir
-        If given, finished tiles are saved there (atomically) under a key that
-        hashes the parameters, inputs, method, output, dtypes and tile size; a
-        rerun after an interruption loads them instead of recomputing.
+        If given, finished tiles are saved there (atomically, one checksummed
+        file each, see :mod:`ntk_core._store`) with their identity: the model's
+        class and architecture, the fingerprints of its parameters, buffers and
+        of the inputs, the method, output, dtypes and tile geometry. A rerun
+        after an interruption loads the tiles instead of recomputing them, after
+        verifying identity and integrity: a tile of another identity is never
+        used; a damaged one (truncated, altered, NaN, wrong shape or dtype) is
+        named in a ``DamagedArtifactWarning``, moved aside and recomputed, so
+        the result always equals an uninterrupted run's.
     callback
         Called as ``callback(i, j, computed)`` after tile ``(i, j)`` is placed;
         ``computed`` is False when it came from the checkpoint.
@@ -965,9 +976,9 @@ def empirical_ntk(
     engine = _make_engine(chosen, prob, prof, chunk, cached)
     store = None
     if checkpoint_dir is not None:
-        key = _fingerprint(prob, chosen, tile, out_dt)
+        identity = _identity(prob, chosen, tile, out_dt)
         meta = {"method": chosen, "output": output, "tile_size": tile, "n1": prob.x1.shape[0], "n2": prob.x2.shape[0]}
-        store = _TileStore(checkpoint_dir, key, meta)
+        store = _TileStore(checkpoint_dir, identity, meta)
     return _run_tiles(prob, engine, tile, out_dt, store, progress, callback)
 
 

@@ -191,7 +191,7 @@ def test_checkpoint_resume_recomputes_only_missing_tiles(tmp_path) -> None:  # t
 
     with pytest.raises(KeyboardInterrupt):
         empirical_ntk(model, x, callback=interrupt_after_4, **kwargs)
-    assert not list(tmp_path.rglob(".tmp_*"))
+    assert not list(tmp_path.rglob(".*.part"))
     resumed: list[tuple[int, int, bool]] = []
     k = empirical_ntk(model, x, callback=lambda i, j, c: resumed.append((i, j, c)), progress=True, **kwargs)
     assert len(resumed) == n_tiles
