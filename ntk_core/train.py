@@ -27,19 +27,20 @@ depends only on ``(seed, e)``), write atomic checkpoints, and resume from them.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
+from . import _store
 from ._checks import check_positive
 
 __all__ = ["Method", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
@@ -184,16 +185,80 @@ def _loss(out: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor, kind: 
     return nn.functional.cross_entropy(out, labels.long(), reduction="sum")
 
 
-def _atomic_torch_save(obj: object, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _checkpoint_identity(model: nn.Module, config: TrainConfig, x: torch.Tensor, y_noisy: torch.Tensor,
+                         y_clean: torch.Tensor | None, val: tuple[torch.Tensor, torch.Tensor] | None,
+                         test: tuple[torch.Tensor, torch.Tensor] | None) -> dict[str, Any]:
+    """Everything that determines a run: config, the data actually used, the model and its initial state."""
+    fp = _store.fingerprint
+    return {
+        "artifact": "training checkpoint",
+        "config": asdict(config),
+        "data": {"x": fp(x), "y_noisy": fp(y_noisy), "y_clean": None if y_clean is None else fp(y_clean),
+                 "val": None if val is None else [fp(val[0]), fp(val[1])],
+                 "test": None if test is None else [fp(test[0]), fp(test[1])]},
+        "model": {"class": f"{type(model).__module__}.{type(model).__qualname__}",
+                  "architecture": fp(repr(model)),
+                  "trained": sorted(n for n, p in model.named_parameters() if p.requires_grad),
+                  "initial_state": {k: fp(v) for k, v in model.state_dict().items()}},
+    }
+
+
+def _save_checkpoint(path: Path, identity: dict[str, Any], epoch: int, rows: list[dict[str, Any]],
+                     model: nn.Module, theta0: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer,
+                     aux: torch.Tensor | None) -> None:
+    arrays: dict[str, Any] = {f"model.{k}": v.detach().cpu() for k, v in model.state_dict().items()}
+    arrays.update({f"theta0.{k}": v.detach().cpu() for k, v in theta0.items()})
+    if aux is not None:
+        arrays["aux"] = aux.detach().cpu()
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)  # tensors and plain data only: read back with weights_only=True
+    columns = list(rows[0]) if rows else []
+    meta = {"epoch": epoch, "columns": columns, "rows": [[r[c] for c in columns] for r in rows]}
+    _store.save(path, identity, arrays=arrays, blobs={"optimizer": buffer.getvalue()}, meta=meta)
+
+
+def _load_checkpoint(path: Path, identity: dict[str, Any], model: nn.Module, theta0: dict[str, torch.Tensor],
+                     optimizer: torch.optim.Optimizer, aux: torch.Tensor | None,
+                     epochs: int) -> tuple[int, list[dict[str, Any]]] | None:
+    """Restore the state saved in ``path`` into model, optimizer and aux; ``(epoch, rows)`` or None.
+
+    None when there is no checkpoint, when it belongs to another run (other
+    config, data, model or initial parameters: it is left alone and overwritten
+    by this run's), or when it is damaged (then :mod:`ntk_core._store` has moved
+    it aside with a ``DamagedArtifactWarning`` naming it): the run starts afresh.
+    """
+    state = model.state_dict()
+    expect: dict[str, tuple[tuple[int | None, ...] | None, Any]] = {
+        f"model.{k}": (tuple(v.shape), v.detach().cpu().numpy().dtype) for k, v in state.items()}
+    expect.update({f"theta0.{k}": (tuple(v.shape), v.detach().cpu().numpy().dtype) for k, v in theta0.items()})
+    if aux is not None:
+        expect["aux"] = (tuple(aux.shape), aux.detach().cpu().numpy().dtype)
+    found = _store.load(path, identity, expect=expect)
+    if found is None:
+        return None
+    before = {k: v.detach().clone() for k, v in state.items()}
     try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        opt_state = torch.load(io.BytesIO(found.blobs["optimizer"]), weights_only=True)
+        epoch, columns, values = int(found.meta["epoch"]), found.meta["columns"], found.meta["rows"]
+        if not 0 < epoch <= epochs or any(len(v) != len(columns) for v in values):
+            raise ValueError(f"epoch {epoch} / rows inconsistent with a run of {epochs} epochs")
+        rows = [dict(zip(columns, v)) for v in values]
+        new_theta0 = {k: torch.from_numpy(found.arrays[f"theta0.{k}"].copy()).to(v.device) for k, v in theta0.items()}
+        model.load_state_dict({k: torch.from_numpy(found.arrays[f"model.{k}"].copy()).to(v.device)
+                               for k, v in state.items()})
+        optimizer.load_state_dict(opt_state)
+    except Exception as err:  # verified bytes that still do not restore: damage too; nothing is half-applied
+        model.load_state_dict(before)
+        _store.set_aside(path, f"cannot restore the training state ({type(err).__name__}: {err})")
+        return None
+    theta0.update(new_theta0)
+    if aux is not None:
+        with torch.no_grad():
+            aux.copy_(torch.from_numpy(found.arrays["aux"]))
+    return epoch, rows
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -215,9 +280,17 @@ def train(
     """Train ``model`` in place on ``(x, y_noisy)`` with the method of ``config``.
 
     ``checkpoint`` is a file path: the state after each epoch is written there
-    atomically, and a later call with the same path and config resumes from it
-    (a checkpoint written for another config is refused). ``on_epoch_end(epoch)``
-    is called after each completed epoch (after the checkpoint is written).
+    atomically (one checksummed file, :mod:`ntk_core._store`; no pickle: the
+    optimizer state is read back with ``torch.load(..., weights_only=True)``),
+    and a later call with the same path resumes from it when it was written by
+    the same run: same config, same data (fingerprints of ``x``, the labels and
+    the validation/test splits), same model class, architecture and *initial*
+    parameters and buffers. A checkpoint of another run is never resumed from:
+    this run starts afresh and overwrites it. A damaged checkpoint (truncated,
+    altered bytes, NaN, wrong shapes) is named in a ``DamagedArtifactWarning``,
+    moved aside, and the run starts from scratch; its result equals an
+    uninterrupted run's. ``on_epoch_end(epoch)`` is called after each completed
+    epoch (after the checkpoint is written).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -228,6 +301,8 @@ def train(
         raise ValueError("method='early_stopping' needs a validation split (val=(x_val, y_val)) held out of training")
     n = len(x)
     params = _trained_parameters(model)
+    path = Path(checkpoint) if checkpoint is not None else None
+    identity = _checkpoint_identity(model, config, x, y_noisy, y_clean, val, test) if path is not None else {}
     theta0 = {name: p.detach().clone() for name, p in params.items()}
     outputs = predict(model, x[:1]).reshape(1, -1).shape[1]
     targets = _targets(y_noisy, outputs)
@@ -242,19 +317,11 @@ def train(
     optimizer = torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum)
     batch = n if config.batch_size is None else min(config.batch_size, n)
 
-    start_epoch, rows = 0, []
-    path = Path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.exists():
-        state = torch.load(path, weights_only=False)
-        if state["config_key"] != config.key():
-            raise ValueError(f"checkpoint {path} was written for another configuration; delete it or pass another path")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        theta0 = state["theta0"]
-        if aux is not None:
-            with torch.no_grad():
-                aux.copy_(state["aux"])
-        start_epoch, rows = state["epoch"], state["rows"]
+    start_epoch, rows = 0, []  # type: tuple[int, list[dict[str, Any]]]
+    if path is not None:
+        resumed = _load_checkpoint(path, identity, model, theta0, optimizer, aux, config.epochs)
+        if resumed is not None:
+            start_epoch, rows = resumed
 
     epochs = range(start_epoch, config.epochs)
     if progress:
@@ -286,9 +353,7 @@ def train(
         if done % config.eval_every == 0 or done == config.epochs:
             rows.append(_evaluate(model, params, theta0, x, y_noisy, targets, y_clean, val, test, aux, config, done))
         if path is not None:
-            _atomic_torch_save({"config_key": config.key(), "epoch": done, "rows": rows, "theta0": theta0,
-                                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                "aux": aux.detach().clone() if aux is not None else None}, path)
+            _save_checkpoint(path, identity, done, rows, model, theta0, optimizer, aux)
         if on_epoch_end is not None:
             on_epoch_end(done)
 
