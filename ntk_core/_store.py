@@ -434,7 +434,7 @@ def load(path: str | os.PathLike[str], identity: Mapping[str, Any], *, finite: b
     except _Damaged as err:
         set_aside(path, str(err))
         return None
-    except (IsADirectoryError, PermissionError):
+    except (IsADirectoryError, PermissionError, MemoryError):  # not the file's fault
         raise
     except Exception as err:  # any other failure to parse is damage too
         set_aside(path, f"unreadable ({type(err).__name__}: {err})")

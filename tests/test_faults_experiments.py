@@ -378,8 +378,19 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch, shared_d
         warnings.simplefilter("error", DamagedArtifactWarning)  # atomic writes: nothing half-written
         resumed = _run()
     _assert_same(resumed.table, reference)
+    assert not list(cache.rglob("*.part"))  # no temporary file left behind
     assert resumed.meta["cached"] or resumed.meta["units_computed"] + resumed.meta["units_resumed"] == 3
     assert resumed.meta["cached"] or resumed.meta["units_resumed"] >= units - 1
+
+
+def test_temporary_files_of_a_killed_writer_are_removed(cache, reference):
+    unit = _unit_files(cache)[0]
+    stale = unit.parent / f".{unit.name}.12345.deadbeef.part"
+    stale.write_bytes(b"half a unit")
+    _result_file(cache).unlink()
+    result = _run()
+    assert not stale.exists() and result.meta["units_resumed"] == 3
+    _assert_same(result.table, reference)
 
 
 def test_two_concurrent_runs_compute_once_and_agree(tmp_path, monkeypatch, shared_data, reference):

@@ -321,6 +321,9 @@ def run_experiment(name: str, config: ExperimentConfig,
     folder = cache_dir() / name
     identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint()}
     with _store.file_lock(folder / f"{key}.lock"):
+        # a run killed while writing leaves its temporary file; this config's writers all hold the lock
+        for stale in [*folder.glob(f".{key}.npz.*.part"), *(folder / f"{key}.units").glob(".*.part")]:
+            stale.unlink(missing_ok=True)
         if use_cache:
             cached = _load_result(folder / f"{key}.npz", identity, compute, config)
             if cached is not None:
