@@ -1,8 +1,11 @@
-"""Run profiles (``quick`` / ``full``) and the run facts every chapter and experiment reports.
+"""Run profiles (``quick`` / ``medium`` / ``full``) and the run facts every chapter and experiment reports.
 
 The profile is read from ``$NTK_BOOK_PROFILE`` (DESIGN.md, "Profiles"):
-``quick`` (default) sizes everything for 2 CPU cores, ``full`` is the paper's
-scale, meant for a CUDA GPU.
+``quick`` (default) sizes everything for 2 CPU cores (the whole book in minutes),
+``medium`` is the largest that runs in about an hour per experiment on 2 CPU
+cores (run once with ``python -m ntk_core run <exp> --profile medium --record``
+and recorded under ``results/medium/``), ``full`` is the paper's scale, meant
+for a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["Profile", "book_profile", "default_device", "RunInfo"]
+__all__ = ["Profile", "PROFILES", "book_profile", "default_device", "RunInfo"]
 
-Profile = Literal["quick", "full"]
-_PROFILES: tuple[Profile, ...] = ("quick", "full")
+Profile = Literal["quick", "medium", "full"]
+PROFILES: tuple[Profile, ...] = ("quick", "medium", "full")
+_PROFILES = PROFILES
 
 
 def book_profile(value: str | None = None) -> Profile:

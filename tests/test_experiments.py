@@ -170,7 +170,7 @@ def test_bad_configuration_is_refused_before_training(name, overrides, match):
 
 def test_unknown_experiment_field_and_profile():
     with pytest.raises(ValueError, match="profile must be"):
-        experiments.make_config("setting1", "medium")
+        experiments.make_config("setting1", "huge")
     with pytest.raises(ValueError, match="unknown experiment"):
         experiments.get("setting9")
     with pytest.raises(ValueError, match="no config field"):

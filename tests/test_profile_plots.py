@@ -1,4 +1,4 @@
-"""ntk_core.profile (quick/full, run facts) and ntk_core.plots (figure helpers)."""
+"""ntk_core.profile (quick/medium/full, run facts) and ntk_core.plots (figure helpers)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def test_book_profile_reads_the_environment(monkeypatch):
     assert book_profile() == "quick"
     monkeypatch.setenv("NTK_BOOK_PROFILE", "full")
     assert book_profile() == "full"
+    monkeypatch.setenv("NTK_BOOK_PROFILE", "medium")
+    assert book_profile() == "medium"
     assert book_profile("quick") == "quick"
     monkeypatch.setenv("NTK_BOOK_PROFILE", "fast")
     with pytest.raises(ValueError, match="NTK_BOOK_PROFILE"):

@@ -47,7 +47,8 @@ PAPER_TRENDS = {"samples": 1, "noise": 1, "width": 0, "lam": -1, "lr": 0}
 
 @dataclass(frozen=True)
 class Config:
-    """Base point and the values each factor takes; ``quick()`` for 2 CPU cores."""
+    """Base point and the values each factor takes; ``quick()`` for 2 CPU cores, ``medium()`` about an hour
+    on them (recorded), ``full()`` for a GPU."""
 
     profile: str = "quick"
     n_train: int = 100
@@ -67,6 +68,21 @@ class Config:
     @classmethod
     def quick(cls) -> "Config":
         return cls()
+
+    @classmethod
+    def medium(cls) -> "Config":
+        """Base point 1,000 images (pooled to 14×14), width 1,024, noise 0.2, 2,000 GD steps; samples 250–2,000,
+        noise 0–40 %, width 512–4,096, λ ∈ {1/4, …, 4}, lr scale ∈ {1/4, 1/2, 1}; 3 seeds.
+
+        Sized by timing a slice and extrapolating (2-core x86_64 CPU VM shared with another job, no GPU,
+        ``OMP_NUM_THREADS=1``, torch 2.13 CPU): two runs at 1,000 images and width 1,024 took 5.2 s for 100
+        steps and 13.1 s for 300, i.e. 0.020 s per step, linear in samples × width. One seed costs 25.25
+        base-point runs (samples 3.75, noise 4, width 6.5, λ 5, lr 6: the smaller lr scales run 1/scale as
+        many steps) of ≈ 40 s: ≈ 17 minutes per seed, ≈ 51 minutes for three."""
+        return cls(profile="medium", n_train=1_000, noise=0.2, width=1_024, pool=2, lam=1.0, steps=2_000,
+                   samples_grid=(250, 500, 1_000, 2_000), noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
+                   width_grid=(512, 1_024, 2_048, 4_096), lam_grid=(0.25, 0.5, 1.0, 2.0, 4.0),
+                   lr_grid=(0.25, 0.5, 1.0), seeds=(0, 1, 2), device="cpu")
 
     @classmethod
     def full(cls) -> "Config":
