@@ -1,7 +1,10 @@
-"""Command line: ``python -m ntk_core run <experiment> --profile quick|full [--device cuda] [--seeds 0 1 2]``.
+"""Command line: ``python -m ntk_core run <experiment> --profile quick|medium|full [--device cuda] [--seeds 0 1 2]``.
 
 ``--set field=value`` (repeatable) overrides any field of the experiment's
 config, for example ``--set width=2048 --set noise_levels="(0.0, 0.3)"``.
+``run ... --record`` writes the result with its provenance under
+``results/<profile>/<experiment>/`` (kept in the repository; resumable unit by
+unit); ``show <experiment> --profile medium`` prints a recorded result.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 from .experiments import EXPERIMENTS, get, make_config
 from .experiments._base import run_experiment
+from .experiments._record import RecordMissing, record_experiment, recorded, summary
+from .profile import PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,15 +28,35 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one of the paper's experiments and write its table")
     run.add_argument("experiment", choices=EXPERIMENTS)
-    run.add_argument("--profile", choices=("quick", "full"), default="quick")
+    run.add_argument("--profile", choices=PROFILES, default="quick")
     run.add_argument("--device", default=None, help="cpu (default) or cuda")
     run.add_argument("--seeds", type=int, nargs="+", default=None)
     run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
     run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                      help="override a config field (Python literal value); repeatable")
+    run.add_argument("--record", action="store_true",
+                     help="record the result with provenance under results/<profile>/<experiment>/ (resumable; "
+                          "commit that folder)")
+    show = sub.add_parser("show", help="print a recorded result (table and provenance)")
+    show.add_argument("experiment", choices=EXPERIMENTS)
+    show.add_argument("--profile", choices=PROFILES, default="medium")
     sub.add_parser("list", help="list the experiments")
     args = parser.parse_args(argv)
+
+    if args.command == "show":
+        try:
+            shown = recorded(args.experiment, args.profile)
+        except (RecordMissing, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(summary(shown))
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200):
+            print(shown.table)
+        print(f"record: {shown.meta['record_dir']}")
+        return 0
 
     if args.command == "list":
         for name in EXPERIMENTS:
@@ -52,11 +77,19 @@ def main(argv: list[str] | None = None) -> int:
             config = make_config(args.experiment, args.profile, **overrides)
         except TypeError as err:  # a value of a type that the config's own checks did not foresee
             raise ValueError(f"bad --set value: {err}") from None
-        result = run_experiment(args.experiment, config, get(args.experiment).compute,
-                                use_cache=not args.no_cache, progress=True, out=sys.stderr)
+        if args.record:
+            result = record_experiment(args.experiment, config, get(args.experiment).compute,
+                                       use_cache=not args.no_cache, progress=True, out=sys.stderr)
+        else:
+            result = run_experiment(args.experiment, config, get(args.experiment).compute,
+                                    use_cache=not args.no_cache, progress=True, out=sys.stderr)
     except (ValueError, FileNotFoundError) as err:  # bad configuration or missing data: no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.record:
+        print(summary(result))
+        print(f"record: {result.meta['record_dir']} (commit it: git add {result.meta['record_dir']})")
+        return 0
     path = args.out / f"{args.experiment}-{args.profile}"
     result.save(path)
     print(result.summary())

@@ -1,4 +1,4 @@
-"""The paper's experiments as code: one module each, ``Config`` (quick/full) -> ``run`` -> ``Result``.
+"""The paper's experiments as code: one module each, ``Config`` (quick/medium/full) -> ``run`` -> ``Result``.
 
 =====================  ==========================================================
 ``setting1``           Figure 1a: MNIST "5" vs "8", two-layer net, GD / ES / RDI / AUX / KRR vs noise
@@ -10,6 +10,12 @@
 
 Run one from Python (``ntk_core.experiments.run("setting1", profile="quick")``)
 or from the shell (``python -m ntk_core run setting1 --profile quick``).
+
+The ``medium`` profile is run once and recorded in the repository
+(``python -m ntk_core run setting1 --profile medium --record`` writes
+``results/medium/setting1/``); :func:`recorded` loads such a record and
+``python -m ntk_core show setting1 --profile medium`` prints it (see
+:mod:`ntk_core.experiments._record`).
 """
 
 from __future__ import annotations
@@ -19,9 +25,12 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from ..profile import PROFILES
 from ._base import Result, memorised_fraction, run_experiment
+from ._record import RecordMissing, record_dir, recorded
 
-__all__ = ["EXPERIMENTS", "get", "make_config", "run", "Result", "memorised_fraction"]
+__all__ = ["EXPERIMENTS", "get", "make_config", "run", "record", "recorded", "record_dir", "RecordMissing",
+           "Result", "memorised_fraction"]
 
 EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", "difference_trick")
 
@@ -34,11 +43,17 @@ def get(name: str) -> ModuleType:
 
 
 def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
-    """The ``quick()`` or ``full()`` config of experiment ``name``, with fields replaced by ``overrides``."""
+    """The ``quick()``, ``medium()`` or ``full()`` config of experiment ``name``, with fields replaced by
+    ``overrides``. An experiment without a ``medium()`` profile yet raises a ``ValueError`` that says so."""
     module = get(name)
-    if profile not in ("quick", "full"):
-        raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
-    config = getattr(module.Config, profile)()
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(map(repr, PROFILES))}, got {profile!r}")
+    factory = getattr(module.Config, profile, None)
+    if factory is None:
+        raise ValueError(f"experiment {name!r} has no {profile!r} profile yet (its Config has no {profile}() "
+                         f"class method); available: "
+                         f"{', '.join(p for p in PROFILES if hasattr(module.Config, p))}")
+    config = factory()
     unknown = set(overrides) - {f.name for f in dataclasses.fields(config)}
     if unknown:
         raise ValueError(f"{name} has no config field(s) {sorted(unknown)}")
@@ -51,3 +66,17 @@ def run(name: str, profile: str = "quick", *, use_cache: bool = True, progress: 
     config = make_config(name, profile, **overrides)
     module = get(name)
     return run_experiment(name, config, module.compute, use_cache=use_cache, progress=progress)
+
+
+def record(name: str, profile: str = "medium", *, root: Any = None, use_cache: bool = True, progress: bool = False,
+           out: Any = None, **overrides: Any) -> Result:
+    """Run experiment ``name`` and record its result with provenance under ``<root>/<profile>/<name>/``.
+
+    ``root`` defaults to the repository's ``results/`` folder. Units are stored in the record's folder as
+    they finish, so an interrupted recording resumes where it stopped (see :mod:`ntk_core.experiments._record`).
+    """
+    from ._record import record_experiment
+
+    config = make_config(name, profile, **overrides)
+    return record_experiment(name, config, get(name).compute, root=root, use_cache=use_cache, progress=progress,
+                             out=out)

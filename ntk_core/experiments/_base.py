@@ -1,8 +1,8 @@
-"""What every experiment shares: configs with quick/full profiles, results, caching, resumable units.
+"""What every experiment shares: configs with quick/medium/full profiles, results, caching, resumable units.
 
 An experiment module defines
 
-* ``Config``: a frozen dataclass with ``quick()`` and ``full()`` class methods and
+* ``Config``: a frozen dataclass with ``quick()``, ``medium()`` and ``full()`` class methods and
   the fields ``profile``, ``seeds`` and ``device``;
 * ``compute(config, ctx) -> pandas.DataFrame``: the tidy result table.
 
@@ -223,6 +223,8 @@ class RunContext:
     units_loaded: int = 0
     identity: dict[str, Any] = field(default_factory=dict)
     use_cache: bool = True
+    #: when a list, every unit appends ``{"key", "seconds", "rows"}`` to it (what a recorded result keeps)
+    log: list[dict[str, Any]] | None = None
 
     def add_data(self, description: str, fingerprint: str) -> None:
         """Record a data set used: ``description`` for people, ``fingerprint`` (:func:`data_fingerprint`) for the cache."""
@@ -255,15 +257,25 @@ class RunContext:
                 rows = _unit_rows(stored)
                 if rows is not None:
                     self.units_loaded += 1
+                    self._log(key, stored.meta.get("seconds"), rows)
                     return rows
+        start = time.perf_counter()
         fresh = fn()
+        seconds = time.perf_counter() - start
         fresh = fresh if isinstance(fresh, list) else [fresh]
         if not fresh or not all(isinstance(r, dict) for r in fresh):
             raise ValueError(f"a unit must give at least one row (a dict), got {fresh!r:.200}")
         blob = _json_bytes(fresh)
-        _store.save(path, identity, blobs={"rows": blob})
+        _store.save(path, identity, blobs={"rows": blob}, meta={"seconds": seconds})
         self.units_computed += 1
-        return json.loads(blob)
+        rows = json.loads(blob)
+        self._log(key, seconds, rows)
+        return rows
+
+    def _log(self, key: dict[str, Any], seconds: Any, rows: list[dict[str, Any]]) -> None:
+        if self.log is not None:
+            self.log.append({"key": _jsonable(key), "seconds": seconds if isinstance(seconds, float) else None,
+                             "rows": rows})
 
 
 def _unit_rows(stored: _store.Stored) -> list[dict[str, Any]] | None:

@@ -1,0 +1,385 @@
+"""Recorded results: an experiment run once (the ``medium`` profile), kept in the repository with its provenance.
+
+A record lives in ``<root>/<profile>/<experiment>/`` (``root``: the repository's
+``results/`` folder, or ``$NTK_CORE_RECORDS``):
+
+* ``table.csv``: the result table, floats written with ``repr`` precision (they
+  read back bit for bit with ``float_precision="round_trip"``), readable in a diff;
+* ``units.json``: one line per unit of work: its key, its compute time in
+  seconds and its rows, so that single units can be replayed (:func:`replay`);
+* ``provenance.json``: configuration and its hash, code fingerprint, data sources
+  and their fingerprints, machine, library versions, threads, wall time, the
+  ``git`` commit, and the SHA-256 of ``table.csv`` and ``units.json`` (checked on load);
+* ``work/``: the resumable unit store of the recording run (one checksummed
+  ``.npz`` per finished unit, through :mod:`ntk_core._store`). Commit it while a
+  recording is under way: an interrupted run continues where it stopped.
+
+:func:`recorded` loads a record as a :class:`~ntk_core.experiments.Result`; its
+``meta["stale"]`` is True when the code fingerprint (or the profile's current
+configuration) differs from the recorded one, and ``meta["refresh"]`` is the
+command that records it again. Every file is written atomically through
+:mod:`ntk_core._store`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import numpy as np
+import pandas as pd
+
+from .. import _store
+from ._base import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
+
+__all__ = ["RecordMissing", "record_dir", "records_root", "record_experiment", "recorded", "replay",
+           "UnitCheck", "compare_rows"]
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+class RecordMissing(FileNotFoundError):
+    """No record of this experiment and profile exists (yet)."""
+
+
+def records_root() -> Path:
+    """``$NTK_CORE_RECORDS`` if set, else the repository's ``results/`` folder."""
+    env = os.environ.get("NTK_CORE_RECORDS")
+    return Path(env).expanduser() if env else _REPO / "results"
+
+
+def record_dir(name: str, profile: str = "medium", root: str | os.PathLike[str] | None = None) -> Path:
+    """The folder of the record of experiment ``name`` in ``profile``: ``<root>/<profile>/<name>``."""
+    return (Path(root) if root is not None else records_root()) / profile / name
+
+
+def refresh_command(name: str, profile: str) -> str:
+    return f"python -m ntk_core run {name} --profile {profile} --record"
+
+
+def _git_commit() -> dict[str, Any]:
+    """``git rev-parse HEAD`` of the repository holding the code, and whether ntk_core differs from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_REPO, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "ntk_core"], cwd=_REPO, capture_output=True,
+                               text=True, timeout=10, check=True).stdout.strip() != ""
+        return {"commit": head, "ntk_core_modified": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "ntk_core_modified": None}
+
+
+def _versions() -> dict[str, str]:
+    import scipy
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "pandas": pd.__version__, "scipy": scipy.__version__}
+
+
+def _machine() -> dict[str, Any]:
+    import torch
+
+    return {"platform": platform.platform(), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def _table_csv(table: pd.DataFrame) -> bytes:
+    # shortest repr that reads back bit for bit (``float_precision="round_trip"``)
+    return table.to_csv(index=False, float_format=lambda v: repr(float(v))).encode()
+
+
+def _units_json(units: list[dict[str, Any]]) -> bytes:
+    lines = [json.dumps(u, sort_keys=True, allow_nan=True) for u in units]
+    return ("[\n" + ",\n".join(lines) + "\n]\n").encode()
+
+
+def record_experiment(name: str, config: Any, compute: Callable[[Any, RunContext], pd.DataFrame], *,
+                      root: str | os.PathLike[str] | None = None, use_cache: bool = True, progress: bool = False,
+                      out: TextIO | None = None) -> Result:
+    """Run ``compute`` on ``config`` with its units stored in the record's ``work/`` folder, then write the record.
+
+    Units already in ``work/`` (same experiment, config, code and data) are reused: an interrupted recording
+    resumes unit by unit. Returns the :class:`Result` as :func:`recorded` will load it.
+    """
+    profile = config.profile
+    folder = record_dir(name, profile, root)
+    key = config_hash(name, config)
+    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint()}
+    work = folder / "work"
+    with _store.file_lock(work / f"{key}.lock"):
+        for stale in (work / f"{key}.units").glob(".*.part"):
+            stale.unlink(missing_ok=True)
+        log: list[dict[str, Any]] = []
+        ctx = RunContext(unit_dir=work / f"{key}.units", progress=progress, identity=identity,
+                         use_cache=use_cache, log=log)
+        start = time.perf_counter()
+        table = _round_trip(compute(config, ctx))
+        wall = time.perf_counter() - start
+        unique: dict[str, dict[str, Any]] = {}
+        for entry in log:  # a unit that recurs (distance's base point, say) is listed once
+            unique.setdefault(_canon(entry["key"]), entry)
+        log = list(unique.values())
+        unit_seconds = [u["seconds"] for u in log if u["seconds"] is not None]
+        table_bytes, units_bytes = _table_csv(table), _units_json(log)
+        provenance = {
+            "experiment": name,
+            "profile": profile,
+            "config": _jsonable(config),
+            "config_hash": key,
+            "code": identity["code"],
+            "git": _git_commit(),
+            "data": ctx.data,
+            "data_fingerprints": ctx.data_fingerprints,
+            "device": config.device,
+            "seeds": list(config.seeds),
+            "machine": _machine(),
+            "versions": _versions(),
+            "wall_time_s": wall,
+            "unit_seconds_total": float(sum(unit_seconds)),
+            "units": len(log),
+            "units_computed": ctx.units_computed,
+            "units_resumed": ctx.units_loaded,
+            "rows": len(table),
+            "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "files": {"table.csv": _store.sha256_bytes(table_bytes), "units.json": _store.sha256_bytes(units_bytes)},
+        }
+        _store.atomic_write_bytes(folder / "table.csv", table_bytes)
+        _store.atomic_write_bytes(folder / "units.json", units_bytes)
+        # provenance last: a record is complete (and checks) only once it is written
+        _store.atomic_write_bytes(folder / "provenance.json",
+                                  (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode())
+    if out is not None:
+        print(f"{name}: {wall:.1f} s ({ctx.units_computed} units computed, {ctx.units_loaded} resumed); "
+              f"recorded in {folder}", file=out)
+    return recorded(name, profile, root=root)
+
+
+def _read_verified(folder: Path, file: str, provenance: dict[str, Any]) -> bytes:
+    path = folder / file
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing (the record in {folder} is incomplete)") from None
+    expected = provenance.get("files", {}).get(file)
+    if _store.sha256_bytes(data) != expected:
+        again = refresh_command(str(provenance.get("experiment")), str(provenance.get("profile")))
+        raise ValueError(f"{path}: SHA-256 differs from the one in provenance.json (damaged or edited by hand); "
+                         f"record it again: {again}")
+    return data
+
+
+def _provenance(folder: Path, name: str, profile: str) -> dict[str, Any]:
+    path = folder / "provenance.json"
+    if not path.exists():
+        raise RecordMissing(f"no recorded {profile} result of {name!r} in {folder}; record it with "
+                            f"`{refresh_command(name, profile)}`")
+    try:
+        provenance = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not readable JSON ({err})") from None
+    if not isinstance(provenance, dict) or provenance.get("experiment") != name:
+        raise ValueError(f"{path}: not the provenance of experiment {name!r}")
+    return provenance
+
+
+def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> Result:
+    """The recorded result of experiment ``name`` in ``profile``: table and provenance (``meta``).
+
+    ``meta["stale"]`` is True when the code fingerprint or the profile's current configuration differs from
+    the recorded one (``meta["stale_reasons"]`` says which); ``meta["refresh"]`` is the command that records
+    it again. Raises :class:`RecordMissing` when there is no record, ``ValueError`` when it is damaged.
+    """
+    from . import get
+
+    get(name)
+    folder = record_dir(name, profile, root)
+    provenance = _provenance(folder, name, profile)
+    table_bytes = _read_verified(folder, "table.csv", provenance)
+    table = pd.read_csv(io.BytesIO(table_bytes), float_precision="round_trip")
+    reasons = []
+    if provenance.get("code") != code_fingerprint():
+        reasons.append(f"code fingerprint {provenance.get('code')} differs from the current {code_fingerprint()}")
+    try:
+        from . import make_config
+
+        current = _jsonable(make_config(name, profile))
+        if current != provenance.get("config"):
+            reasons.append(f"the {profile} configuration of {name} changed since it was recorded")
+    except ValueError:
+        pass
+    meta = {**provenance, "stale": bool(reasons), "stale_reasons": reasons,
+            "refresh": refresh_command(name, profile), "recorded": True, "cached": True, "record_dir": str(folder)}
+    return Result(table, meta)
+
+
+def summary(result: Result) -> str:
+    """Lines for people: what was recorded, where, when, on what, and whether it is stale."""
+    m = result.meta
+    lines = [f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']}, "
+             f"code {m['code']})",
+             f"recorded: {m.get('recorded_at')} at git commit {m.get('git', {}).get('commit')}",
+             f"device: {m['device']} ({m['machine'].get('processor')}, {m['machine'].get('cpu_count')} CPU core(s), "
+             f"{m['machine'].get('torch_threads')} torch thread(s))",
+             "versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()),
+             f"seeds: {m['seeds']}"]
+    lines += [f"data: {d}" for d in m.get("data", [])]
+    lines.append(f"wall time: {m['wall_time_s']:.1f} s (units: {m['units']}, {m['unit_seconds_total']:.1f} s "
+                 f"of unit compute in all)")
+    if m["stale"]:
+        lines.append("STALE: " + "; ".join(m["stale_reasons"]) + f". Refresh: {m['refresh']}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _tupled(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+def _config_from(name: str, provenance: dict[str, Any]) -> Any:
+    from . import get
+
+    return get(name).Config(**{k: _tupled(v) for k, v in provenance["config"].items()})
+
+
+def _canon(key: Any) -> str:
+    return json.dumps(key, sort_keys=True)
+
+
+def compare_rows(recorded_rows: list[dict[str, Any]], fresh_rows: list[dict[str, Any]], tol: float = 1e-6) -> list[str]:
+    """Differences between two lists of rows: numbers beyond ``tol`` (absolute and relative), other values unequal."""
+    problems = []
+    if len(recorded_rows) != len(fresh_rows):
+        return [f"{len(recorded_rows)} recorded rows, {len(fresh_rows)} replayed"]
+    for i, (a, b) in enumerate(zip(recorded_rows, fresh_rows)):
+        if set(a) != set(b):
+            problems.append(f"row {i}: columns {sorted(a)} recorded, {sorted(b)} replayed")
+            continue
+        for col in a:
+            x, y = a[col], b[col]
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+            if numeric:
+                if not (np.isnan(x) and np.isnan(y)) and not np.isclose(x, y, rtol=tol, atol=tol):
+                    problems.append(f"row {i} {col}: recorded {x!r}, replayed {y!r}")
+            elif x != y:
+                problems.append(f"row {i} {col}: recorded {x!r}, replayed {y!r}")
+    return problems
+
+
+@dataclass
+class UnitCheck:
+    """One replayed unit: its key, the recorded and the replayed rows, and their differences."""
+
+    key: dict[str, Any]
+    recorded: list[dict[str, Any]]
+    replayed: list[dict[str, Any]]
+    problems: list[str]
+
+
+class DataDiffer(Exception):
+    """The data this machine loads are not those the record was computed from (replay is meaningless)."""
+
+
+class _ReplayDone(BaseException):
+    pass
+
+
+@dataclass
+class _ReplayContext(RunContext):
+    recorded_units: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    chosen: set[str] = dataclasses.field(default_factory=set)
+    expected_data: list[str] = dataclasses.field(default_factory=list)
+    checks: list[UnitCheck] = dataclasses.field(default_factory=list)
+    done: set[str] = dataclasses.field(default_factory=set)
+    tol: float = 1e-6
+
+    def add_data(self, description: str, fingerprint: str) -> None:
+        super().add_data(description, fingerprint)
+        if fingerprint not in self.expected_data:
+            raise DataDiffer(f"this machine loads other data than the record ({description}); "
+                             f"install the recorded data (NTK_CORE_DATA) to replay it")
+
+    def unit(self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+             ) -> list[dict[str, Any]]:
+        canon = _canon(_jsonable(key))
+        if canon not in self.recorded_units:
+            raise ValueError(f"the record has no unit {canon}: the experiment's units changed")
+        rows = self.recorded_units[canon]
+        if canon in self.chosen and canon not in self.done:
+            self.done.add(canon)
+            fresh = fn()
+            fresh_rows = json.loads(json.dumps(fresh if isinstance(fresh, list) else [fresh],
+                                               default=_cell_default, allow_nan=True))
+            self.checks.append(UnitCheck(json.loads(canon), rows, fresh_rows,
+                                         compare_rows(rows, fresh_rows, self.tol)))
+            if len(self.checks) == len(self.chosen):
+                raise _ReplayDone()
+        return json.loads(json.dumps(rows))
+
+
+def _cell_default(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    raise TypeError(f"cannot compare a {type(value).__name__}: {value!r:.80}")
+
+
+def replay(name: str, profile: str = "medium", *, units: int = 2, seed: int | None = None,
+           root: str | os.PathLike[str] | None = None, cheapest: float = 0.5, tol: float = 1e-6,
+           keys: list[dict[str, Any]] | None = None) -> list[UnitCheck]:
+    """Re-run ``units`` units of the record of ``name`` (chosen at random with ``seed`` among the ``cheapest``
+    fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
+
+    The other units are not computed: their recorded rows are handed back, and the run stops as soon as every
+    chosen unit is replayed. The torch thread count is set to the recorded one while replaying (float sums in
+    another order could differ in the last bits). Raises :class:`DataDiffer` when this machine loads other
+    data than the record.
+    """
+    import torch
+
+    folder = record_dir(name, profile, root)
+    provenance = _provenance(folder, name, profile)
+    units_list = json.loads(_read_verified(folder, "units.json", provenance))
+    recorded_units = {_canon(u["key"]): u["rows"] for u in units_list}
+    if keys is not None:
+        chosen = {_canon(_jsonable(k)) for k in keys}
+    else:
+        by_cost = sorted(units_list, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0))
+        pool = by_cost[:max(units, int(len(by_cost) * cheapest))]
+        rng = random.Random(seed)
+        chosen = {_canon(u["key"]) for u in rng.sample(pool, min(units, len(pool)))}
+    config = _config_from(name, provenance)
+    from . import get
+
+    ctx = _ReplayContext(unit_dir=Path(os.devnull), recorded_units=recorded_units, chosen=chosen,
+                         expected_data=list(provenance.get("data_fingerprints", [])), tol=tol)
+    threads = torch.get_num_threads()
+    wanted = provenance.get("machine", {}).get("torch_threads")
+    try:
+        if isinstance(wanted, int) and wanted > 0:
+            torch.set_num_threads(wanted)
+        get(name).compute(config, ctx)
+    except _ReplayDone:
+        pass
+    finally:
+        torch.set_num_threads(threads)
+    if len(ctx.checks) != len(chosen):
+        raise ValueError(f"replay of {name}: {len(chosen) - len(ctx.checks)} chosen unit(s) never came up")
+    return ctx.checks

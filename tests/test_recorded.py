@@ -1,0 +1,145 @@
+"""Recorded results (results/medium/): the records cannot drift from the code, and the record/replay machinery.
+
+``test_recorded_result_replays`` re-runs a few cheap units of every recorded result (chosen at random per run;
+the seed is printed and can be fixed with ``NTK_REPLAY_SEED``) and checks they equal the recorded rows to 1e-6
+(CPU runs are deterministic: same config and seed, same numbers). An experiment without a record is skipped
+with the reason. The other tests record a tiny configuration into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pandas as pd
+import pytest
+
+from ntk_core import experiments
+from ntk_core.__main__ import main
+from ntk_core.experiments import _record
+from ntk_core.experiments._record import DataDiffer, RecordMissing, record_dir, recorded, replay
+
+TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,),
+            lams=(0.5, 2.0))
+
+
+@pytest.fixture
+def data_env(monkeypatch, shared_data, tmp_path):
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _record_tiny(root):
+    return experiments.record("setting1", "quick", root=root, **TINY)
+
+
+@pytest.mark.parametrize("name", experiments.EXPERIMENTS)
+def test_recorded_result_replays(name, monkeypatch, shared_data):
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    try:
+        result = recorded(name, "medium")
+    except RecordMissing as missing:
+        pytest.skip(f"no recorded medium result of {name} yet: {missing}")
+    seed = int(os.environ.get("NTK_REPLAY_SEED", random.SystemRandom().randrange(2**31)))
+    print(f"replaying {name} with NTK_REPLAY_SEED={seed} (stale: {result.meta['stale']})")
+    try:
+        checks = replay(name, "medium", units=2, seed=seed)
+    except DataDiffer as differ:
+        pytest.skip(str(differ))
+    assert checks
+    for check in checks:
+        assert not check.problems, f"{name} unit {check.key} (NTK_REPLAY_SEED={seed}): {check.problems}"
+
+
+def test_record_round_trips_and_replays(data_env):
+    root = data_env / "records"
+    fresh = _record_tiny(root)
+    folder = record_dir("setting1", "quick", root)
+    assert sorted(p.name for p in folder.iterdir()) == ["provenance.json", "table.csv", "units.json", "work"]
+    again = recorded("setting1", "quick", root=root)
+    pd.testing.assert_frame_equal(again.table, fresh.table, check_exact=True)
+    # the same numbers as an ordinary run of the same config, bit for bit
+    ordinary = experiments.run("setting1", "quick", **TINY)
+    pd.testing.assert_frame_equal(again.table, ordinary.table, check_exact=True, check_dtype=False)
+    meta = again.meta
+    for field in ("config", "config_hash", "code", "git", "data", "data_fingerprints", "machine", "versions",
+                  "wall_time_s", "recorded_at", "files"):
+        assert field in meta, field
+    assert meta["units"] == 1 + 2 * 2 and meta["units_computed"] == 5 and meta["units_resumed"] == 0
+    # a quick config overridden is not the quick profile: stale, with the command that refreshes it
+    assert meta["stale"] and "configuration" in meta["stale_reasons"][0]
+    assert meta["refresh"] == "python -m ntk_core run setting1 --profile quick --record"
+    # every unit replays to the recorded rows
+    checks = replay("setting1", "quick", units=5, root=root, seed=0)
+    assert len(checks) == 5 and all(not c.problems for c in checks)
+
+
+def test_replay_detects_a_changed_value(data_env):
+    root = data_env / "records"
+    _record_tiny(root)
+    folder = record_dir("setting1", "quick", root)
+    units = json.loads((folder / "units.json").read_text())
+    units[0]["rows"][0]["test_error"] += 1e-3
+    (folder / "units.json").write_text(json.dumps(units))
+    with pytest.raises(ValueError, match="SHA-256 differs"):  # edited without updating the provenance
+        replay("setting1", "quick", root=root, keys=[units[0]["key"]])
+    prov = json.loads((folder / "provenance.json").read_text())
+    prov["files"]["units.json"] = _record._store.sha256_bytes((folder / "units.json").read_bytes())
+    (folder / "provenance.json").write_text(json.dumps(prov))
+    checks = replay("setting1", "quick", root=root, keys=[units[0]["key"]])
+    assert len(checks) == 1 and any("test_error" in p for p in checks[0].problems)
+
+
+def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkeypatch):
+    root = data_env / "records"
+    _record_tiny(root)
+    folder = record_dir("setting1", "quick", root)
+    (folder / "provenance.json").unlink()  # as if killed before the end: the units are in work/
+    with pytest.raises(RecordMissing, match="--record"):
+        recorded("setting1", "quick", root=root)
+    again = _record_tiny(root)
+    assert again.meta["units_resumed"] == 5 and again.meta["units_computed"] == 0
+    monkeypatch.setattr(_record, "code_fingerprint", lambda: "0123456789ab")
+    stale = recorded("setting1", "quick", root=root)
+    assert stale.meta["stale"] and "code fingerprint" in stale.meta["stale_reasons"][0]
+
+
+def test_show_prints_a_record_and_names_a_missing_one(data_env, monkeypatch, capsys):
+    root = data_env / "records"
+    monkeypatch.setenv("NTK_CORE_RECORDS", str(root))
+    assert main(["show", "setting1", "--profile", "medium"]) == 2
+    assert "--profile medium --record" in capsys.readouterr().err
+    _record_tiny(root)
+    assert main(["show", "setting1", "--profile", "quick"]) == 0
+    out = capsys.readouterr().out
+    assert "experiment: setting1" in out and "STALE" in out and "GD+RDI" in out
+
+
+def test_cli_record(data_env, monkeypatch, capsys):
+    root = data_env / "records"
+    monkeypatch.setenv("NTK_CORE_RECORDS", str(root))
+    args = [f"--set={k}={v!r}" for k, v in TINY.items()]
+    assert main(["run", "setting1", "--profile", "quick", "--record", *args]) == 0
+    assert "record:" in capsys.readouterr().out
+    assert (record_dir("setting1", "quick", root) / "provenance.json").exists()
+
+
+def test_medium_profile_and_an_experiment_without_one(monkeypatch):
+    for name in ("setting1", "distance", "difference_trick"):
+        config = experiments.make_config(name, "medium")
+        assert config.profile == "medium" and config.device == "cpu" and len(config.seeds) == 3
+
+    class Config:
+        @classmethod
+        def quick(cls):
+            return None
+
+    class Module:
+        pass
+
+    Module.Config = Config  # type: ignore[attr-defined]
+    monkeypatch.setattr(experiments, "get", lambda name: Module)
+    with pytest.raises(ValueError, match="has no 'medium' profile yet"):
+        experiments.make_config("setting2", "medium")
