@@ -103,13 +103,24 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+#: where ntk_core's methods run (``--device``); the tutorial baseline always runs on the CPU
+DEVICE = "cpu"
+
+
+def _sync() -> None:
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def timed(fn: Callable[[], object], repeat_below: float = 10.0) -> tuple[float, float, object]:
     """Seconds and peak MiB of ``fn()``; runs shorter than ``repeat_below`` s are repeated, best of 2 kept."""
     best, peak = float("inf"), 0.0
     for _ in range(2):
         with PeakRSS() as mem:
+            _sync()
             t0 = time.perf_counter()
             out = fn()
+            _sync()
             seconds = time.perf_counter() - t0
         best, peak = min(best, seconds), max(peak, mem.increase_mib)
         if seconds >= repeat_below:
@@ -182,7 +193,7 @@ def run_case(case: Case, methods_small: list[str], methods_large: list[str]) -> 
         xs = x[:n]
         choice = select_method(case.model, xs)
         for method in methods:
-            seconds, mib, _ = timed(lambda: empirical_ntk(case.model, xs, method=method))
+            seconds, mib, _ = timed(lambda: empirical_ntk(case.model, xs, method=method, device=DEVICE))
             picked = choice.method if method == "auto" else method
             note = f"picked {picked}" if method == "auto" else ""
             if n != case.n_small:
@@ -220,7 +231,8 @@ def run_mnist() -> Row:
     x, source = mnist_5_vs_8()
     model = TwoLayerNet(784, 10_000, seed=0)
     est = select_method(model, x)
-    run = lambda: empirical_ntk(model, x, method="auto", out_dtype=torch.float64, progress=True)  # noqa: E731
+    run = lambda: empirical_ntk(model, x, method="auto", out_dtype=torch.float64, progress=True,  # noqa: E731
+                                device=DEVICE)
     seconds, mib, k = timed(run, repeat_below=0.0)
     assert k.shape == (x.shape[0], x.shape[0]) and k.dtype == torch.float64
     return Row("two-layer w=10k, MNIST 5v8", x.shape[0], f"auto ({est.method}), f32->f64", seconds,
@@ -243,9 +255,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     parser.add_argument("--no-mnist", action="store_true", help="skip the 13,138-point MNIST Gram matrix")
+    parser.add_argument("--device", default="cpu",
+                        help="where ntk_core's methods run: cpu (default) or cuda (the baseline stays on the CPU; "
+                             "on cuda 'peak MiB' is the host process's, not the GPU's)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda: PyTorch sees no CUDA GPU on this machine")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {DEVICE}"
+          + (f" ({torch.cuda.get_device_name()})" if DEVICE.startswith("cuda") else ""), flush=True)
     rows: list[Row] = []
     all_cases = cases(args.quick)
     for case in all_cases:
