@@ -88,11 +88,22 @@ def _versions() -> dict[str, str]:
             "pandas": pd.__version__, "scipy": scipy.__version__}
 
 
+def _cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else :func:`platform.processor`."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _machine() -> dict[str, Any]:
     import torch
 
     return {"platform": platform.platform(), "machine": platform.machine(),
-            "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "processor": _cpu_model(), "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
 
@@ -155,7 +166,8 @@ def record_experiment(name: str, config: Any, compute: Callable[[Any, RunContext
             "units_resumed": ctx.units_loaded,
             "rows": len(table),
             "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "command": " ".join(["python -m ntk_core" if Path(sys.argv[0]).name == "__main__.py"
+                                 else Path(sys.argv[0]).name, *sys.argv[1:]]),
             "files": {"table.csv": _store.sha256_bytes(table_bytes), "units.json": _store.sha256_bytes(units_bytes)},
         }
         _store.atomic_write_bytes(folder / "table.csv", table_bytes)
