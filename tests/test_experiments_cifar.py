@@ -74,6 +74,15 @@ def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
     torch.testing.assert_close(setting2.OutputScale(g, 2.0 ** ((depth - 1) / 2))(x), gained(x))
     model = setting2.network(make_config("setting2", "quick", depth=depth, channels=5), seed=2)
     assert torch.allclose(model(x), torch.zeros(3), atol=1e-6)  # difference trick: f(θ(0), x) = 0
+    # output_scale multiplies each copy's output on top of the ReLU gain (the NTK by its square)
+    for scale, gain in ((4.0, True), (1.0, True), (3.0, False)):
+        net = setting2.network(make_config("setting2", "quick", depth=depth, channels=5, output_scale=scale,
+                                           relu_gain=gain), seed=2)
+        expected = scale * (2.0 ** ((depth - 1) / 2) if gain else 1.0)
+        torch.testing.assert_close(net.g1(x), expected * g(x))
+    plain = setting2.network(make_config("setting2", "quick", depth=depth, channels=5, output_scale=1.0,
+                                         relu_gain=False), seed=2)
+    assert isinstance(plain.g1, ConvNet)  # no factor at all: the bare network
 
 
 # --------------------------------------------------------------------------- configs
@@ -90,6 +99,8 @@ def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
     ({"lr": 0.05}, "unstable"),                       # λ = 8 of the paper's grid needs lr < 1/32
     ({"pool": 3}, "pool"),
     ({"eval_every": 0}, "eval_every"),
+    ({"output_scale": 0.0}, "output_scale"),
+    ({"output_scale": float("inf")}, "output_scale"),
 ])
 def test_setting2_rejects_bad_configs(overrides, message) -> None:
     with pytest.raises(ValueError, match=message):
@@ -103,7 +114,7 @@ def test_setting2_rejects_bad_configs(overrides, message) -> None:
     ({"lam": 0.0}, "lam"),
     ({"losses": ("hinge",)}, "losses"),
     ({"lr_milestones": (3, 2)}, "milestones"),
-    ({"lr_milestones": (8,)}, "milestones"),
+    ({"lr_milestones": (30,)}, "milestones"),          # must lie before the last epoch (quick: 30)
     ({"blocks": (1, 1, 1)}, "blocks"),
 ])
 def test_setting3_rejects_bad_configs(overrides, message) -> None:
@@ -121,9 +132,28 @@ def test_full_profiles_are_the_papers_scale(monkeypatch) -> None:
     assert q2.depth >= 8 and q2.lams == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0) and q2.curve_lam == 4.0  # layer 7 trained
     assert q2.clean_lams == (2.0,)
     assert f2.lams == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0) and f2.curve_lam == 4.0 and f2.clean_lams == (2.0,)
+    assert f2.output_scale == 1.0 and f2.relu_gain
     assert (f3.blocks, f3.width, f3.epochs, f3.lr_milestones) == ((3, 4, 6, 3), 64, 164, (82, 123))
     assert (f3.lr, f3.momentum, f3.weight_decay, f3.batch_size) == (0.1, 0.9, 5e-4, 128)
-    assert f3.noise_levels == (0.0, 0.2, 0.4, 0.6)
+    assert f3.noise_levels == (0.0, 0.2, 0.4, 0.6) and f3.augment and f3.aux_weight_decay == 5e-4
+
+
+def test_quick_and_medium_profiles_of_settings_2_and_3() -> None:
+    """The quick sizes chosen so that vanilla training can fit the noisy labels, and the medium ones."""
+    q2, m2 = setting2.Config.quick(), setting2.Config.medium()
+    assert (q2.n_train, q2.pool, q2.depth, q2.channels, q2.output_scale) == (100, 4, 8, 16, 4.0)
+    assert (q2.epochs, q2.batch_size, q2.lr, q2.seeds) == (150, 4, 0.025, (0, 1))
+    # per-step stability with the NTK scaled by output_scale² (constant mode ≈ 0.87 per pair) and AUX at λ = 8
+    assert q2.lr * q2.batch_size * 0.87 * q2.output_scale ** 2 < 2 and q2.lr * max(q2.lams) ** 2 < 2
+    assert m2.profile == "medium" and m2.depth == 11 and m2.n_train + m2.n_val <= 762  # airplane/auto in 4,000
+    assert make_config("setting2", "medium") == m2
+    q3, m3 = setting3.Config.quick(), setting3.Config.medium()
+    assert (q3.n_train, q3.epochs, q3.lr_milestones, q3.augment, q3.seeds) == (256, 30, (15, 25), False, (0, 1, 2))
+    # c = λ² / (aux_weight_decay · n) of the full profile kept: 5e-4 · 45,000 / n
+    for c in (q3, m3):
+        assert c.aux_weight_decay * c.n_train == pytest.approx(5e-4 * 45_000, rel=0.02)
+    assert m3.profile == "medium" and m3.n_train + m3.n_val <= 4_000 and m3.width > q3.width
+    assert make_config("setting3", "medium") == m3
 
 
 # --------------------------------------------------------------------------- end to end, tiny
@@ -144,7 +174,7 @@ def cifar_env(shared_data, tmp_path, monkeypatch):
 def test_setting2_tiny_end_to_end(cifar_env) -> None:
     result = run("setting2", "quick", use_cache=False, n_train=40, n_val=20, n_test=40, depth=4, channels=4,
                  epochs=2, eval_every=1, batch_size=10, lams=(0.3, 3.0), curve_lam=0.3, clean_lams=(0.3,),
-                 pool=4, download=False)
+                 pool=4, seeds=(0,), download=False)
     t = result.table
     assert set(t["part"]) == {"curves", "layers", "summary", "spectrum"}
     assert set(t["noise"]) == {0.0, 0.2}

@@ -44,7 +44,7 @@ step, so at equilibrium ``λ b_i`` absorbs ``c / (1 + c)`` of the residual with
 λ = 4, n = 45,000, and 10× larger after each decay (the auxiliary weight decay is divided by 10;
 the learning rate only sets how fast the equilibrium is reached), i.e. AUX is
 weak before the first learning-rate decay and absorbs nearly all of the
-residual after it, as Appendix D describes; the standard CIFAR augmentation
+residual after it, as Appendix D describes; in the full profile the standard CIFAR augmentation
 (random crop with 4-pixel padding and horizontal flip, ``augment=True``, as for
 the baselines the paper compares with; the paper's 94% clean accuracy needs
 it); the 45,000 / 5,000 training / validation split of the full profile.
@@ -75,40 +75,57 @@ class Config:
     """Sizes, schedule and AUX settings of Setting 3; ``quick()`` fits 2 CPU cores, ``full()`` is the paper's scale."""
 
     profile: str = "quick"
-    n_train: int = 1_000
-    n_val: int = 500
+    n_train: int = 256
+    n_val: int = 128
     n_test: int = 500
     blocks: tuple[int, ...] = (1, 1, 1, 1)
     width: int = 8
     noise_levels: tuple[float, ...] = (0.0, 0.4)
     losses: tuple[str, ...] = ("ce", "mse")
-    epochs: int = 6
+    epochs: int = 30
     lr: float = 0.1
-    lr_milestones: tuple[int, ...] = (3, 5)
+    lr_milestones: tuple[int, ...] = (15, 25)
     momentum: float = 0.9
     weight_decay: float = 5e-4
     batch_size: int = 32
     lam: float = 4.0
-    aux_weight_decay: float = 0.02
+    aux_weight_decay: float = 0.088
     mse_scale: float = 1.0
-    augment: bool = True
+    augment: bool = False
     download: bool = True
     seeds: tuple[int, ...] = (0, 1, 2)
     device: str = "cpu"
 
     @classmethod
     def quick(cls) -> "Config":
-        """A tiny ResNet (one block per stage, widths 8/16/32/64), 1,000 training / 500 validation / 500
-        test images of the partial CIFAR-10, 6 epochs with the paper's schedule scaled (decays after 3 and 5),
-        noise 0 and 0.4, both losses, with and without AUX (8 runs), three seeds (Table 1 is mean ± std, and
-        differences between its rows are judged against the spread between seeds).
+        """A tiny ResNet (one block per stage, widths 8/16/32/64), 256 training / 128 validation / 500
+        test images of the partial CIFAR-10, 30 epochs with the paper's schedule scaled (decays after 15
+        and 25), no augmentation, noise 0 and 0.4, both losses, with and without AUX (8 runs), three
+        seeds (Table 1 is mean ± std, and differences between its rows are judged against the spread
+        between seeds).
 
-        Batch 32 instead of 128, so that 1,000 images still give 31 SGD steps per epoch (clean accuracy
-        after 8 epochs was ≈ 37% at batch 32 against ≈ 32% at batch 128). ``aux_weight_decay = 0.02``: at
-        equilibrium the auxiliary variables absorb ``c/(1+c)`` of the residual with ``c ≈ λ² / (aux_weight_decay · n)``
-        (independent of the batch size), so 5e-4 · 45,000 / 1,000 ≈ 0.02 keeps the balance of the full profile.
+        Chosen so that the paper's precondition can hold: normal training fits the noisy labels. The
+        previous quick profile (1,000 images with augmentation, 6 epochs) fitted at most ≈ 22% of them;
+        in trials without augmentation, 256 images reach training accuracy 1.0 on the 40%-noisy labels
+        with CCE by epoch 16 (500 images: 0.98 after 24 epochs; with MSE, 0.62). A longer training on
+        fewer images, ≈ 9 s per run. Augmentation (``augment=True``, the full profile) makes
+        memorisation far slower, so the quick profile leaves it out.
+
+        Batch 32 instead of 128, so that few images still give 8 SGD steps per epoch.
+        ``aux_weight_decay = 0.088``: at equilibrium the auxiliary variables absorb ``c/(1+c)`` of the
+        residual with ``c ≈ λ² / (aux_weight_decay · n)`` (independent of the batch size), so
+        5e-4 · 45,000 / 256 ≈ 0.088 keeps the balance of the full profile.
         """
         return cls()
+
+    @classmethod
+    def medium(cls) -> "Config":
+        """Larger, for about an hour on 2 CPU cores (an estimate from the quick profile's ≈ 9 s per run,
+        not measured end to end): all 4,000 training images of the partial CIFAR-10 (3,500 trained, 500
+        for validation) and its 1,000 test images, the tiny ResNet at width 16, 40 epochs (decays after 20
+        and 30), batch 64, no augmentation, one seed. ``aux_weight_decay`` 5e-4 · 45,000 / 3,500."""
+        return cls(profile="medium", n_train=3_500, n_val=500, n_test=0, width=16, epochs=40,
+                   lr_milestones=(20, 30), batch_size=64, aux_weight_decay=0.0064, seeds=(0,))
 
     @classmethod
     def full(cls) -> "Config":
@@ -122,7 +139,7 @@ class Config:
         """
         return cls(profile="full", n_train=45_000, n_val=5_000, n_test=0, blocks=(3, 4, 6, 3), width=64,
                    noise_levels=(0.0, 0.2, 0.4, 0.6), epochs=164, lr_milestones=(82, 123), batch_size=128,
-                   aux_weight_decay=5e-4,
+                   aux_weight_decay=5e-4, augment=True,
                    seeds=(0, 1, 2), device="cuda")
 
     def __post_init__(self) -> None:
