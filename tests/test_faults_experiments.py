@@ -30,6 +30,7 @@ from ntk_core.__main__ import main
 from ntk_core._store import DamagedArtifactWarning
 from ntk_core.experiments import difference_trick
 from ntk_core.experiments._base import Result
+import damage
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "difference_trick"
@@ -168,18 +169,7 @@ def test_exported_csv_reads_back_exactly(tmp_path):
         Result.load(tmp_path / "r")
 
 
-def _truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def _flip(path: Path) -> None:
-    raw = bytearray(path.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    path.write_bytes(bytes(raw))
-
-
-def _empty(path: Path) -> None:
-    path.write_bytes(b"")
+_truncate, _flip, _empty = damage.truncate, damage.flip, damage.empty
 
 
 def _nan(path: Path) -> None:

@@ -31,6 +31,7 @@ from ntk_core import _store
 from ntk_core.nets import MLP
 from ntk_core.ntk import empirical_ntk
 from ntk_core.train import TrainConfig, _checkpoint_identity, train
+import damage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,18 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- ways to damage a file
 
 
-def _truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def _flip(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
-def _empty(path: Path) -> None:
-    path.write_bytes(b"")
+_truncate, _flip, _empty = damage.truncate, damage.flip, damage.empty
 
 
 def _garbage(path: Path) -> None:
