@@ -132,7 +132,7 @@ class ImageDataset:
         size = f"{len(self):,} images"
         if self.partial:
             size += f" (PARTIAL: the official split has {self.official_size:,})"
-        text = f"{self.name} {self.split}: {size} from {how} {self.location}"
+        text = f"{self.name} {self.split}: {size} from {how} {_short_location(self.location)}"
         return f"{text}; {self.note}" if self.note else text
 
 
@@ -161,6 +161,20 @@ class BinaryTask:
         n_pos = int((self.y == 1).sum())
         return (f"{self.positive!r} (+1, {n_pos:,}) vs {self.negative!r} (-1, {len(self) - n_pos:,}) "
                 f"cut from {self.source.describe()}")
+
+
+def _short_location(location: str) -> str:
+    """A location as a reader may see it: under ``$NTK_CORE_DATA`` or the home folder it is written from there,
+    so that printed descriptions (and the book built from them) name no path of the machine."""
+    path = Path(location)
+    env = os.environ.get("NTK_CORE_DATA")
+    for root, label in ((Path(env).expanduser() if env else None, "$NTK_CORE_DATA"), (Path.home(), "~")):
+        if root is not None and path.is_absolute():
+            try:
+                return f"{label}/{path.relative_to(root).as_posix()}"
+            except ValueError:
+                pass
+    return location
 
 
 # --------------------------------------------------------------------------- sources

@@ -339,3 +339,14 @@ def test_plot_helpers_draw_the_papers_panels() -> None:
     assert len(lines) == 4 and [ln.get_linestyle() for ln in lines[:2]] == ["--", "-"]  # train dashed, test solid
     np.testing.assert_allclose(lines[1].get_ydata(), [50.0, 40.0, 45.0])              # in percent
     plt.close("all")
+
+
+def test_verdicts_of_the_paired_differences():
+    from ntk_core.experiments import setting2, setting3
+
+    assert setting2.seed_verdict([0.01, 0.02]) == "lower than SGD's on every seed"
+    assert setting2.seed_verdict([-0.01, -0.02]) == "higher than SGD's on every seed"
+    assert setting2.seed_verdict([-0.01, 0.02]) == "lower on some seeds and higher on others"
+    assert setting3.paired_verdict({"mean": 0.05, "sem": 0.02}) == "holds"
+    assert setting3.paired_verdict({"mean": -0.05, "sem": 0.02}) == "the opposite holds"
+    assert setting3.paired_verdict({"mean": 0.03, "sem": 0.02}) == "not resolved"

@@ -78,7 +78,7 @@ from ..train import Method, TrainConfig, TrainResult, classification_error, pred
 from ._base import RunContext, Split, check_common, check_count, check_values, memorised_fraction, split_from
 
 __all__ = ["Config", "compute", "network", "features", "OutputScale", "figure_curves", "layer_curves", "sweep",
-           "memorised_fraction", "fitted_by_linear_sgd"]
+           "memorised_fraction", "fitted_by_linear_sgd", "seed_verdict"]
 
 _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
 
@@ -379,3 +379,13 @@ def sweep(table: pd.DataFrame, noise_rate: float) -> pd.DataFrame:
     cols = ["train_error", "train_error_net", "train_error_clean", "test_error", "dist"]
     return s.groupby(["method", "lam"])[cols].mean().reset_index()
 
+
+
+def seed_verdict(differences: np.ndarray) -> str:
+    """How SGD's test error minus a method's compares across seeds (positive: the method is lower)."""
+    d = np.asarray(differences, dtype=float)
+    if (d > 0).all():
+        return "lower than SGD's on every seed"
+    if (d < 0).all():
+        return "higher than SGD's on every seed"
+    return "lower on some seeds and higher on others"

@@ -65,7 +65,7 @@ from ..resnet import CifarResNet, RandomCropFlip
 from ..train import TrainConfig, train
 from ._base import RunContext, Split, check_common, check_count, check_values, split_from
 
-__all__ = ["Config", "compute", "corrupt_exact", "network", "paired_gain", "table1"]
+__all__ = ["Config", "compute", "corrupt_exact", "network", "paired_gain", "paired_verdict", "table1"]
 
 _LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}
 
@@ -286,3 +286,10 @@ def paired_gain(table: pd.DataFrame, noise_rate: float, better: str, worse: str)
     std = float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
     return {"differences": diff.tolist(), "mean": float(diff.mean()), "std": std,
             "sem": std / math.sqrt(len(diff)) if len(diff) > 1 else math.nan, "seeds": len(diff)}
+
+
+def paired_verdict(gain: dict) -> str:
+    """Verdict on a claim "mean > 0" of :func:`paired_gain`: it counts beyond twice the standard error."""
+    if gain["mean"] > 2 * gain["sem"]:
+        return "holds"
+    return "the opposite holds" if gain["mean"] < -2 * gain["sem"] else "not resolved"
