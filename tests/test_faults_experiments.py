@@ -68,9 +68,9 @@ def frozen_code():
     """One code fingerprint for the whole module, so that an edit of ntk_core while it runs changes no key."""
     from ntk_core.experiments import _base
 
-    value = _base.code_fingerprint()
+    value = _base.code_fingerprint(NAME)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_base, "code_fingerprint", lambda: value)
+        mp.setattr(_base, "code_fingerprint", lambda name=None: value)
         yield value
 
 

@@ -101,7 +101,7 @@ def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkey
         recorded("setting1", "quick", root=root)
     again = _record_tiny(root)
     assert again.meta["units_resumed"] == 5 and again.meta["units_computed"] == 0
-    monkeypatch.setattr(_record, "code_fingerprint", lambda: "0123456789ab")
+    monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "0123456789ab")
     stale = recorded("setting1", "quick", root=root)
     assert stale.meta["stale"] and "code fingerprint" in stale.meta["stale_reasons"][0]
 
@@ -143,3 +143,28 @@ def test_medium_profile_and_an_experiment_without_one(monkeypatch):
     monkeypatch.setattr(experiments, "get", lambda name: Module)
     with pytest.raises(ValueError, match="has no 'medium' profile yet"):
         experiments.make_config("setting2", "medium")
+
+
+def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
+    """Docstrings, comments and modules the experiment never imports leave its fingerprint; code does not."""
+    import shutil
+    from pathlib import Path
+
+    from ntk_core.experiments import _base
+
+    package = tmp_path / "ntk_core"
+    shutil.copytree(Path(_base.__file__).resolve().parents[1], package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    fp = lambda: _base._package_fingerprint(package, "setting1")  # noqa: E731
+    assert fp() == _base.code_fingerprint("setting1") != _base.code_fingerprint("setting3")
+    before = fp()
+    krr = package / "krr.py"
+    text = krr.read_text()
+    head = text.index('"""', text.index("def check_kernel_matrix")) + 3
+    krr.write_text(text[:head] + "Reworded. " + text[head:] + "\n# a comment\n")
+    (package / "theory.py").write_text((package / "theory.py").read_text() + "\nX = 1\n")
+    assert fp() == before
+    krr.write_text(krr.read_text() + "\nY = 2\n")  # code in a module setting1 imports
+    assert fp() != before
+    with pytest.raises(ValueError, match="no experiment module"):
+        _base._package_fingerprint(package, "setting9")

@@ -39,6 +39,7 @@ Tables round-trip exactly: numeric columns are stored as arrays, others as JSON.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import io
@@ -72,13 +73,75 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "ntk_core" / "results"
 
 
-def code_fingerprint() -> str:
-    """SHA-256 (first 12 hex digits) of every ``.py`` file of the installed ``ntk_core`` package."""
-    root = Path(__file__).resolve().parents[1]
+def _code_text(path: Path) -> str:
+    """The code of one module without its docstrings and comments (``ast.dump`` of the stripped tree)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _imported_modules(path: Path, package: Path) -> list[Path]:
+    """The ``ntk_core`` modules that the module at ``path`` imports (relative or absolute imports)."""
+    here = path.parent.relative_to(package.parent).parts  # ("ntk_core", "experiments"), say
+    def module(parts: tuple[str, ...]) -> Path | None:
+        target = package.parent.joinpath(*parts)
+        for file in (target.with_suffix(".py"), target / "__init__.py"):
+            if file.is_file():
+                return file
+        return None
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - node.level + 1] if node.level else ()
+            parts = (*base, *(node.module.split(".") if node.module else ()))
+            # ``from pkg import mod`` needs mod; ``from pkg import name`` needs pkg's __init__
+            names = [(*parts, alias.name) if module((*parts, alias.name)) else parts for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [tuple(alias.name.split(".")) for alias in node.names]
+        else:
+            continue
+        for name in names:
+            file = module(name) if name and name[0] == package.name else None
+            if file is not None:
+                found.append(file)
+    return found
+
+
+def code_fingerprint(experiment: str | None = None) -> str:
+    """SHA-256 (first 12 hex digits) of the ``ntk_core`` code that computes ``experiment``'s numbers.
+
+    With ``experiment``, the modules hashed are ``experiments/<experiment>.py``, ``experiments/_base.py`` and
+    every ``ntk_core`` module they import, transitively; without it, every module of the package. Docstrings
+    and comments are left out (each module enters as the dump of its syntax tree without docstrings), so
+    that documentation edits, or edits of modules the experiment does not use, leave its cached and recorded
+    results current.
+    """
+    return _package_fingerprint(Path(__file__).resolve().parents[1], experiment)
+
+
+def _package_fingerprint(package: Path, experiment: str | None) -> str:
+    if experiment is None:
+        files = set(package.rglob("*.py"))
+    else:
+        start = package / "experiments" / f"{experiment}.py"
+        if not start.is_file():
+            raise ValueError(f"no experiment module {start.name} in {package.name}/experiments")
+        files, todo = set(), [start, package / "experiments" / "_base.py"]
+        while todo:
+            path = todo.pop()
+            if path not in files:
+                files.add(path)
+                todo.extend(_imported_modules(path, package))
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
+    for path in sorted(files):
+        h.update(path.relative_to(package).as_posix().encode())
+        h.update(_code_text(path).encode())
     return h.hexdigest()[:12]
 
 
@@ -94,7 +157,7 @@ def _jsonable(value: Any) -> Any:
 
 def config_hash(name: str, config: Any) -> str:
     """A short hash of the experiment name, every config field, and the code fingerprint."""
-    payload = json.dumps({"experiment": name, "config": _jsonable(config), "code": code_fingerprint()},
+    payload = json.dumps({"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -331,7 +394,7 @@ def run_experiment(name: str, config: ExperimentConfig,
     """
     key = config_hash(name, config)
     folder = cache_dir() / name
-    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint()}
+    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)}
     with _store.file_lock(folder / f"{key}.lock"):
         # a run killed while writing leaves its temporary file; this config's writers all hold the lock
         for stale in [*folder.glob(f".{key}.npz.*.part"), *(folder / f"{key}.units").glob(".*.part")]:

@@ -129,7 +129,7 @@ def record_experiment(name: str, config: Any, compute: Callable[[Any, RunContext
     profile = config.profile
     folder = record_dir(name, profile, root)
     key = config_hash(name, config)
-    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint()}
+    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)}
     work = folder / "work"
     with _store.file_lock(work / f"{key}.lock"):
         for stale in (work / f"{key}.units").glob(".*.part"):
@@ -224,8 +224,9 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
     table_bytes = _read_verified(folder, "table.csv", provenance)
     table = pd.read_csv(io.BytesIO(table_bytes), float_precision="round_trip")
     reasons = []
-    if provenance.get("code") != code_fingerprint():
-        reasons.append(f"code fingerprint {provenance.get('code')} differs from the current {code_fingerprint()}")
+    current_code = code_fingerprint(name)
+    if provenance.get("code") != current_code:
+        reasons.append(f"code fingerprint {provenance.get('code')} differs from the current {current_code}")
     try:
         from . import make_config
 
