@@ -195,3 +195,15 @@ def test_command_line(cache, tmp_path, capsys):
     assert main(["run", "setting1", "--set", "noise_levels=(0.7,)"]) == 2
     assert "noise level" in capsys.readouterr().err
     assert main(["list"]) == 0
+
+
+def test_result_table_text_columns_round_trip_in_either_pandas_dtype():
+    """pandas 3 gives text columns a ``str`` dtype (pandas 2: ``object``); the cache stores both alike."""
+    from ntk_core.experiments._base import _round_trip
+
+    for dtype in (object, "string"):
+        table = pd.DataFrame({"method": pd.Series(["GD", "GD+RDI"], dtype=dtype), "error": [0.25, 0.125]})
+        back = _round_trip(table)
+        assert back["method"].tolist() == ["GD", "GD+RDI"] and back["error"].tolist() == [0.25, 0.125]
+    with pytest.raises(TypeError, match="which the cache does not store"):
+        _round_trip(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}))

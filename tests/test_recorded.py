@@ -161,7 +161,8 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     krr = package / "krr.py"
     text = krr.read_text()
     head = text.index('"""', text.index("def check_kernel_matrix")) + 3
-    krr.write_text(text[:head] + "Reworded. " + text[head:] + "\n# a comment\n")
+    krr.write_text((text[:head] + "Reworded. " + text[head:] + "\n# a comment\n")
+                   .replace("def check_kernel_matrix(K: Any,", "def check_kernel_matrix(K: 'ArrayLike',"))
     (package / "theory.py").write_text((package / "theory.py").read_text() + "\nX = 1\n")
     assert fp() == before
     krr.write_text(krr.read_text() + "\nY = 2\n")  # code in a module setting1 imports

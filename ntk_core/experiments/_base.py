@@ -74,7 +74,10 @@ def cache_dir() -> Path:
 
 
 def _code_text(path: Path) -> str:
-    """The code of one module without its docstrings and comments (``ast.dump`` of the stripped tree)."""
+    """The code of one module without docstrings, comments and type annotations (``ast.dump`` of the tree).
+
+    Annotations do not change what the code computes; a dataclass field keeps its name and default.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -82,6 +85,12 @@ def _code_text(path: Path) -> str:
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+        elif isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = ast.Constant(None)
     return ast.dump(tree)
 
 
@@ -186,7 +195,7 @@ def _json_bytes(value: Any) -> bytes:
 
 
 def _table_to_store(table: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, bytes], list[dict[str, str]]]:
-    """Numeric and boolean columns as arrays (bit for bit), the others as one JSON list each."""
+    """Numeric and boolean columns as arrays (bit for bit), text and object columns as one JSON list each."""
     arrays: dict[str, np.ndarray] = {}
     blobs: dict[str, bytes] = {}
     columns: list[dict[str, str]] = []
@@ -198,7 +207,8 @@ def _table_to_store(table: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[st
         if isinstance(dtype, np.dtype) and dtype.kind in "biufc":
             arrays[f"c{i}"] = column.to_numpy()
             columns.append({"name": name, "store": "array"})
-        elif isinstance(dtype, np.dtype) and dtype.kind == "O":
+        elif (isinstance(dtype, np.dtype) and dtype.kind == "O") or isinstance(dtype, pd.StringDtype):
+            # pandas 3 gives text columns a string dtype; both come back as object columns
             blobs[f"c{i}"] = _json_bytes(column.tolist())
             columns.append({"name": name, "store": "json"})
         else:

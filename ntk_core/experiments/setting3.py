@@ -132,10 +132,10 @@ class Config:
         """ResNet-34 on 45,000 training / 5,000 validation images and the 10,000 test images, 164 epochs,
         noise 0, 0.2, 0.4, 0.6, three seeds.
 
-        GPU estimate: ResNet-34 at 32×32 is ≈ 1.16 GFLOP per image forward, ≈ 3.5 GFLOP forward and
-        backward; an epoch (45,000 trained + 60,000 evaluated images) is ≈ 0.23 PFLOP, ≈ 15–25 s on
-        one H100 with float32/TF32, so a run of 164 epochs is ≈ 1 hour and the 16 runs of a seed
-        (4 noise levels × 2 losses × with/without AUX) ≈ 16 GPU hours (an estimate, not measured).
+        Measured on one NVIDIA H100 80GB (``benchmarks/gpu_check.sh``, 2026-11-26, torch 2.11.0+cu130): a
+        slice of 2 runs (with and without AUX) × 2 epochs of 3,500 images took 2.9 s; scaled by image passes,
+        the 48 runs (4 noise levels × 2 losses × with/without AUX × 3 seeds) × 164 epochs of 45,000 images
+        take ≈ 20 GPU hours (an estimate from that slice).
         """
         return cls(profile="full", n_train=45_000, n_val=5_000, n_test=0, blocks=(3, 4, 6, 3), width=64,
                    noise_levels=(0.0, 0.2, 0.4, 0.6), epochs=164, lr_milestones=(82, 123), batch_size=128,
