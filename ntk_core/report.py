@@ -1,0 +1,159 @@
+"""The book's record of what it checked: one :class:`Claim` per statement of the paper, kept in a :class:`Ledger`.
+
+Every chapter checks the paper's statements on the numbers it has just computed. Instead of a bare ``assert``
+it calls :meth:`Ledger.check` (the claim holds: the check fails the build if it does not),
+:meth:`Ledger.finding` (the claim does *not* hold under its preconditions, and the evidence for that is
+asserted) or :meth:`Ledger.not_run`. At the end of the chapter :meth:`Ledger.show` prints its "Checks" list
+and :meth:`Ledger.save` writes the claims as JSON into the folder named by ``$NTK_BOOK_LEDGER`` (the book's
+Sphinx extension sets it for the build; unset, nothing is written). The landing page's *Results at a glance*
+is generated from those files, so it cannot disagree with the chapters.
+
+Statuses (:data:`STATUSES`), in the words of the glance table:
+
+``verified``
+    checked exactly (closed form, float64, Monte Carlo within its error);
+``vacuous``
+    holds, but the bound is above the trivial value (1 for a 0-1 error), so it says nothing;
+``quick``
+    reproduced qualitatively at the ``quick`` scale of the live build;
+``medium``
+    reproduced on the recorded ``medium`` run (``results/medium/``);
+``not reproduced``
+    a finding: under the paper's preconditions the claim does not hold here; the evidence is shown and checked;
+``not run``
+    not checked in this build (no record yet, or the profile leaves it out), with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from . import _store
+
+__all__ = ["STATUSES", "Claim", "Ledger", "load_ledgers"]
+
+Status = Literal["verified", "vacuous", "quick", "medium", "not reproduced", "not run"]
+STATUSES: tuple[str, ...] = ("verified", "vacuous", "quick", "medium", "not reproduced", "not run")
+_LEDGER_ENV = "NTK_BOOK_LEDGER"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of the paper and what this build found.
+
+    Attributes
+    ----------
+    ref : str
+        The paper's name for it ("Theorem 4.1", "Figure 1a", "Table 2").
+    statement : str
+        What was checked, in one sentence.
+    status : str
+        One of :data:`STATUSES`.
+    value : str
+        The key number of this build ("GD+RDI 7.1 % vs GD 14.3 % test error").
+    paper : str
+        The paper's own number or statement beside it ("" when the paper gives none).
+    anchor : str
+        The book label of the section that shows it (a MyST target such as ``exp-figure-1a``).
+    chapter : str
+        The chapter that checked it.
+    """
+
+    ref: str
+    statement: str
+    status: str
+    value: str
+    paper: str = ""
+    anchor: str = ""
+    chapter: str = ""
+
+
+@dataclass
+class Ledger:
+    """The claims one chapter checks, in order.
+
+    Parameters
+    ----------
+    chapter : str
+        The chapter's name (its file name without ``.md``); it names the saved JSON file.
+
+    Examples
+    --------
+    >>> ledger = Ledger("demo")
+    >>> ledger.check("Theorem 4.1", "RDI and AUX give the same predictor", 0.0 <= 1e-12,
+    ...              value="max difference 0", anchor="thm-4-1")
+    >>> ledger.claims[0].status
+    'verified'
+    >>> ledger.check("Theorem 4.1", "a claim that fails", False, value="1.0")
+    Traceback (most recent call last):
+    ...
+    AssertionError: Theorem 4.1: a claim that fails (1.0)
+    """
+
+    chapter: str
+    claims: list[Claim] = field(default_factory=list)
+
+    def _add(self, ref: str, statement: str, status: str, value: str, paper: str, anchor: str) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        if not ref or not statement:
+            raise ValueError("a claim needs the paper's reference and a statement")
+        self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter))
+
+    def check(self, ref: str, statement: str, holds: Any, *, value: str, paper: str = "", anchor: str = "",
+              status: Status = "verified") -> None:
+        """Record that the claim holds; raise ``AssertionError`` (failing the build) if ``holds`` is false.
+
+        ``status`` says how it holds: ``verified`` (default), ``vacuous``, ``quick`` or ``medium``.
+        """
+        if status in ("not reproduced", "not run"):
+            raise ValueError(f"check() records a claim that holds; use finding() or not_run() for {status!r}")
+        if not bool(holds):
+            raise AssertionError(f"{ref}: {statement} ({value})")
+        self._add(ref, statement, status, value, paper, anchor)
+
+    def finding(self, ref: str, statement: str, evidence: Any, *, value: str, paper: str = "",
+                anchor: str = "") -> None:
+        """Record that the claim does not hold here; ``evidence`` (that it fails, measured) must be true."""
+        if not bool(evidence):
+            raise AssertionError(f"{ref}: the finding '{statement}' is not supported by this build ({value})")
+        self._add(ref, statement, "not reproduced", value, paper, anchor)
+
+    def not_run(self, ref: str, statement: str, why: str, *, paper: str = "", anchor: str = "") -> None:
+        """Record that the claim is not checked in this build, and why."""
+        self._add(ref, statement, "not run", why, paper, anchor)
+
+    def table(self) -> list[dict[str, str]]:
+        """The claims as rows for :func:`ntk_core.plots.show_table`."""
+        return [{"paper": c.ref, "claim": c.statement, "status": c.status, "this build": c.value,
+                 "paper's number": c.paper} for c in self.claims]
+
+    def show(self) -> None:
+        """Display the chapter's "Checks" list (one row per claim) and save it (see :meth:`save`)."""
+        from .plots import show_table
+
+        show_table(self.table())
+        self.save()
+
+    def save(self, folder: str | os.PathLike[str] | None = None) -> Path | None:
+        """Write the claims to ``<folder>/<chapter>.json`` (default ``$NTK_BOOK_LEDGER``; unset: no file)."""
+        target = folder if folder is not None else os.environ.get(_LEDGER_ENV)
+        if not target:
+            return None
+        path = Path(target) / f"{self.chapter}.json"
+        payload = {"chapter": self.chapter, "claims": [asdict(c) for c in self.claims]}
+        _store.atomic_write_bytes(path, (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode())
+        return path
+
+
+def load_ledgers(folder: str | os.PathLike[str]) -> dict[str, list[Claim]]:
+    """The saved claims of every chapter in ``folder``: ``{chapter: [Claim, ...]}``."""
+    out: dict[str, list[Claim]] = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        out[payload["chapter"]] = [Claim(**c) for c in payload["claims"]]
+    return out
