@@ -1,0 +1,84 @@
+"""ntk_core.report (the chapters' ledger of claims) and the book's glance extension that collects it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ntk_core.report import STATUSES, Claim, Ledger, load_ledgers
+
+BOOK_EXT = Path(__file__).resolve().parents[1] / "book" / "_ext"
+
+
+def test_check_records_a_claim_that_holds_and_fails_loudly_otherwise():
+    ledger = Ledger("demo")
+    ledger.check("Theorem 4.1", "RDI equals AUX", True, value="0.0", anchor="thm-4-1")
+    ledger.check("Theorem 5.1", "bound above the loss", True, value="1.7 ≥ 0.3", status="vacuous")
+    with pytest.raises(AssertionError, match=r"Figure 1a: RDI beats GD \(7% vs 5%\)"):
+        ledger.check("Figure 1a", "RDI beats GD", False, value="7% vs 5%")
+    assert [c.status for c in ledger.claims] == ["verified", "vacuous"]  # the failed claim is not recorded
+    with pytest.raises(ValueError, match="use finding"):
+        ledger.check("Table 1", "x", True, value="1", status="not reproduced")
+    with pytest.raises(ValueError, match="status must be one of"):
+        ledger.check("Table 1", "x", True, value="1", status="roughly")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reference and a statement"):
+        ledger.check("", "x", True, value="1")
+
+
+def test_finding_needs_its_evidence_and_not_run_says_why():
+    ledger = Ledger("demo")
+    ledger.finding("Figure 1b", "RDI is not better than SGD here", True, value="12% vs 11%")
+    with pytest.raises(AssertionError, match="not supported by this build"):
+        ledger.finding("Figure 1b", "RDI is worse", False, value="10% vs 11%")
+    ledger.not_run("Table 1", "AUX last ≈ best", "no medium record yet")
+    assert [(c.status, c.value) for c in ledger.claims] == [("not reproduced", "12% vs 11%"),
+                                                            ("not run", "no medium record yet")]
+    assert set(c.status for c in ledger.claims) <= set(STATUSES)
+
+
+def test_save_writes_only_where_the_build_asks_and_round_trips(tmp_path, monkeypatch):
+    ledger = Ledger("binary")
+    ledger.check("Theorem 5.2", "bound ≥ ramp loss", True, value="0.70 ≥ 0.11", paper="—", anchor="thm-5-2")
+    monkeypatch.delenv("NTK_BOOK_LEDGER", raising=False)
+    assert ledger.save() is None and not list(tmp_path.iterdir())
+    monkeypatch.setenv("NTK_BOOK_LEDGER", str(tmp_path / "claims"))
+    path = ledger.save()
+    assert path == tmp_path / "claims" / "binary.json"
+    assert load_ledgers(tmp_path / "claims") == {"binary": [Claim("Theorem 5.2", "bound ≥ ramp loss", "verified",
+                                                                  "0.70 ≥ 0.11", "—", "thm-5-2", "binary")]}
+
+
+def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
+    pytest.importorskip("sphinx")
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(BOOK_EXT)!r})\nextensions = ['glance']\n")
+    (src / "index.rst").write_text("Home\n====\n\n.. results-at-a-glance::\n\n.. toctree::\n\n   one\n   two\n")
+    (src / "one.rst").write_text(".. _sec-one:\n\nSection one\n===========\n\nText.\n")
+    (src / "two.rst").write_text("Two\n===\n\nNo ledger here.\n")
+    out = tmp_path / "build" / "html"
+
+    def chapters_run(app, env, docnames):  # what the executed chapters do: save their ledgers
+        ledger = Ledger("one")
+        ledger.check("Lemma A.1", "zero initial output", True, value="max |f| = 0", paper="0", anchor="sec-one")
+        ledger.not_run("Table 1", "AUX last ≈ best", "no medium record yet")
+        ledger.save()
+
+    stale = tmp_path / "build" / "claims"
+    stale.mkdir(parents=True)
+    (stale / "old.json").write_text(json.dumps({"chapter": "old", "claims": []}))
+    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=sys.stderr,
+                 freshenv=True)
+    app.connect("env-before-read-docs", chapters_run)
+    app.build()
+    html = (out / "index.html").read_text()
+    assert "Lemma A.1" in html and "verified exactly" in html and "max |f| = 0" in html
+    assert 'href="one.html#sec-one"' in html and "Section one" in html
+    assert "not run" in html and "no medium record yet" in html
+    assert "No claims were recorded by: two." in html
+    assert not (stale / "old.json").exists()  # ledgers of an earlier build are cleared first
