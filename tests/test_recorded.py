@@ -169,3 +169,32 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     assert fp() != before
     with pytest.raises(ValueError, match="no experiment module"):
         _base._package_fingerprint(package, "setting9")
+
+
+def test_side_by_side_and_record_line(data_env):
+    from ntk_core.experiments import compare
+
+    quick = pd.DataFrame({"noise": [0.0, 0.2], "method": ["GD", "GD"], "mean": [0.05, 0.2]})
+    medium = pd.DataFrame({"noise": [0.2, 0.4], "method": ["GD", "GD"], "mean": [0.15, 0.3]})
+    paper = pd.DataFrame({"noise": [0.2], "method": ["GD"], "paper": ["≈ 0.1"]})
+    both = compare.side_by_side(quick, medium, ["noise", "method"], "mean", paper)
+    assert both.columns.tolist() == ["noise", "method", "quick", "medium", "paper"]
+    row = both[both["noise"] == 0.2].iloc[0]
+    assert (row["quick"], row["medium"], row["paper"]) == (0.2, 0.15, "≈ 0.1")
+    assert both[both["noise"] == 0.4]["quick"].isna().all() and len(both) == 3
+    alone = compare.side_by_side(quick, None, ["noise", "method"], "mean")
+    assert alone["medium"].isna().all()
+    with pytest.raises(ValueError, match="no column"):
+        compare.side_by_side(quick, None, ["noise", "seed"], "mean")
+
+    assert "not recorded yet" in compare.record_line("setting1", None)
+    root = data_env / "records"
+    fresh = _record_tiny(root)  # a tiny config: stale against the quick profile's own
+    assert "STALE" in compare.record_line("setting1", fresh)
+    current = experiments.Result(fresh.table, dict(fresh.meta, stale=False, stale_reasons=[]))
+    assert "current" in compare.record_line("setting1", current)
+    stale = dict(fresh.meta, stale=True, stale_reasons=["code fingerprint differs"])
+    line = compare.record_line("setting1", experiments.Result(fresh.table, stale))
+    assert "STALE" in line and "--record" in line
+    rows = compare.config_table(fresh).set_index("parameter")["value"]
+    assert rows["width"] == "16" and rows["λ grid"] == "0.5, 2" and "profile" not in rows.index

@@ -1,0 +1,128 @@
+"""Quick, medium and the paper side by side: what the experiment chapters show for every figure and table.
+
+The live ``quick`` run, the recorded ``medium`` run (``results/medium/``, see
+:mod:`ntk_core.experiments._record`) and the paper's own numbers go in one table, and the reader is told where
+each number comes from: :func:`medium` loads a record (``None`` when there is none yet), :func:`record_line`
+says in one line what the record is (or how to make it), :func:`side_by_side` joins per-scale summaries, and
+:func:`config_table` shows a run's configuration as a small readable table rather than a hash.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ._base import Result
+from ._record import RecordMissing, recorded
+
+__all__ = ["medium", "record_line", "side_by_side", "config_table"]
+
+# readable names of config fields, for config_table (fields not listed keep their own name)
+_FIELD_NAMES = {
+    "n_train": "training images", "n_val": "validation images", "n_test": "test images (0: the whole split)",
+    "width": "width", "pool": "average pooling (factor)", "noise_levels": "noise levels p", "noise": "noise level p",
+    "lams": "λ grid", "lam": "λ", "steps": "GD steps", "lr_scale": "learning rate × (‖K‖ + λ²)", "lr": "learning rate",
+    "eval_every": "evaluated every", "seeds": "seeds", "device": "device", "alphas": "α grid", "depth": "depth",
+    "channels": "channels", "epochs": "epochs", "batch_size": "batch size", "samples_grid": "samples grid",
+    "noise_grid": "noise grid", "width_grid": "width grid", "lam_grid": "λ grid (RDI)",
+    "lr_grid": "learning-rate scales", "blocks": "ResNet blocks per stage", "losses": "losses",
+    "lr_milestones": "learning-rate decay after epochs", "aux_weight_decay": "AUX weight decay",
+    "augment": "augmentation", "curve_lam": "λ of the learning curves", "clean_lams": "λ on clean labels",
+}
+_HIDDEN = {"profile", "download", "spectrum", "relu_gain", "difference_trick"}
+
+
+def medium(name: str) -> Result | None:
+    """The recorded ``medium`` result of experiment ``name``, or ``None`` when it has not been recorded yet."""
+    try:
+        return recorded(name, "medium")
+    except RecordMissing:
+        return None
+
+
+def record_line(name: str, result: Result | None) -> str:
+    """One line for the reader: what the medium record is (when, on what, how long), or how to make it.
+
+    A stale record (code or configuration changed since it was recorded) says so, and gives the command that
+    refreshes it.
+    """
+    if result is None:
+        from ._record import refresh_command
+
+        return f"medium ({name}): not recorded yet; record it with `{refresh_command(name, 'medium')}`"
+    m = result.meta
+    machine = m.get("machine", {})
+    when = str(m.get("recorded_at", "?"))[:10]
+    line = (f"{m.get('profile', 'medium')} ({name}): recorded {when} on {machine.get('cpu_count', '?')} CPU core(s) "
+            f"({machine.get('torch_threads', '?')} torch thread(s)), {m['wall_time_s'] / 60:.0f} min, "
+            f"{m.get('units', '?')} units, code {m.get('code')}")
+    if m.get("stale"):
+        line += f"; STALE ({'; '.join(m['stale_reasons'])}): refresh with `{m['refresh']}`"
+    else:
+        line += "; current (same code and configuration as this build)"
+    return line
+
+
+def side_by_side(quick: pd.DataFrame, medium: pd.DataFrame | None, on: list[str], value: str,
+                 paper: pd.DataFrame | None = None, paper_value: str = "paper") -> pd.DataFrame:
+    """One row per key ``on``: the ``value`` column of the quick summary, of the medium one and the paper's.
+
+    Parameters
+    ----------
+    quick, medium : DataFrame
+        Summaries with the key columns ``on`` and a column ``value``; ``medium`` may be ``None`` (no record):
+        its column is then empty.
+    on : list of str
+        Key columns (for example ``["noise", "method"]``).
+    value : str
+        The column to compare.
+    paper : DataFrame, optional
+        The paper's numbers with the key columns and ``paper_value``.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``on + ["quick", "medium"]`` (+ ``"paper"``), keys in the order of ``quick`` and then of the
+        others.
+    """
+    missing = [c for c in [*on, value] if c not in quick.columns]
+    if missing:
+        raise ValueError(f"the quick summary has no column(s) {missing}")
+    out = quick[[*on, value]].rename(columns={value: "quick"})
+    if medium is not None:
+        if any(c not in medium.columns for c in [*on, value]):
+            raise ValueError(f"the medium summary needs the columns {[*on, value]}")
+        out = out.merge(medium[[*on, value]].rename(columns={value: "medium"}), on=on, how="outer", sort=False)
+    else:
+        out = out.assign(medium=float("nan"))
+    if paper is not None:
+        out = out.merge(paper[[*on, paper_value]].rename(columns={paper_value: "paper"}), on=on, how="left",
+                        sort=False)
+    return out.reset_index(drop=True)
+
+
+def config_table(result: Result | Any) -> pd.DataFrame:
+    """A run's configuration as rows (parameter, value), with readable names, for the top of a chapter."""
+    config = result.meta["config"] if isinstance(result, Result) else result
+    if not isinstance(config, dict):
+        import dataclasses
+
+        config = dataclasses.asdict(config)
+    rows = []
+    for key, val in config.items():
+        if key in _HIDDEN:
+            continue
+        if isinstance(val, (list, tuple)):
+            text = ", ".join(f"{v:,}" if isinstance(v, int) else f"{v:g}" if isinstance(v, float) else str(v)
+                             for v in val)
+        elif isinstance(val, bool):
+            text = "yes" if val else "no"
+        elif isinstance(val, int):
+            text = f"{val:,}"
+        elif isinstance(val, float):
+            text = f"{val:g}"
+        else:
+            text = str(val)
+        rows.append({"parameter": _FIELD_NAMES.get(key, key.replace("_", " ")), "value": text})
+    return pd.DataFrame(rows)
