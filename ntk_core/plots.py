@@ -1,21 +1,102 @@
-"""The book's figure style and small plotting helpers (matplotlib / seaborn)."""
+"""The book's figure style and small plotting helpers (matplotlib / seaborn).
+
+Conventions every figure of the book follows (:func:`set_style` sets them):
+
+* a colour-blind-safe palette, Okabe & Ito's (:data:`OKABE_ITO`), in an order that never puts orange
+  and vermilion in one figure of up to seven lines (vermilion is left out of the cycle);
+* text at least 9 pt *as displayed*: the book's text column is about 690 px wide at a 1280 px window,
+  and a figure is drawn at :data:`DPI` dots per inch, so a figure :data:`MAX_WIDTH` inches wide or less
+  is shown at its own size and its 9.5-10 pt legends and tick labels stay readable
+  (:func:`displayed_font_scale` gives the shrink factor of a wider one);
+* the regularisers of the experiment chapters share a colour per training method and differ by marker:
+  RDI and AUX of one optimiser in one colour, circle and square (:func:`method_style`);
+* every log axis shows at least two tick labels (:func:`readable_log_axes`);
+* a figure is handed to the page through myst-nb's ``glue`` and shown by a ``{glue:figure}`` directive
+  with its caption (:func:`glue_figure`), so no ``<matplotlib.legend.Legend at 0x...>`` repr is left in
+  the output.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["set_style", "image_grid", "learning_curves", "weight_panels", "show_table", "METHOD_COLORS"]
+__all__ = ["set_style", "image_grid", "learning_curves", "weight_panels", "show_table", "METHOD_COLORS",
+           "METHOD_MARKERS", "OKABE_ITO", "DPI", "MAX_WIDTH", "method_style", "readable_log_axes",
+           "displayed_font_scale", "glue_figure"]
+
+#: Okabe & Ito's colour-blind-safe palette, by name.
+OKABE_ITO = {"blue": "#0072B2", "orange": "#E69F00", "bluish green": "#009E73", "reddish purple": "#CC79A7",
+             "sky blue": "#56B4E9", "vermilion": "#D55E00", "yellow": "#F0E442", "black": "#000000"}
+#: The colour cycle C0, C1, ...: Okabe-Ito without vermilion (no orange/vermilion pair), black last.
+CYCLE = [OKABE_ITO[k] for k in ("blue", "orange", "bluish green", "reddish purple", "sky blue", "black",
+                                 "yellow")]
+#: Resolution of the book's figures (dots per inch).
+DPI = 110
+#: Widest figure (inches) shown at its own size in the book's text column (about 690 px at 1280 px).
+MAX_WIDTH = 6.25
+_COLUMN_PX = 688
 
 
 def set_style() -> None:
-    """One look for every figure of the book: seaborn's whitegrid, readable sizes, PNG at 110 dpi."""
+    """One look for every figure of the book: whitegrid, the Okabe-Ito cycle, text of 9.5-11 pt, PNG at
+    :data:`DPI` dpi, 6.2 × 4 inches by default."""
     import matplotlib as mpl
     import seaborn as sns
+    from cycler import cycler
 
-    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
-    mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "figure.autolayout": True})
+    sns.set_theme(style="whitegrid", context="notebook", palette=CYCLE)
+    mpl.rcParams.update({
+        "figure.dpi": DPI, "savefig.dpi": DPI, "figure.autolayout": True, "figure.figsize": (6.2, 4.0),
+        "axes.prop_cycle": cycler(color=CYCLE),
+        "font.size": 10.5, "axes.labelsize": 10.5, "axes.titlesize": 11, "figure.titlesize": 11.5,
+        "xtick.labelsize": 10, "ytick.labelsize": 10, "legend.fontsize": 9.5, "legend.title_fontsize": 9.5,
+        "legend.framealpha": 0.9, "lines.markersize": 5,
+    })
+
+
+def displayed_font_scale(fig: Any, column_px: int = _COLUMN_PX) -> float:
+    """Factor by which the book's text column shrinks ``fig`` (1 when it fits): a font of ``s`` pt is
+    displayed at ``s ×`` this factor."""
+    width_px = fig.get_figwidth() * fig.dpi
+    return min(1.0, column_px / width_px)
+
+
+def readable_log_axes(fig: Any) -> None:
+    """Give every log-scaled axis of ``fig`` at least two tick labels.
+
+    A log axis that spans less than a decade shows one labelled tick or none with matplotlib's default
+    locator; there, label the 1-2-5 ticks with plain numbers instead.
+    """
+    from matplotlib.ticker import LogLocator, NullFormatter, NullLocator, ScalarFormatter
+
+    for ax in fig.axes:
+        for axis, scale, lim in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(),
+                                                                             ax.get_ylim())):
+            if scale != "log":
+                continue
+            low, high = sorted(lim)
+            ticks = [t for t in axis.get_majorticklocs() if low <= t <= high]
+            if len(ticks) >= 2:
+                continue
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            fmt = ScalarFormatter()
+            fmt.set_scientific(False)
+            axis.set_major_formatter(fmt)
+            axis.set_minor_locator(NullLocator())
+            axis.set_minor_formatter(NullFormatter())
+
+
+def glue_figure(name: str, fig: Any) -> None:
+    """Hand ``fig`` to the page as myst-nb glue ``name`` (shown by a ``{glue:figure}`` directive with its
+    caption) and close it, so that the cell itself displays nothing. Log axes are made readable first."""
+    import matplotlib.pyplot as plt
+    import myst_nb
+
+    readable_log_axes(fig)
+    myst_nb.glue(name, fig, display=False)
+    plt.close(fig)
 
 
 def image_grid(images: np.ndarray, titles: Sequence[str], ncols: int = 8, scale: float = 1.3,
@@ -47,18 +128,33 @@ def image_grid(images: np.ndarray, titles: Sequence[str], ncols: int = 8, scale:
     return fig
 
 
-#: one colour per method across the experiment figures (seaborn's colorblind palette order)
-METHOD_COLORS = {"SGD": "C0", "SGD+AUX": "C1", "SGD+RDI": "C2", "GD": "C0", "GD+AUX": "C1", "GD+RDI": "C2",
-                 "GD+ES": "C3", "SGD+ES": "C3", "KRR": "C4"}
+#: one colour per training method across the experiment figures; its regularised variants (RDI, AUX)
+#: share the colour of the method and differ by marker (:data:`METHOD_MARKERS`)
+METHOD_COLORS = {"SGD": "C0", "SGD+AUX": "C1", "SGD+RDI": "C1", "GD": "C0", "GD+AUX": "C1", "GD+RDI": "C1",
+                 "GD+ES": "C2", "SGD+ES": "C2", "KRR": "C3"}
+#: the marker of each method: RDI circle, AUX square, the unregularised method a triangle
+METHOD_MARKERS = {"SGD": "^", "GD": "^", "SGD+AUX": "s", "GD+AUX": "s", "SGD+RDI": "o", "GD+RDI": "o",
+                  "GD+ES": "D", "SGD+ES": "D", "KRR": "x"}
+
+
+def method_style(method: str) -> dict[str, str]:
+    """``color`` and ``marker`` of a training method (``"GD+RDI"``, ``"SGD+AUX"``, ...) for ``ax.plot``:
+    RDI and AUX in one colour, told apart by their markers (circle, square)."""
+    name = str(method)
+    base = name.split(" ")[0]
+    color = METHOD_COLORS.get(base, "C4")
+    marker = METHOD_MARKERS.get(base, "v")
+    return {"color": color, "marker": marker}
 
 
 def learning_curves(ax, curves, title: str | None = None, legend: bool = True) -> None:
     """Training (dashed) and test (solid) error in % against the epoch, one colour per method, as in the
     paper's Figures 1b and 5. ``curves`` has columns ``method``, ``epoch``, ``train_error``, ``test_error``."""
     for method, g in curves.groupby("method"):
-        color = METHOD_COLORS.get(str(method))
-        ax.plot(g["epoch"], 100 * g["train_error"], "--", color=color)
-        ax.plot(g["epoch"], 100 * g["test_error"], "-", color=color, label=str(method))
+        style = method_style(str(method))
+        every = max(1, len(g) // 8)
+        ax.plot(g["epoch"], 100 * g["train_error"], "--", markevery=every, fillstyle="none", **style)
+        ax.plot(g["epoch"], 100 * g["test_error"], "-", markevery=every, label=str(method), **style)
     ax.set(xlabel="epoch", ylabel="error (%)")
     if title:
         ax.set_title(title)
@@ -74,9 +170,9 @@ def weight_panels(curves, layer: int, suptitle: str | None = None):
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     for method, g in curves.groupby("method"):
-        color = METHOD_COLORS.get(str(method))
-        left.plot(g["epoch"], g["norm"], "-o", ms=3, color=color, label=str(method))
-        right.plot(g["epoch"], g["dist"], "-o", ms=3, color=color, label=str(method))
+        style = method_style(str(method))
+        left.plot(g["epoch"], g["norm"], "-", ms=4, label=str(method), **style)
+        right.plot(g["epoch"], g["dist"], "-", ms=4, label=str(method), **style)
     left.set(xlabel="epoch", ylabel=rf"$\|W^{{({layer})}}\|_F$")
     right.set(xlabel="epoch", ylabel=rf"$\|W^{{({layer})}} - W^{{({layer})}}(0)\|_F$")
     right.legend()
