@@ -1,7 +1,7 @@
 # The README's two commands: `make book` and `make test`. Both set everything up themselves.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: book test venv clean mutation
+.PHONY: book test venv lab clean mutation
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -43,6 +43,21 @@ mutation: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) mutation/run.py
 
 venv: $(STAMP)
+
+## lab: open the chapters as notebooks in JupyterLab (jupytext), running against the installed ntk_core
+# Every book/*.md opens as a notebook on a double click (the overrides make jupytext's viewer the
+# default for Markdown and MyST); saving writes the .md back, outputs are not stored in it.
+# LAB_DIR is the folder it serves (default: the checkout); LAB_ARGS passes options to `jupyter lab`,
+# e.g. make lab LAB_ARGS="--port=8899 --no-browser".
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+LAB_DIR ?= $(CURDIR)
+LAB_ARGS ?=
+lab: $(STAMP) $(LAB_OVERRIDES)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(LAB_DIR)" $(if $(SUDO),,--allow-root) $(LAB_ARGS)
+
+$(LAB_OVERRIDES): $(STAMP)
+	mkdir -p $(dir $@)
+	printf '%s\n' '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $@
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
