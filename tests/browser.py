@@ -1,5 +1,11 @@
 """Drive the built HTML book in headless Chromium (Playwright) and report what a reader would see.
 
+Each page is opened at a desktop width (:data:`DESKTOP`, 1280 px) and then a phone width (:data:`PHONE`,
+375 px). Besides console errors, requests, images and raw TeX, the report names every MathJax display
+wider than the column that holds it (a display the reader would have to scroll, or would see cut off) at
+either width, and every local file path of the machine that built the book (:data:`LOCAL_PATH`) found in the
+page's text.
+
 Used by ``tests/test_book.py``; runnable alone for a quick look:
 ``python tests/browser.py _build/html``.
 """
@@ -16,6 +22,10 @@ from pathlib import Path
 from typing import Iterator
 
 CHROMIUM = "/usr/bin/chromium"
+#: Viewport widths (px) at which the display widths are checked.
+DESKTOP, PHONE = 1280, 375
+#: Folders of a build machine that must never show in a page (JavaScript regular expression).
+LOCAL_PATH = r"(/work/|/root/|/home/|/tmp/)"
 # Flags for a sandbox with no network: no background connections, no first-run work.
 CHROMIUM_ARGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,6 +47,8 @@ class PageReport:
     raw_tex: list[str] = field(default_factory=list)
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
+    wide_displays: list[str] = field(default_factory=list)    # "<width>px: <display> (<w> px in <avail> px)"
+    local_paths: list[str] = field(default_factory=list)      # page text around a local file path
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -46,6 +58,8 @@ class PageReport:
         if self.math_elements and self.typeset_elements == 0:
             out.append(f"{self.math_elements} math element(s) but no MathJax output (raw TeX shown)")
         out += [f"raw TeX left on the page: {t!r}" for t in self.raw_tex]
+        out += [f"display math wider than its column at {w}" for w in self.wide_displays]
+        out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         return out
 
 
@@ -90,6 +104,36 @@ _INSPECT_JS = """
 """
 
 
+# Every MathJax display (mjx-container[display="true"]) whose content is wider than the column it sits in:
+# the block that holds it (Sphinx's div.math, or the cell output) scrolls or clips what is wider.
+_WIDE_JS = """
+() => Array.from(document.querySelectorAll('mjx-container[display="true"]')).flatMap(c => {
+  const holder = c.parentElement;
+  if (!holder || c.offsetParent === null) return [];
+  const math = c.querySelector('mjx-math');
+  const width = Math.max(c.scrollWidth, c.getBoundingClientRect().width, math ? math.getBoundingClientRect().width : 0);
+  const avail = holder.clientWidth;
+  if (width <= avail + 1 && c.scrollWidth <= c.clientWidth + 1) return [];
+  const text = (c.getAttribute('aria-label') || c.textContent || '').replace(/\\s+/g, ' ').slice(0, 60);
+  return [`${text} (${Math.round(width)} px in ${avail} px)`];
+})
+"""
+
+# Local file paths anywhere in the page's text (rendered text, code and outputs included).
+_PATHS_JS = """
+(pattern) => {
+  const text = document.body ? document.body.innerText : '';
+  const re = new RegExp(pattern, 'g');
+  const found = [];
+  let m;
+  while ((m = re.exec(text)) !== null && found.length < 10) {
+    found.push(text.slice(Math.max(0, m.index - 30), m.index + 50).replace(/\\s+/g, ' '));
+  }
+  return found;
+}
+"""
+
+
 def _local(url: str, base: str) -> bool:
     return url.startswith((base, "data:", "blob:")) or url == "about:blank"
 
@@ -112,7 +156,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
         try:
             for rel in pages:
                 report = PageReport(rel)
-                page = browser.new_page()
+                page = browser.new_page(viewport={"width": DESKTOP, "height": 900})
                 page.on("console", lambda msg, r=report: r.console_errors.append(
                     f"{msg.text} [{msg.location.get('url', '')}]") if msg.type == "error" else None)
                 page.on("pageerror", lambda exc, r=report: r.console_errors.append(str(exc)))
@@ -137,6 +181,11 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.math_elements = found["math"]
                 report.typeset_elements = found["typeset"]
                 report.raw_tex = found["raw"]
+                report.local_paths = page.evaluate(_PATHS_JS, LOCAL_PATH)
+                report.wide_displays = [f"{DESKTOP} px: {w}" for w in page.evaluate(_WIDE_JS)]
+                page.set_viewport_size({"width": PHONE, "height": 800})
+                page.wait_for_timeout(50)
+                report.wide_displays += [f"{PHONE} px: {w}" for w in page.evaluate(_WIDE_JS)]
                 page.close()
                 reports.append(report)
         finally:

@@ -1,6 +1,7 @@
 """The book: strict configuration, every chapter built, and the built pages checked in a real browser.
 
-The HTML must exist (``make book``; ``make test`` builds it first).
+The HTML must exist (``make book``; ``make test`` builds it first). ``$NTK_BOOK_SITE`` points the tests at
+another build of the site (the ``html`` folder of ``jupyter-book build --path-output``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 from browser import CHROMIUM, content_pages, inspect_site
 
 REPO = Path(__file__).resolve().parents[1]
-SITE = REPO / "_build" / "html"
+SITE = Path(os.environ.get("NTK_BOOK_SITE") or REPO / "_build" / "html")
 pytestmark = pytest.mark.book
 
 
@@ -105,15 +106,28 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 def test_browser_check_catches_what_it_should(tmp_path):
-    """The checker itself: raw TeX, a broken image, an outside request and a script error are all reported."""
+    """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
+    its column (at the desktop and the phone width) and a local file path are all reported."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
-        "<img src='missing.png'><img src='http://outside.invalid/outside.png'></main></body></html>"
+        "<img src='missing.png'><img src='http://outside.invalid/outside.png'>"
+        "<pre>written to /work/main/_build/ntk_cache</pre></main></body></html>"
     )
-    (report,) = inspect_site(tmp_path, ["bad.html"])
-    text = "\n".join(report.problems())
+    (tmp_path / "wide.html").write_text(
+        "<html><body><main>"
+        "<div style='width: 600px; overflow-x: auto'><mjx-container display='true' aria-label='too wide'>"
+        "<mjx-math style='display: inline-block; width: 900px'>x</mjx-math></mjx-container></div>"
+        "<div style='width: 50%; overflow-x: auto'><mjx-container display='true' aria-label='fits a desktop'>"
+        "<mjx-math style='display: inline-block; width: 400px'>y</mjx-math></mjx-container></div>"
+        "</main></body></html>"
+    )
+    reports = inspect_site(tmp_path, ["bad.html", "wide.html"])
+    text = "\n".join(p for r in reports for p in r.problems())
     assert "undefinedFunction" in text
     assert "broken image: missing.png" in text
     assert "outside the built site: http://outside.invalid/outside.png" in text
     assert "no MathJax output" in text and "raw TeX" in text
+    assert "wider than its column at 1280 px: too wide (900 px in 600 px)" in text
+    assert "at 375 px: fits a desktop" in text and "at 1280 px: fits a desktop" not in text
+    assert "local file path in the page: " in text and "/work/main/_build" in text
