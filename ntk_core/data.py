@@ -79,12 +79,16 @@ log = logging.getLogger("ntk_core.data")
 
 Split = Literal["train", "test"]
 
+#: The ten CIFAR-10 class names, by label 0–9 (Setting 2 uses 0 "airplane" vs 1 "automobile").
 CIFAR10_CLASSES: tuple[str, ...] = (
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
 )
 # Per-channel statistics of the official training sets, pixel values scaled to [0, 1].
+#: Mean and standard deviation of the MNIST training pixels (one channel), values in [0, 1].
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
+#: Per-channel (R, G, B) mean of the CIFAR-10 training pixels, values in [0, 1].
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+#: Per-channel (R, G, B) standard deviation of the CIFAR-10 training pixels, values in [0, 1].
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
 

@@ -79,8 +79,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: The exact methods of :func:`empirical_ntk` (``method="auto"`` picks one of them).
 METHODS: tuple[str, ...] = ("jacobian", "ntvp", "structured")
+#: What :func:`empirical_ntk` returns for K outputs, the trace (n1, n2) or the full (n1, n2, K, K) kernel.
 OUTPUTS: tuple[str, ...] = ("trace", "full")
+#: Bytes of working memory a tile of :func:`empirical_ntk` may use by default (2 GiB).
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 _MAX_TILE = 4096
 _ALLOWED_DTYPES = (torch.float32, torch.float64)

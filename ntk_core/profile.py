@@ -18,7 +18,9 @@ from typing import Literal
 
 __all__ = ["Profile", "PROFILES", "book_profile", "default_device", "RunInfo"]
 
+#: A run profile, ``"quick"`` (2 CPU cores, minutes), ``"medium"`` (about an hour) or ``"full"`` (the paper's scale).
 Profile = Literal["quick", "medium", "full"]
+#: The profiles, smallest first.
 PROFILES: tuple[Profile, ...] = ("quick", "medium", "full")
 _PROFILES = PROFILES
 

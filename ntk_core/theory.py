@@ -353,7 +353,7 @@ class WidthSweep:
 
     @property
     def slope(self) -> float:
-        """Log-log slope of the mean error against the width (theory: −1/2)."""
+        """The log-log slope of the mean error against the width (the theory predicts −1/2)."""
         return loglog_slope(self.widths, self.mean)
 
 

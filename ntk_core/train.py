@@ -45,6 +45,7 @@ from ._checks import check_positive
 
 __all__ = ["Method", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
 
+#: A training method, plain GD/SGD (``"vanilla"``), early stopping, RDI (eq. 3) or AUX (eq. 4).
 Method = Literal["vanilla", "early_stopping", "rdi", "aux"]
 _METHODS = ("vanilla", "early_stopping", "rdi", "aux")
 
@@ -130,7 +131,7 @@ class TrainResult:
 
     @property
     def test_error(self) -> float:
-        """Test error reported for the method: at the best validation epoch for early stopping, else the last."""
+        """The test error reported for the method, at the best validation epoch for early stopping, else the last."""
         row = self.best if self.config.method == "early_stopping" else self.final
         return float(row["test_error"])
 

@@ -15,7 +15,7 @@ The ``medium`` profile is run once and recorded in the repository
 (``python -m ntk_core run setting1 --profile medium --record`` writes
 ``results/medium/setting1/``); :func:`recorded` loads such a record and
 ``python -m ntk_core show setting1 --profile medium`` prints it (see
-:mod:`ntk_core.experiments._record`).
+``ntk_core/experiments/_record.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ._record import RecordMissing, record_dir, recorded
 __all__ = ["EXPERIMENTS", "get", "make_config", "run", "record", "recorded", "record_dir", "RecordMissing",
            "Result", "memorised_fraction"]
 
+#: The names of the experiments, in the order of the paper.
 EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", "difference_trick")
 
 
@@ -73,7 +74,7 @@ def record(name: str, profile: str = "medium", *, root: Any = None, use_cache: b
     """Run experiment ``name`` and record its result with provenance under ``<root>/<profile>/<name>/``.
 
     ``root`` defaults to the repository's ``results/`` folder. Units are stored in the record's folder as
-    they finish, so an interrupted recording resumes where it stopped (see :mod:`ntk_core.experiments._record`).
+    they finish, so an interrupted recording resumes where it stopped (see ``ntk_core/experiments/_record.py``).
     """
     from ._record import record_experiment
 

@@ -1,0 +1,91 @@
+"""Sphinx extension for this book's API reference (``book/api.md``, ``book/api/*.md``).
+
+Autodoc documents each module of ``ntk_core`` from its docstrings. This extension keeps that
+reference complete and clean:
+
+* every name in a documented module's ``__all__`` is documented, a constant without a doc comment
+  included (autodoc would skip an annotated one);
+* a constant without a doc comment shows no docstring rather than the docstring of its type
+  (``dict``, ``tuple``: text about the builtin, not about ``ntk_core``);
+* the first line of a constant's or attribute's doc comment is prose even when it has a colon
+  (napoleon would read ``text: more`` as ``type: description``);
+* ``|x − y|`` in a docstring's prose is an absolute value, not a reStructuredText substitution
+  (``ntk_core`` defines none): bars outside literals, roles and math blocks are escaped;
+* at the end of the build, a public name of a documented module that has no entry in the reference
+  is a warning, so the strict build (``-W``) fails when the reference and the package drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from typing import Any
+
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+_DOCUMENTED_MODULES: set[str] = set()
+
+
+def _public_names(module_name: str) -> list[str]:
+    module = importlib.import_module(module_name)
+    return list(getattr(module, "__all__", []))
+
+
+_LITERAL = re.compile(r"(``.+?``|:[a-z:]+:`[^`]+`|`[^`]+`_?)")
+
+
+def _escape_bars(line: str) -> str:
+    pieces = _LITERAL.split(line)
+    for i in range(0, len(pieces), 2):  # even pieces are outside literals and roles
+        if pieces[i].count("|") >= 2:
+            pieces[i] = re.sub(r"(?<!\\)\|", r"\\|", pieces[i])
+    return "".join(pieces)
+
+
+def _escape_absolute_values(lines: list[str]) -> None:
+    block_indent: int | None = None  # inside a directive's content (math, code): left as it is
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if block_indent is not None:
+            if not stripped or indent > block_indent:
+                continue
+            block_indent = None
+        if stripped.startswith(".. ") and "::" in stripped or stripped.endswith("::"):
+            block_indent = indent
+            continue
+        if stripped.startswith(("| ", "+-", "+=", ">>>", "...")):
+            continue  # grid tables, line blocks, doctest code
+        lines[i] = _escape_bars(line)
+
+
+def _clean_docstring(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    if what == "module":
+        _DOCUMENTED_MODULES.add(name)
+    elif what in ("data", "attribute") and not inspect.isclass(obj) and not inspect.isroutine(obj):
+        type_doc = inspect.getdoc(type(obj))
+        if type_doc and " ".join("\n".join(lines).split()) == " ".join(type_doc.split()):
+            lines.clear()
+            return
+        if lines and re.match(r"[^:`]* [^:`]*: ", lines[0]):
+            # napoleon reads "text: more" on an attribute's first line as "type: description"
+            lines[0] = lines[0].replace(": ", " — ", 1)
+    _escape_absolute_values(lines)
+
+
+def _check_complete(app: Any, env: Any) -> None:
+    documented = set(env.get_domain("py").objects)
+    for module_name in sorted(_DOCUMENTED_MODULES):
+        for name in _public_names(module_name):
+            if f"{module_name}.{name}" not in documented:
+                logger.warning(f"API reference: {module_name}.{name} is public (in __all__) but not documented")
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.setup_extension("sphinx.ext.autodoc")
+    app.connect("autodoc-process-docstring", _clean_docstring, priority=100)  # before napoleon (500)
+    app.connect("env-check-consistency", _check_complete)
+    return {"parallel_read_safe": False, "parallel_write_safe": True}
