@@ -47,3 +47,56 @@ def test_image_grid_shows_grey_and_rgb_images():
         plots.image_grid(grey, ["a"])
     with pytest.raises(ValueError, match="shape"):
         plots.image_grid(np.zeros((2, 2)), ["a", "b"])
+
+
+def test_style_is_colour_blind_safe_and_readable():
+    import matplotlib as mpl
+
+    plots.set_style()
+    cycle = [c.lower() for c in mpl.rcParams["axes.prop_cycle"].by_key()["color"]]
+    assert cycle[:5] == [plots.OKABE_ITO[k].lower() for k in ("blue", "orange", "bluish green", "reddish purple",
+                                                               "sky blue")]
+    assert plots.OKABE_ITO["vermilion"].lower() not in cycle          # never orange and vermilion in one figure
+    sizes = [mpl.rcParams[k] for k in ("font.size", "axes.labelsize", "legend.fontsize", "xtick.labelsize")]
+    assert min(float(s) for s in sizes) >= 9
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(plots.MAX_WIDTH, 4))
+    assert plots.displayed_font_scale(fig) == 1.0                     # shown at its own size in the text column
+    assert plots.displayed_font_scale(plt.figure(figsize=(12, 4))) < 0.55
+    plt.close("all")
+
+
+def test_rdi_and_aux_share_a_colour_and_differ_by_marker():
+    for opt in ("GD", "SGD"):
+        rdi, aux, plain = plots.method_style(f"{opt}+RDI"), plots.method_style(f"{opt}+AUX"), plots.method_style(opt)
+        assert rdi["color"] == aux["color"] != plain["color"]
+        assert len({rdi["marker"], aux["marker"], plain["marker"]}) == 3
+
+
+def test_a_short_log_axis_gets_two_tick_labels():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([2.0, 3.0, 6.0], [0.2, 0.3, 0.25])
+    ax.set(xscale="log", yscale="log")
+    fig.canvas.draw()
+    plots.readable_log_axes(fig)
+    fig.canvas.draw()
+    for axis in (ax.xaxis, ax.yaxis):
+        low, high = sorted(axis.get_view_interval())
+        labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text() and low <= t.get_position()[
+            0 if axis is ax.xaxis else 1] <= high]
+        assert len(labels) >= 2, labels
+    plt.close(fig)
+
+
+def test_glue_figure_hands_the_figure_over_and_closes_it(monkeypatch):
+    import matplotlib.pyplot as plt
+    import myst_nb
+
+    glued = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.update({name: (value, display)}))
+    fig, ax = plt.subplots()
+    plots.glue_figure("fig_x", fig)
+    assert glued["fig_x"] == (fig, False) and not plt.fignum_exists(fig.number)
