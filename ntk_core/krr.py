@@ -256,7 +256,7 @@ def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train"
 
 
 def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = None) -> np.ndarray:
-    """Kernel ridge regression predictions :math:`k(x, X)^\\top (K + \\lambda^2 I)^{-1} \\tilde y`.
+    r"""Kernel ridge regression predictions :math:`k(x, X)^\top (K + \lambda^2 I)^{-1} \tilde y`.
 
     This is the function the wide network learns under RDI or AUX (Theorem 4.1,
     eq. (8)); for targets of shape ``(n, K)`` each column ``h`` gives the output
@@ -264,16 +264,47 @@ def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = Non
 
     Parameters
     ----------
-    K_train : (n, n) symmetric kernel matrix k(X, X).
-    y : (n,) or (n, K) training targets ỹ.
-    lam : λ ≥ 0; the ridge is λ² I.
-    K_test_train : optional (m, n) matrix with entries k(x_test_j, x_i). When
-        ``None`` the predictions at the training points,
-        :math:`K (K + \\lambda^2 I)^{-1} \\tilde y`, are returned.
+    K_train : ArrayLike, shape (n, n)
+        Symmetric positive semi-definite kernel matrix k(X, X).
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ (one column per output for eq. (9)).
+    lam : float
+        λ ≥ 0; the ridge is λ² I (the paper's convention, never λ I).
+    K_test_train : ArrayLike, shape (m, n), optional
+        Entries k(x_test_j, x_i). When ``None`` the predictions at the training
+        points, :math:`K (K + \lambda^2 I)^{-1} \tilde y`, are returned.
 
     Returns
     -------
-    (m,) or (m, K) float64 array (``m = n`` for training predictions).
+    numpy.ndarray, shape (m,) or (m, K)
+        float64 predictions (``m = n`` for training predictions).
+
+    Raises
+    ------
+    ValueError
+        K not square, symmetric, finite and positive semi-definite; shapes that
+        do not match; λ < 0, or λ = 0 with a singular K.
+
+    See Also
+    --------
+    KRRPath : the same predictions for many λ from one eigendecomposition.
+
+    Examples
+    --------
+    With K = I each prediction is ỹ / (1 + λ²):
+
+    >>> import numpy as np
+    >>> from ntk_core import krr_predict
+    >>> krr_predict(np.eye(3), np.array([1.0, -1.0, 1.0]), lam=1.0)
+    array([ 0.5, -0.5,  0.5])
+
+    Predictions at two test points from their kernel values against the
+    training points:
+
+    >>> K = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> K_test = np.array([[1.0, 0.0], [2.0, 1.0]])
+    >>> krr_predict(K, np.array([1.0, -1.0]), lam=1.0, K_test_train=K_test)
+    array([0.5, 0.5])
     """
     K = check_kernel_matrix(K_train, "K_train")
     yy = _check_targets(y, K.shape[0])
@@ -286,19 +317,57 @@ def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = Non
 
 
 class KRRPath:
-    """Kernel ridge regression for many λ from one eigendecomposition.
+    r"""Kernel ridge regression for many λ from one eigendecomposition.
 
-    With :math:`K = U\\,\\mathrm{diag}(s)\\,U^\\top` (computed once, O(n³)),
+    With :math:`K = U\,\mathrm{diag}(s)\,U^\top` (computed once, O(n³)),
 
-    .. math:: (K + \\lambda^2 I)^{-1}\\tilde y = U\\,\\frac{U^\\top\\tilde y}{s + \\lambda^2},
-       \\qquad K (K + \\lambda^2 I)^{-1}\\tilde y = U\\,\\frac{s\\,U^\\top\\tilde y}{s + \\lambda^2},
+    .. math:: (K + \lambda^2 I)^{-1}\tilde y = U\,\frac{U^\top\tilde y}{s + \lambda^2},
+       \qquad K (K + \lambda^2 I)^{-1}\tilde y = U\,\frac{s\,U^\top\tilde y}{s + \lambda^2},
 
     so each further λ costs O(n²) per target column (O(m n) for ``m`` test
     points, whose product ``K_test_train @ U`` is also formed once). This is what
-    the λ grid searches of the experiments (Section 6) need.
+    the λ grid searches of the experiments (Section 6) need; each prediction is
+    that of eq. (8), :func:`krr_predict`, up to rounding.
 
-    An eigenvalue with :math:`s_i + \\lambda^2 \\le n\\,\\epsilon_{mach}\\max|s|`
-    means K + λ² I is numerically singular, and raises ``ValueError``.
+    Parameters
+    ----------
+    K_train : ArrayLike, shape (n, n)
+        Symmetric positive semi-definite kernel matrix k(X, X).
+    K_test_train : ArrayLike, shape (m, n), optional
+        Kernel values k(x_test_j, x_i), for predictions at test points
+        (``predict(..., test=True)``).
+
+    Attributes
+    ----------
+    n : int
+        Number of training points.
+    eigenvalues : numpy.ndarray, shape (n,)
+        Eigenvalues s of K, ascending.
+    eigenvectors : numpy.ndarray, shape (n, n)
+        Orthonormal eigenvectors U (columns).
+
+    Raises
+    ------
+    ValueError
+        K not square, symmetric, finite and positive semi-definite. Later, an
+        eigenvalue with :math:`s_i + \lambda^2 \le n\,\epsilon_{mach}\max|s|`
+        (K + λ² I numerically singular).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import KRRPath, krr_predict
+    >>> K = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> y = np.array([1.0, -1.0])
+    >>> path = KRRPath(K)
+    >>> path.predict(y, [0.0, 1.0, 3.0])
+    array([[ 1. , -1. ],
+           [ 0.5, -0.5],
+           [ 0.1, -0.1]])
+    >>> np.allclose(path.predict(y, [1.0])[0], krr_predict(K, y, lam=1.0))
+    True
+    >>> path.coefficients(y, lam=1.0)
+    array([ 0.5, -0.5])
     """
 
     def __init__(self, K_train: Any, K_test_train: Any | None = None) -> None:
@@ -327,14 +396,48 @@ class KRRPath:
         return self.eigenvectors.T @ yy, yy.ndim == 1
 
     def coefficients(self, y: Any, lam: float) -> np.ndarray:
-        """α(λ) = (K + λ² I)⁻¹ ỹ, shape of ``y``."""
+        """The coefficients α(λ) = (K + λ² I)⁻¹ ỹ of eq. (8).
+
+        Parameters
+        ----------
+        y : ArrayLike, shape (n,) or (n, K)
+            Training targets ỹ.
+        lam : float
+            λ ≥ 0.
+
+        Returns
+        -------
+        numpy.ndarray
+            α(λ), float64, the shape of ``y``.
+        """
         c, _ = self._project(y)
         w = self._filter(lam)
         return self.eigenvectors @ (w[:, None] * c if c.ndim == 2 else w * c)
 
     def predict(self, y: Any, lams: Sequence[float] | np.ndarray, test: bool = False) -> np.ndarray:
-        """Predictions for every λ in ``lams``: shape ``(len(lams),) + y.shape`` at the
-        training points, or ``(len(lams), m[, K])`` at the test points when ``test``."""
+        """Predictions for every λ in ``lams``.
+
+        Parameters
+        ----------
+        y : ArrayLike, shape (n,) or (n, K)
+            Training targets ỹ.
+        lams : sequence of float or ArrayLike, shape (L,)
+            The λ values (each ≥ 0).
+        test : bool
+            Predict at the test points given to the constructor (``K_test_train``)
+            instead of the training points.
+
+        Returns
+        -------
+        numpy.ndarray, shape (L, n) or (L, n, K); (L, m) or (L, m, K) when ``test``
+            Row ``j`` is :func:`krr_predict` at ``lams[j]``.
+
+        Raises
+        ------
+        ValueError
+            ``test=True`` on a path built without ``K_test_train``; λ < 0; K + λ² I
+            numerically singular.
+        """
         if test and self._test_basis is None:
             raise ValueError("test=True needs the KRRPath to be built with K_test_train")
         lam_arr = as_float64_array(lams, "lams", ndim=(0, 1)).reshape(-1)
@@ -353,9 +456,22 @@ def krr_path(
 ) -> np.ndarray:
     """:func:`krr_predict` for each λ in ``lams``, from one eigendecomposition (see :class:`KRRPath`).
 
-    Returns an array of shape ``(len(lams), m)`` or ``(len(lams), m, K)``; row
-    ``j`` equals ``krr_predict(K_train, y, lams[j], K_test_train)`` up to
-    rounding.
+    Parameters
+    ----------
+    K_train : ArrayLike, shape (n, n)
+        Symmetric positive semi-definite kernel matrix k(X, X).
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    lams : sequence of float or ArrayLike, shape (L,)
+        The λ values (each ≥ 0).
+    K_test_train : ArrayLike, shape (m, n), optional
+        Predict at test points instead of the training points.
+
+    Returns
+    -------
+    numpy.ndarray, shape (L, m) or (L, m, K)
+        Row ``j`` equals ``krr_predict(K_train, y, lams[j], K_test_train)`` up to
+        rounding (``m = n`` without ``K_test_train``).
     """
     path = KRRPath(K_train, K_test_train)
     return path.predict(y, lams, test=K_test_train is not None)

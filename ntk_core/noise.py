@@ -56,13 +56,13 @@ def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: boo
 
     Parameters
     ----------
-    y
+    y : ArrayLike, shape (n,)
         Clean labels in ``{-1, +1}``, shape ``(n,)``.
-    p
+    p : float
         Flip rate in ``[0, 1/2)``.
-    seed
+    seed : int or numpy.random.Generator
         ``int`` or ``numpy.random.Generator``.
-    exact
+    exact : bool
         ``False`` (default) flips each label independently, the paper's
         i.i.d. process of Section 3.1. ``True`` flips exactly
         ``round(p * n)`` labels chosen uniformly at random, the "fraction of
@@ -72,6 +72,24 @@ def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: boo
     -------
     numpy.ndarray
         Noisy labels, int64 in ``{-1, +1}``, shape ``(n,)``.
+
+    Raises
+    ------
+    ValueError
+        Labels not in ``{-1, +1}``, or p outside ``[0, 1/2)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import flip_binary
+    >>> y = np.array([1, 1, 1, 1, 1, -1, -1, -1, -1, -1])
+    >>> y_noisy = flip_binary(y, 0.2, seed=0, exact=True)   # exactly round(0.2 n) = 2 flips
+    >>> int((y_noisy != y).sum())
+    2
+    >>> np.array_equal(y_noisy, flip_binary(y, 0.2, seed=0, exact=True))   # same seed, same labels
+    True
+    >>> bool(np.all(np.abs(flip_binary(y, 0.2, seed=1)) == 1))   # only signs change
+    True
     """
     arr = _as_label_array(y, "y")
     if arr.size and not np.all(np.isin(arr, (-1, 1))):
@@ -95,19 +113,45 @@ def corrupt(labels: Any, P: Any, seed: int | np.random.Generator) -> np.ndarray:
 
     Parameters
     ----------
-    labels
+    labels : ArrayLike, shape (n,)
         Clean labels in ``{0, ..., K-1}``, shape ``(n,)``.
-    P
+    P : ArrayLike, shape (K, K)
         Column-stochastic ``(K, K)`` matrix, ``P[c', c] = Pr[noisy c' | clean c]``.
         It need not be identifiable (``gap(P) <= 0`` is allowed here so that the
         failure of identifiability can be demonstrated).
-    seed
+    seed : int or numpy.random.Generator
         ``int`` or ``numpy.random.Generator``.
 
     Returns
     -------
     numpy.ndarray
         Noisy labels, int64, shape ``(n,)``.
+
+    Raises
+    ------
+    ValueError
+        P not a column-stochastic square matrix, or labels outside ``{0, ..., K-1}``.
+
+    Examples
+    --------
+    Pair-flip noise of rate 1/4 on three classes: each class keeps its label
+    with probability 3/4 and otherwise moves to the next class.
+
+    >>> import numpy as np
+    >>> from ntk_core import corrupt, pairflip_transition
+    >>> P = pairflip_transition(3, 0.25)
+    >>> P
+    array([[0.75, 0.  , 0.25],
+           [0.25, 0.75, 0.  ],
+           [0.  , 0.25, 0.75]])
+    >>> clean = np.repeat(np.arange(3), 1000)
+    >>> noisy = corrupt(clean, P, seed=0)
+    >>> noisy.shape, noisy.dtype
+    ((3000,), dtype('int64'))
+    >>> bool(np.all((noisy == clean) | (noisy == (clean + 1) % 3)))   # only the pair flip happens
+    True
+    >>> bool(abs(np.mean(noisy != clean) - 0.25) < 0.03)             # the rate asked for
+    True
     """
     arr = _as_label_array(labels, "labels")
     P = check_transition_matrix(P)

@@ -902,11 +902,11 @@ def empirical_ntk(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     callback: Callable[[int, int, bool], None] | None = None,
 ) -> Tensor:
-    r"""Empirical NTK Gram matrix ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2).
+    """Empirical NTK Gram matrix ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2).
 
     Parameters
     ----------
-    model
+    model : torch.nn.Module
         The network f at its current parameters θ. Only parameters with
         ``requires_grad=True`` are differentiated (frozen layers, as in the
         paper's Appendix D, are constants). The model is not modified, and its
@@ -915,33 +915,33 @@ def empirical_ntk(
         (or a BatchNorm without running statistics, in any mode) is refused;
         call ``model.eval()`` first. Models without such layers give the same
         kernel in either mode.
-    x1, x2
+    x1, x2 : ArrayLike, shape (n1, ...) and (n2, ...)
         Inputs of shape ``(n1, *features)`` and ``(n2, *features)``; ``x2=None``
         means ``x2 = x1`` and only the upper triangle of tiles is computed.
-    method
+    method : {"auto", "jacobian", "ntvp", "structured"}
         ``"jacobian"``, ``"ntvp"``, ``"structured"`` or ``"auto"`` (the cheapest
         by estimated FLOPs within the memory budget; see :func:`select_method`,
         and the INFO log of this module for what was picked).
-    output
+    output : {"trace", "full"}
         ``"trace"``: ``(n1, n2)``, **summed** over the O outputs (the
         ``torch.func`` tutorial's convention; neural-tangents averages).
         ``"full"``: ``(n1, n2, O, O)``. Scalar-output models give ``(n1, n2)``.
-    tile_size
+    tile_size : int, optional
         Rows/columns per tile (default: the largest that fits ``memory_budget``);
         the result does not depend on it.
-    dtype, device
+    dtype, device : torch.dtype, torch.device or str, optional
         Compute dtype (float32/float64; default: the model's) and device
         (default: the model's). The model is evaluated with its parameters cast
         to ``dtype`` and moved to ``device``.
-    progress
+    progress : bool
         Show a tqdm progress bar over tiles.
-    out_dtype
+    out_dtype : torch.dtype, optional
         dtype of the returned CPU tensor (default: ``dtype``); e.g. float32
         compute with a float64 result.
-    memory_budget
+    memory_budget : int, optional
         Bytes for features and per-tile workspace (default 2 GiB), excluding the
         result. No ``(n, P)`` Jacobian of the whole data set is ever formed.
-    checkpoint_dir
+    checkpoint_dir : str or os.PathLike, optional
         If given, finished tiles are saved there (atomically, one checksummed
         file each, see :mod:`ntk_core._store`) with their identity: the model's
         class and architecture, the fingerprints of its parameters, buffers and
@@ -951,7 +951,7 @@ def empirical_ntk(
         used; a damaged one (truncated, altered, NaN, wrong shape or dtype) is
         named in a ``DamagedArtifactWarning``, moved aside and recomputed, so
         the result always equals an uninterrupted run's.
-    callback
+    callback : callable, optional
         Called as ``callback(i, j, computed)`` after tile ``(i, j)`` is placed;
         ``computed`` is False when it came from the checkpoint.
 
@@ -965,6 +965,29 @@ def empirical_ntk(
     ValueError
         Bad inputs or options; a model that is not one fixed per-example
         function (Dropout or BatchNorm in training mode: call ``model.eval()``).
+
+    Examples
+    --------
+    The kernel of a two-layer network of Setting 1 on four inputs: a symmetric
+    ``(4, 4)`` matrix, the same whichever exact method computes it.
+
+    >>> import torch
+    >>> from ntk_core import TwoLayerNet, empirical_ntk
+    >>> net = TwoLayerNet(d=5, width=256, seed=0)
+    >>> x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    >>> K = empirical_ntk(net, x)
+    >>> K.shape, K.dtype
+    (torch.Size([4, 4]), torch.float32)
+    >>> torch.allclose(K, K.T)
+    True
+    >>> torch.allclose(K, empirical_ntk(net, x, method="jacobian"), atol=1e-5)
+    True
+
+    A test-versus-train block, computed in float64:
+
+    >>> x_test = torch.randn(2, 5, generator=torch.Generator().manual_seed(1))
+    >>> empirical_ntk(net, x_test, x, dtype=torch.float64).shape
+    torch.Size([2, 4])
     """
     method = _check_choice(method, "method", ("auto", *METHODS))  # type: ignore[assignment]
     prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)

@@ -280,18 +280,76 @@ def train(
 ) -> TrainResult:
     """Train ``model`` in place on ``(x, y_noisy)`` with the method of ``config``.
 
-    ``checkpoint`` is a file path: the state after each epoch is written there
-    atomically (one checksummed file, :mod:`ntk_core._store`; no pickle: the
-    optimizer state is read back with ``torch.load(..., weights_only=True)``),
-    and a later call with the same path resumes from it when it was written by
-    the same run: same config, same data (fingerprints of ``x``, the labels and
-    the validation/test splits), same model class, architecture and *initial*
-    parameters and buffers. A checkpoint of another run is never resumed from:
-    this run starts afresh and overwrites it. A damaged checkpoint (truncated,
-    altered bytes, NaN, wrong shapes) is named in a ``DamagedArtifactWarning``,
-    moved aside, and the run starts from scratch; its result equals an
-    uninterrupted run's. ``on_epoch_end(epoch)`` is called after each completed
-    epoch (after the checkpoint is written).
+    The methods are those of Section 4: plain GD/SGD on the squared loss
+    (``"vanilla"``), early stopping at the best validation epoch, RDI, eq. (3),
+    the loss plus ``λ²/2 ‖θ − θ(0)‖²``, and AUX, eq. (4), the loss of
+    ``f(θ, x_i) + λ b_i`` with one trainable auxiliary variable ``b_i`` per
+    example (initialised at 0). In the NTK regime both regularisers train the
+    network into the kernel ridge regression predictor of eq. (8) (Theorem 4.1).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, trained in place (its parameters at the call are θ(0)).
+    x : torch.Tensor, shape (n, ...)
+        Training inputs.
+    y_noisy : torch.Tensor, shape (n,) or (n, K)
+        The (noisy) training targets the network is fitted to.
+    config : TrainConfig
+        Method, λ, loss, epochs, learning rate and schedule, batch size, seed.
+    y_clean : torch.Tensor, shape (n,) or (n, K), optional
+        Clean labels, only to report the training error on them.
+    val, test : tuple of torch.Tensor, optional
+        ``(inputs, labels)`` of a validation split (early stopping picks its best
+        epoch) and of a test split, evaluated every ``config.eval_every`` epochs.
+    checkpoint : str or os.PathLike, optional
+        A file path: the state after each epoch is written there atomically (one
+        checksummed file, :mod:`ntk_core._store`; no pickle: the optimizer state
+        is read back with ``torch.load(..., weights_only=True)``), and a later
+        call with the same path resumes from it when it was written by the same
+        run: same config, same data (fingerprints of ``x``, the labels and the
+        validation/test splits), same model class, architecture and *initial*
+        parameters and buffers. A checkpoint of another run is never resumed
+        from: this run starts afresh and overwrites it. A damaged checkpoint
+        (truncated, altered bytes, NaN, wrong shapes) is named in a
+        ``DamagedArtifactWarning``, moved aside, and the run starts from scratch;
+        its result equals an uninterrupted run's.
+    progress : bool
+        Show a tqdm progress bar over epochs.
+    on_epoch_end : callable, optional
+        Called as ``on_epoch_end(epoch)`` after each completed epoch (after the
+        checkpoint is written).
+
+    Returns
+    -------
+    TrainResult
+        The per-epoch ``history`` (losses, errors, distances to initialisation),
+        the final and best-validation rows and the config.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a ``torch.nn.Module``.
+    ValueError
+        Inputs and labels of different lengths, or another inconsistent input.
+
+    Examples
+    --------
+    RDI on 16 points on the sphere with a two-layer network of Setting 1: the
+    network fits the labels, and the history records how far the weights moved.
+
+    >>> import torch
+    >>> from ntk_core import TwoLayerNet
+    >>> from ntk_core.train import TrainConfig, train
+    >>> x = torch.randn(16, 5, generator=torch.Generator().manual_seed(0))
+    >>> x = x / x.norm(dim=1, keepdim=True) * 5 ** 0.5          # ‖x‖² = d
+    >>> y = torch.sign(x[:, 0])
+    >>> net = TwoLayerNet(d=5, width=64, seed=0)
+    >>> result = train(net, x, y, TrainConfig(method="rdi", lam=0.1, epochs=50, lr=1.0))
+    >>> len(result.history), float(result.final["train_error_noisy"])
+    (50, 0.0)
+    >>> float(result.final["dist/all"]) > 0
+    True
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")

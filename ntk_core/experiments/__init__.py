@@ -63,7 +63,55 @@ def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
 
 def run(name: str, profile: str = "quick", *, use_cache: bool = True, progress: bool = False,
         **overrides: Any) -> Result:
-    """Run experiment ``name`` (or load its cached result) and return the :class:`Result`."""
+    """Run experiment ``name`` (or load its cached result) and return the :class:`Result`.
+
+    The config is the experiment's ``quick()``, ``medium()`` or ``full()`` with
+    the fields in ``overrides`` replaced (:func:`make_config`). The result is
+    cached under ``$NTK_CORE_CACHE`` by a hash of the config and of the code,
+    and its units of work (one per training run) as they finish, so an
+    interrupted run resumes where it stopped.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`EXPERIMENTS`.
+    profile : {"quick", "medium", "full"}
+        The size (DESIGN.md, "Profiles"); ``full`` is the paper's scale.
+    use_cache : bool
+        Reuse a cached result and cached units; ``False`` recomputes everything
+        (and overwrites the cache).
+    progress : bool
+        Show progress bars.
+    **overrides
+        Config fields to replace, e.g. ``seeds=(0,)`` or ``width=64``.
+
+    Returns
+    -------
+    Result
+        ``table``, a tidy ``pandas.DataFrame`` (one row per measurement), and
+        ``meta``: config, profile, device, seeds, data sources and their
+        fingerprints, wall time; ``summary()`` prints them.
+
+    Raises
+    ------
+    ValueError
+        An unknown experiment, profile or config field, or an invalid value.
+
+    Examples
+    --------
+    The difference trick of Appendix A (Figure 4), shrunk to seconds: with
+    α = 1/2 the network's output at initialisation is exactly zero.
+
+    >>> from ntk_core import experiments
+    >>> result = experiments.run("difference_trick", n_train=20, n_test=100, width=64,
+    ...                          alphas=(0.0, 0.5), steps=20, seeds=(0,))
+    >>> result.table["alpha"].tolist()
+    [0.0, 0.5]
+    >>> float(result.table.loc[result.table["alpha"] == 0.5, "initial_output_rms"].iloc[0])
+    0.0
+    >>> result.meta["experiment"], result.meta["profile"]
+    ('difference_trick', 'quick')
+    """
     config = make_config(name, profile, **overrides)
     module = get(name)
     return run_experiment(name, config, module.compute, use_cache=use_cache, progress=progress)
