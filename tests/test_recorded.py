@@ -146,29 +146,42 @@ def test_medium_profile_and_an_experiment_without_one(monkeypatch):
 
 
 def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
-    """Docstrings, comments and modules the experiment never imports leave its fingerprint; code does not."""
+    """Docstrings, comments, annotations and code the experiment never reaches leave its fingerprint; code
+    that it runs does not."""
     import shutil
     from pathlib import Path
 
-    from ntk_core.experiments import _base
+    from ntk_core.experiments import _code
 
     package = tmp_path / "ntk_core"
-    shutil.copytree(Path(_base.__file__).resolve().parents[1], package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    fp = lambda: _base._package_fingerprint(package, "setting1")  # noqa: E731
-    assert fp() == _base.code_fingerprint("setting1") != _base.code_fingerprint("setting3")
-    before = fp()
-    krr = package / "krr.py"
-    text = krr.read_text()
-    head = text.index('"""', text.index("def check_kernel_matrix")) + 3
-    krr.write_text((text[:head] + "Reworded. " + text[head:] + "\n# a comment\n")
-                   .replace("def check_kernel_matrix(K: Any,", "def check_kernel_matrix(K: 'ArrayLike',"))
+    shutil.copytree(Path(_code.__file__).resolve().parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    fp = lambda name="distance": _code.code_fingerprint(name, package)  # noqa: E731
+    assert fp() == _code.code_fingerprint("distance") != _code.code_fingerprint("setting3")
+    before, whole = fp(), fp(None)
+
+    def edit(name, old, new, count=1):
+        path = package / name
+        text = path.read_text()
+        assert text.count(old) >= count, (name, old)
+        path.write_text(text.replace(old, new, count))
+
+    # documentation, comments and annotations (and the import of a type alias used only in annotations)
+    edit("krr.py", "def check_kernel_matrix(K: Any,", "def check_kernel_matrix(K: 'ArrayLike',")
+    edit("krr.py", "from __future__ import annotations\n",
+         "from __future__ import annotations\n\nfrom ._typing import ArrayLike  # a type alias\n")
+    (package / "_typing.py").write_text("import numpy\nArrayLike = numpy.ndarray\n")
+    edit("experiments/setting1.py", '"""', '"""Reworded. ')
+    # a new function in a module distance imports from, that distance does not call
+    (package / "experiments" / "setting1.py").write_text((package / "experiments" / "setting1.py").read_text()
+                                                         + "\n\ndef headline(table):\n    return table.mean()\n")
     (package / "theory.py").write_text((package / "theory.py").read_text() + "\nX = 1\n")
     assert fp() == before
-    krr.write_text(krr.read_text() + "\nY = 2\n")  # code in a module setting1 imports
+    assert fp(None) != whole  # the whole package did change
+    # code that distance runs: the signature of setting1.mnist_features
+    edit("experiments/setting1.py", "def mnist_features(", "def mnist_features(*_unused, ")
     assert fp() != before
     with pytest.raises(ValueError, match="no experiment module"):
-        _base._package_fingerprint(package, "setting9")
+        _code.code_fingerprint("setting9", package)
 
 
 def test_side_by_side_and_record_line(data_env):

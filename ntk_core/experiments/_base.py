@@ -39,7 +39,6 @@ Tables round-trip exactly: numeric columns are stored as arrays, others as JSON.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import io
@@ -55,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _store
+from ._code import code_fingerprint
 
 __all__ = ["ExperimentConfig", "Result", "RunContext", "Split", "run_experiment", "cache_dir", "code_fingerprint",
            "check_common", "check_count", "check_device", "check_values", "make_split", "split_from",
@@ -71,87 +71,6 @@ def cache_dir() -> Path:
     """Where results are cached: ``$NTK_CORE_CACHE``, else ``~/.cache/ntk_core/results``."""
     env = os.environ.get("NTK_CORE_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "ntk_core" / "results"
-
-
-def _code_text(path: Path) -> str:
-    """The code of one module without docstrings, comments and type annotations (``ast.dump`` of the tree).
-
-    Annotations do not change what the code computes; a dataclass field keeps its name and default.
-    """
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            node.returns = None
-        elif isinstance(node, ast.arg):
-            node.annotation = None
-        elif isinstance(node, ast.AnnAssign):
-            node.annotation = ast.Constant(None)
-    return ast.dump(tree)
-
-
-def _imported_modules(path: Path, package: Path) -> list[Path]:
-    """The ``ntk_core`` modules that the module at ``path`` imports (relative or absolute imports)."""
-    here = path.parent.relative_to(package.parent).parts  # ("ntk_core", "experiments"), say
-    def module(parts: tuple[str, ...]) -> Path | None:
-        target = package.parent.joinpath(*parts)
-        for file in (target.with_suffix(".py"), target / "__init__.py"):
-            if file.is_file():
-                return file
-        return None
-
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = here[:len(here) - node.level + 1] if node.level else ()
-            parts = (*base, *(node.module.split(".") if node.module else ()))
-            # ``from pkg import mod`` needs mod; ``from pkg import name`` needs pkg's __init__
-            names = [(*parts, alias.name) if module((*parts, alias.name)) else parts for alias in node.names]
-        elif isinstance(node, ast.Import):
-            names = [tuple(alias.name.split(".")) for alias in node.names]
-        else:
-            continue
-        for name in names:
-            file = module(name) if name and name[0] == package.name else None
-            if file is not None:
-                found.append(file)
-    return found
-
-
-def code_fingerprint(experiment: str | None = None) -> str:
-    """SHA-256 (first 12 hex digits) of the ``ntk_core`` code that computes ``experiment``'s numbers.
-
-    With ``experiment``, the modules hashed are ``experiments/<experiment>.py``, ``experiments/_base.py`` and
-    every ``ntk_core`` module they import, transitively; without it, every module of the package. Docstrings
-    and comments are left out (each module enters as the dump of its syntax tree without docstrings), so
-    that documentation edits, or edits of modules the experiment does not use, leave its cached and recorded
-    results current.
-    """
-    return _package_fingerprint(Path(__file__).resolve().parents[1], experiment)
-
-
-def _package_fingerprint(package: Path, experiment: str | None) -> str:
-    if experiment is None:
-        files = set(package.rglob("*.py"))
-    else:
-        start = package / "experiments" / f"{experiment}.py"
-        if not start.is_file():
-            raise ValueError(f"no experiment module {start.name} in {package.name}/experiments")
-        files, todo = set(), [start, package / "experiments" / "_base.py"]
-        while todo:
-            path = todo.pop()
-            if path not in files:
-                files.add(path)
-                todo.extend(_imported_modules(path, package))
-    h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.relative_to(package).as_posix().encode())
-        h.update(_code_text(path).encode())
-    return h.hexdigest()[:12]
 
 
 def _jsonable(value: Any) -> Any:
