@@ -12,6 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = [
     "as_float64_array",
     "check_finite",
@@ -24,7 +29,7 @@ __all__ = [
 ]
 
 
-def _describe(x: Any) -> str:
+def _describe(x: ArrayLike) -> str:
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
     if shape is not None:
@@ -32,7 +37,7 @@ def _describe(x: Any) -> str:
     return f"{type(x).__name__} {x!r}"
 
 
-def as_float64_array(x: Any, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+def as_float64_array(x: ArrayLike, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Return ``x`` (NumPy array, torch tensor or nested sequence) as a float64 ndarray.
 
     Raises ``TypeError`` for non-numeric input and ``ValueError`` for a wrong
@@ -131,7 +136,7 @@ def check_seed(seed: Any, name: str = "seed") -> np.random.Generator:
     return np.random.default_rng(int(seed))
 
 
-def check_transition_matrix(P: Any, name: str = "P", atol: float = 1e-8) -> np.ndarray:
+def check_transition_matrix(P: ArrayLike, name: str = "P", atol: float = 1e-8) -> np.ndarray:
     """A K×K column-stochastic matrix, ``P[c', c] = Pr[noisy label c' | clean label c]``.
 
     This is the paper's convention (Section 3.1): entry :math:`p_{c',c}` is the

@@ -75,6 +75,11 @@ from ._checks import (
 )
 from .krr import check_kernel_matrix, krr_coefficients
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = [
     "AdditiveNoiseBound",
     "BinaryBound",
@@ -117,7 +122,7 @@ def _check_nonneg(value: Any, name: str) -> float:
     return v
 
 
-def _check_vector(y: Any, n: int, name: str) -> np.ndarray:
+def _check_vector(y: ArrayLike, n: int, name: str) -> np.ndarray:
     arr = as_float64_array(y, name, ndim=1)
     if arr.shape[0] != n:
         raise ValueError(f"{name} must have shape (n,) = ({n},) to match K, got shape {arr.shape}")
@@ -155,7 +160,7 @@ def _log_inv(delta: float) -> float:
 # =========================================================================== data quantities
 
 
-def complexity(K: Any, y: Any) -> float | np.ndarray:
+def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
     """The data-dependent complexity yᵀ k(X, X)⁻¹ y of Theorems 5.1–5.3.
 
     For ``y`` of shape ``(n,)`` returns a float; for ``(n, K)`` returns the
@@ -171,25 +176,25 @@ def complexity(K: Any, y: Any) -> float | np.ndarray:
     return float(vals) if yy.ndim == 1 else vals
 
 
-def ridge_complexity(K: Any, y: Any, lam: float) -> float:
+def ridge_complexity(K: ArrayLike, y: ArrayLike, lam: float) -> float:
     """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`)."""
     yy = as_float64_array(y, "y", ndim=1)
     return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))
 
 
-def rkhs_norm(K: Any, alpha: Any) -> float:
+def rkhs_norm(K: ArrayLike, alpha: ArrayLike) -> float:
     """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2)."""
     Km = check_kernel_matrix(K)
     a = _check_vector(alpha, Km.shape[0], "alpha")
     return math.sqrt(max(float(a @ Km @ a), 0.0))
 
 
-def krr_rkhs_norm(K: Any, y_noisy: Any, lam: float) -> float:
+def krr_rkhs_norm(K: ArrayLike, y_noisy: ArrayLike, lam: float) -> float:
     """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ — the left side of Lemma C.2."""
     return rkhs_norm(K, krr_coefficients(K, _check_vector(y_noisy, np.shape(K)[0], "y_noisy"), lam))
 
 
-def gap(P: Any) -> float:
+def gap(P: ArrayLike) -> float:
     """gap(P) = min over c ≠ c' of (p_{c,c} − p_{c',c}) (Theorem 5.3).
 
     ``P`` is column-stochastic with ``P[c', c] = Pr[noisy c' | clean c]``
@@ -214,7 +219,7 @@ def _require_positive_gap(P: np.ndarray) -> float:
     return g
 
 
-def q_matrix(P: Any, labels: Any) -> np.ndarray:
+def q_matrix(P: ArrayLike, labels: ArrayLike) -> np.ndarray:
     """Q = P·Y ∈ R^{K×n} of Theorem 5.3: column i is E[ỹ_i | c_i] = P[:, c_i].
 
     ``labels`` is either the clean classes, an integer array of shape ``(n,)``
@@ -232,13 +237,13 @@ def q_matrix(P: Any, labels: Any) -> np.ndarray:
     return Pm[:, _check_class_labels(arr, k)]
 
 
-def _as_numpy(x: Any) -> np.ndarray:
+def _as_numpy(x: ArrayLike) -> np.ndarray:
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
         x = x.detach().cpu().numpy()
     return np.asarray(x)
 
 
-def _check_class_labels(labels: Any, k: int) -> np.ndarray:
+def _check_class_labels(labels: ArrayLike, k: int) -> np.ndarray:
     arr = _as_numpy(labels)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(
@@ -290,7 +295,7 @@ def binary_noise_subgaussian_sigma(p: float) -> float:
     return 2.0 * centred_bernoulli_subgaussian_sigma(p)
 
 
-def multiclass_noise_subgaussian_sigma(P: Any) -> np.ndarray:
+def multiclass_noise_subgaussian_sigma(P: ArrayLike) -> np.ndarray:
     """Per-output sub-Gaussian parameters of the one-hot noise ỹ_i − q_i (Theorem 5.3).
 
     Coordinate h of ỹ_i − q_i, given c_i = c, is a centred Bernoulli(p_{h,c}),
@@ -304,7 +309,7 @@ def multiclass_noise_subgaussian_sigma(P: Any) -> np.ndarray:
     return np.max(sig, axis=1)
 
 
-def subgaussian_sigma_numeric(values: Any, probs: Any) -> float:
+def subgaussian_sigma_numeric(values: ArrayLike, probs: ArrayLike) -> float:
     """Optimal sub-Gaussian parameter of a finite distribution, by maximising over s.
 
     σ² = sup_{s≠0} 2ψ(s)/s², ψ(s) = log E exp(s(X − EX)) (computed with
@@ -343,7 +348,7 @@ def subgaussian_sigma_numeric(values: Any, probs: Any) -> float:
 # =========================================================================== lemmas
 
 
-def hsu_kakade_zhang_bound(A: Any, sigma: float, delta: float) -> float:
+def hsu_kakade_zhang_bound(A: ArrayLike, sigma: float, delta: float) -> float:
     """Hsu, Kakade & Zhang (2012, Thm 1) tail bound for ‖Aε‖, paper eq. (12).
 
     If ε ∈ Rⁿ has independent coordinates, each mean zero and σ-sub-Gaussian,
@@ -395,7 +400,7 @@ class LemmaC2Bound:
 
 
 def _lemma_inputs(
-    K: Any, y: Any, lam: float, sigma: float, delta: float
+    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float
 ) -> tuple[np.ndarray, np.ndarray, float, float, float]:
     Km = check_kernel_matrix(K)
     yy = _check_vector(y, Km.shape[0], "y")
@@ -403,7 +408,7 @@ def _lemma_inputs(
     return Km, yy, lam, sigma, check_unit_interval_open(delta, "delta")
 
 
-def lemma_c1_bound(K: Any, y: Any, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
+def lemma_c1_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
     """Lemma C.1: training error of the KRR solution against the *clean* labels.
 
     With ỹ = y + ε, ε independent, mean zero, σ-sub-Gaussian (given X, y), with
@@ -428,7 +433,7 @@ def lemma_c1_bound(K: Any, y: Any, lam: float, sigma: float, delta: float) -> Le
     )
 
 
-def lemma_c2_bound(K: Any, y: Any, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
+def lemma_c2_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
     """Lemma C.2: RKHS norm of the KRR solution trained on noisy labels.
 
     With probability ≥ 1 − δ,
@@ -537,7 +542,7 @@ def _additive_bound(
 
 
 def theorem_5_1_bound(
-    K: Any, y: Any, lam: float, sigma: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, eps_net: float = 1.0
 ) -> AdditiveNoiseBound:
     """Theorem 5.1 (additive label noise) with every constant written out.
 
@@ -665,7 +670,7 @@ def _printed_terms(
 
 
 def theorem_5_1_printed(
-    K: Any, y: Any, lam: float, sigma: float, delta: float, C: float = 1.0
+    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     """Theorem 5.1, eq. (10), as printed:
 
@@ -712,7 +717,7 @@ class BinaryBound:
 
 
 def _binary_inputs(
-    K: Any, y: Any, lam: float, p: float, delta: float
+    K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float
 ) -> tuple[np.ndarray, np.ndarray, float, float, float]:
     Km = check_kernel_matrix(K)
     yy = _check_vector(y, Km.shape[0], "y")
@@ -720,7 +725,7 @@ def _binary_inputs(
     return Km, yy, check_positive(lam, "lam"), check_rate(p, "p"), check_unit_interval_open(delta, "delta")
 
 
-def ramp_loss(u: Any, y: Any, p: float) -> np.ndarray:
+def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
     """The ramp loss of the proof of Theorem 5.2 (Appendix C.2), with ȳ = (1 − 2p)y.
 
     .. math:: \\ell^{ramp}(u, \\bar y) = \\min\\Big(1-2p,\\ \\max\\big(0,\\ (1-2p) - \\frac{u\\bar y}{1-2p}\\big)\\Big),
@@ -738,7 +743,7 @@ def ramp_loss(u: Any, y: Any, p: float) -> np.ndarray:
 
 
 def theorem_5_2_bound(
-    K: Any, y: Any, lam: float, p: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float, eps_net: float = 1.0
 ) -> BinaryBound:
     """Theorem 5.2 (binary classification, flip rate p) with explicit constants.
 
@@ -800,7 +805,7 @@ def theorem_5_2_bound(
     return BinaryBound(p=p, sigma=sigma, sigma_paper=math.sqrt(p), rescale=1.0 / scale, additive=add)
 
 
-def theorem_5_2_printed(K: Any, y: Any, lam: float, p: float, delta: float, C: float = 1.0) -> PrintedBound:
+def theorem_5_2_printed(K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float, C: float = 1.0) -> PrintedBound:
     """Theorem 5.2 as printed, O(·) := C·(·):
 
     .. math:: \\frac{\\lambda + O(1)}{2}\\sqrt{\\frac{y^\\top K^{-1}y}{n}} + \\frac{1}{1-2p}
@@ -843,7 +848,7 @@ class MulticlassBound:
 
 
 def _multiclass_inputs(
-    K: Any, labels: Any, P: Any, lam: float, delta: float
+    K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
     Km = check_kernel_matrix(K)
     Pm = check_transition_matrix(P)
@@ -855,7 +860,7 @@ def _multiclass_inputs(
 
 
 def theorem_5_3_bound(
-    K: Any, labels: Any, P: Any, lam: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, eps_net: float = 1.0
 ) -> MulticlassBound:
     """Theorem 5.3 (K-class, transition matrix P) with explicit constants.
 
@@ -925,7 +930,7 @@ def theorem_5_3_bound(
 
 
 def theorem_5_3_printed(
-    K: Any, labels: Any, P: Any, lam: float, delta: float, C: float = 1.0
+    K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     """Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
 
@@ -948,7 +953,7 @@ def theorem_5_3_printed(
 # =========================================================================== the λ trade-off in closed form
 
 
-def _leading_ab(complexity: Any, n: int, trace: float, sigma: Any) -> tuple[float, float]:
+def _leading_ab(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike) -> tuple[float, float]:
     C = as_float64_array(complexity, "complexity", ndim=(0, 1)).reshape(-1)
     s = as_float64_array(sigma, "sigma", ndim=(0, 1)).reshape(-1)
     if np.any(C <= 0) or np.any(s < 0):
@@ -959,7 +964,7 @@ def _leading_ab(complexity: Any, n: int, trace: float, sigma: Any) -> tuple[floa
     return float(np.sum(np.sqrt(C / n))), 5.0 * math.sqrt(T / n) * float(np.sum(s))
 
 
-def leading_lambda(complexity: Any, n: int, trace: float, sigma: Any) -> float:
+def leading_lambda(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike) -> float:
     r"""The λ that minimises the λ-dependent leading terms of :func:`theorem_5_1_bound`.
 
     Those terms are ``train_bias + train_noise + rademacher_noise``,
@@ -980,7 +985,7 @@ def leading_lambda(complexity: Any, n: int, trace: float, sigma: Any) -> float:
     return math.sqrt(b / a)
 
 
-def leading_minimum(complexity: Any, n: int, trace: float, sigma: Any) -> float:
+def leading_minimum(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike) -> float:
     r"""min over λ of the leading terms g(λ) of :func:`leading_lambda`: g(λ*) = √(A·B).
 
     With A = Σ_h √(C_h/n) and B = 5√(tr K/n) Σ_h σ_h. Every other term of the

@@ -52,6 +52,11 @@ from typing import Any, Iterator, Literal
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = [
     "ImageDataset",
     "BinaryTask",
@@ -635,7 +640,7 @@ def unit_norm(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
     return (x / norms).astype(dtype)
 
 
-def sphere_features(images: Any, pool: int = 1) -> np.ndarray:
+def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
     r"""Flatten images (uint8 or float) and scale each to Euclidean norm √d (float64, shape ``(N, d)``).
 
     With ‖x‖² = d the first-layer covariance Σ⁽⁰⁾(x, x') = xᵀx'/d of

@@ -58,10 +58,15 @@ from torch import Tensor
 
 from ._checks import as_float64_array
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = ["relu_ntk", "relu_nngp", "relu_kernels"]
 
 
-def _inputs(x1: object, x2: object | None) -> tuple[np.ndarray, np.ndarray]:
+def _inputs(x1: ArrayLike, x2: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
     a = as_float64_array(x1, "x1")
     if a.ndim < 2:
         raise ValueError(f"x1 must have shape (n, *features) with at least 2 dimensions, got {a.shape}")
@@ -115,7 +120,7 @@ def _arccos_step(
 
 
 def relu_kernels(
-    x1: Tensor | np.ndarray, x2: Tensor | np.ndarray | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
+    x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(NTK, NNGP)`` of the infinite-width bias-free ReLU MLP with ``depth`` hidden layers.
 
@@ -145,12 +150,12 @@ def relu_kernels(
 
 
 def relu_ntk(
-    x1: Tensor | np.ndarray, x2: Tensor | np.ndarray | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
+    x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
 ) -> np.ndarray:
     """Infinite-width NTK (float64, ``(n1, n2)``); see :func:`relu_kernels` and the module docstring."""
     return relu_kernels(x1, x2, depth=depth, trained=trained)[0]
 
 
-def relu_nngp(x1: Tensor | np.ndarray, x2: Tensor | np.ndarray | None = None, *, depth: int = 1) -> np.ndarray:
+def relu_nngp(x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1) -> np.ndarray:
     """Infinite-width NNGP kernel: covariance of the initial output f(θ(0), ·), float64 ``(n1, n2)``."""
     return relu_kernels(x1, x2, depth=depth)[1]

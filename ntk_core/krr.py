@@ -50,6 +50,11 @@ import scipy.sparse.linalg
 
 from ._checks import _check_real_scalar, as_float64_array, check_positive
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = [
     "KRRPath",
     "KernelGDTrajectory",
@@ -86,7 +91,7 @@ _EXACT_PSD_CHECK_MAX_N = 256
 # --------------------------------------------------------------------------- validation
 
 
-def check_kernel_matrix(K: Any, name: str = "K", rtol: float = SYMMETRY_RTOL) -> np.ndarray:
+def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RTOL) -> np.ndarray:
     """Return ``K`` as a finite, square, symmetric float64 matrix, or raise.
 
     Symmetry is checked to a relative tolerance ``rtol`` of the largest entry
@@ -106,7 +111,7 @@ def check_kernel_matrix(K: Any, name: str = "K", rtol: float = SYMMETRY_RTOL) ->
     return 0.5 * (arr + arr.T)
 
 
-def _check_targets(y: Any, n: int, name: str = "y") -> np.ndarray:
+def _check_targets(y: ArrayLike, n: int, name: str = "y") -> np.ndarray:
     arr = as_float64_array(y, name, ndim=(1, 2))
     if arr.shape[0] != n:
         raise ValueError(
@@ -115,7 +120,7 @@ def _check_targets(y: Any, n: int, name: str = "y") -> np.ndarray:
     return arr
 
 
-def _check_cross_kernel(K_test_train: Any, n: int) -> np.ndarray:
+def _check_cross_kernel(K_test_train: ArrayLike, n: int) -> np.ndarray:
     arr = as_float64_array(K_test_train, "K_test_train", ndim=2)
     if arr.shape[1] != n:
         raise ValueError(
@@ -232,7 +237,7 @@ def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
 # --------------------------------------------------------------------------- direct KRR
 
 
-def krr_coefficients(K_train: Any, y: Any, lam: float) -> np.ndarray:
+def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray:
     """Dual coefficients α = (K + λ² I)⁻¹ ỹ of kernel ridge regression (paper eqs. (8)/(9)).
 
     ``y`` has shape ``(n,)`` or ``(n, K)`` (one column per output, e.g. one-hot
@@ -255,7 +260,7 @@ def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train"
     return scipy.linalg.cho_solve(factor, y, check_finite=False)
 
 
-def krr_predict(K_train: Any, y: Any, lam: float, K_test_train: Any | None = None) -> np.ndarray:
+def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: ArrayLike | None = None) -> np.ndarray:
     r"""Kernel ridge regression predictions :math:`k(x, X)^\top (K + \lambda^2 I)^{-1} \tilde y`.
 
     This is the function the wide network learns under RDI or AUX (Theorem 4.1,
@@ -341,10 +346,10 @@ class KRRPath:
     ----------
     n : int
         Number of training points.
-    eigenvalues : numpy.ndarray, shape (n,)
-        Eigenvalues s of K, ascending.
-    eigenvectors : numpy.ndarray, shape (n, n)
-        Orthonormal eigenvectors U (columns).
+    eigenvalues : numpy.ndarray
+        Eigenvalues s of K, ascending, shape ``(n,)``.
+    eigenvectors : numpy.ndarray
+        Orthonormal eigenvectors U (columns), shape ``(n, n)``.
 
     Raises
     ------
@@ -370,7 +375,7 @@ class KRRPath:
     array([ 0.5, -0.5])
     """
 
-    def __init__(self, K_train: Any, K_test_train: Any | None = None) -> None:
+    def __init__(self, K_train: ArrayLike, K_test_train: ArrayLike | None = None) -> None:
         K = check_kernel_matrix(K_train, "K_train")
         self.n: int = K.shape[0]
         self.eigenvalues, self.eigenvectors = np.linalg.eigh(K)
@@ -391,11 +396,11 @@ class KRRPath:
             )
         return 1.0 / denom
 
-    def _project(self, y: Any) -> tuple[np.ndarray, bool]:
+    def _project(self, y: ArrayLike) -> tuple[np.ndarray, bool]:
         yy = _check_targets(y, self.n)
         return self.eigenvectors.T @ yy, yy.ndim == 1
 
-    def coefficients(self, y: Any, lam: float) -> np.ndarray:
+    def coefficients(self, y: ArrayLike, lam: float) -> np.ndarray:
         """The coefficients α(λ) = (K + λ² I)⁻¹ ỹ of eq. (8).
 
         Parameters
@@ -414,7 +419,7 @@ class KRRPath:
         w = self._filter(lam)
         return self.eigenvectors @ (w[:, None] * c if c.ndim == 2 else w * c)
 
-    def predict(self, y: Any, lams: Sequence[float] | np.ndarray, test: bool = False) -> np.ndarray:
+    def predict(self, y: ArrayLike, lams: Sequence[float] | np.ndarray, test: bool = False) -> np.ndarray:
         """Predictions for every λ in ``lams``.
 
         Parameters
@@ -452,7 +457,7 @@ class KRRPath:
 
 
 def krr_path(
-    K_train: Any, y: Any, lams: Sequence[float] | np.ndarray, K_test_train: Any | None = None
+    K_train: ArrayLike, y: ArrayLike, lams: Sequence[float] | np.ndarray, K_test_train: ArrayLike | None = None
 ) -> np.ndarray:
     """:func:`krr_predict` for each λ in ``lams``, from one eigendecomposition (see :class:`KRRPath`).
 
@@ -480,7 +485,7 @@ def krr_path(
 # --------------------------------------------------------------------------- learning-rate facts
 
 
-def learning_rate_bound(K: Any, lam: float) -> float:
+def learning_rate_bound(K: ArrayLike, lam: float) -> float:
     """Theorem 4.1's learning-rate condition: the largest η allowed, 1/(‖K‖ + λ²).
 
     ‖K‖ is the spectral norm of k(X, X) = Z Zᵀ; the Hessian of
@@ -493,7 +498,7 @@ def learning_rate_bound(K: Any, lam: float) -> float:
     return 1.0 / (float(np.linalg.norm(Km, 2)) + lam**2)
 
 
-def linear_rate(K: Any, lam: float, eta: float) -> float:
+def linear_rate(K: ArrayLike, lam: float, eta: float) -> float:
     """Contraction factor ρ = max(|1 − η λ²|, |1 − η(‖K‖ + λ²)|) of RDI/AUX gradient descent.
 
     Every eigenvalue h of the Hessian (ZᵀZ + λ² I in parameter space, K + λ² I
@@ -526,7 +531,7 @@ class ParamGDTrajectory:
     theta: np.ndarray
     b: np.ndarray | None = None
 
-    def outputs(self, Z: Any, theta0: Any | None = None) -> np.ndarray:
+    def outputs(self, Z: ArrayLike, theta0: ArrayLike | None = None) -> np.ndarray:
         """Linearised network outputs φ(x)ᵀ(θ(t) − θ(0)) for the rows of ``Z`` (eq. (5))."""
         Zm = as_float64_array(Z, "Z", ndim=2)
         if Zm.shape[1] != self.theta.shape[1]:
@@ -536,7 +541,7 @@ class ParamGDTrajectory:
 
 
 def _gd_setup(
-    Z: Any, y: Any, lam: float, eta: float, steps: int, theta0: Any | None, record_every: int
+    Z: ArrayLike, y: ArrayLike, lam: float, eta: float, steps: int, theta0: ArrayLike | None, record_every: int
 ) -> tuple[np.ndarray, np.ndarray, float, float, int, np.ndarray, int]:
     Zm = as_float64_array(Z, "Z", ndim=2)
     n, P = Zm.shape
@@ -563,12 +568,12 @@ def _record_times(steps: int, record_every: int) -> np.ndarray:
 
 
 def gd_rdi_params(
-    Z: Any,
-    y: Any,
+    Z: ArrayLike,
+    y: ArrayLike,
     lam: float,
     eta: float,
     steps: int,
-    theta0: Any | None = None,
+    theta0: ArrayLike | None = None,
     record_every: int = 1,
 ) -> ParamGDTrajectory:
     """Gradient descent on the linearised RDI objective (Section 4, eq. (6)).
@@ -603,12 +608,12 @@ def gd_rdi_params(
 
 
 def gd_aux_params(
-    Z: Any,
-    y: Any,
+    Z: ArrayLike,
+    y: ArrayLike,
     lam: float,
     eta: float,
     steps: int,
-    theta0: Any | None = None,
+    theta0: ArrayLike | None = None,
     record_every: int = 1,
 ) -> ParamGDTrajectory:
     """Gradient descent on the linearised AUX objective (Section 4, eq. (7)).
@@ -665,7 +670,7 @@ class KernelGDTrajectory:
 
 
 def _kernel_gd_setup(
-    K: Any, y: Any, eta: float, steps: int, K_test_train: Any | None, record_every: int
+    K: ArrayLike, y: ArrayLike, eta: float, steps: int, K_test_train: ArrayLike | None, record_every: int
 ) -> tuple[np.ndarray, np.ndarray, float, int, np.ndarray | None, np.ndarray]:
     Km = check_kernel_matrix(K)
     yy = _check_targets(y, Km.shape[0])
@@ -711,12 +716,12 @@ def _run_kernel_gd(
 
 
 def gd_rdi_kernel(
-    K: Any,
-    y: Any,
+    K: ArrayLike,
+    y: ArrayLike,
     lam: float,
     eta: float,
     steps: int,
-    K_test_train: Any | None = None,
+    K_test_train: ArrayLike | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
     """RDI gradient descent (Theorem 4.1, eq. (6)) written in function space.
@@ -734,12 +739,12 @@ def gd_rdi_kernel(
 
 
 def gd_aux_kernel(
-    K: Any,
-    y: Any,
+    K: ArrayLike,
+    y: ArrayLike,
     lam: float,
     eta: float,
     steps: int,
-    K_test_train: Any | None = None,
+    K_test_train: ArrayLike | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
     """AUX gradient descent (Theorem 4.1, eq. (7)) written in function space.
@@ -756,11 +761,11 @@ def gd_aux_kernel(
 
 
 def gd_unregularized_kernel(
-    K: Any,
-    y: Any,
+    K: ArrayLike,
+    y: ArrayLike,
     eta: float,
     steps: int,
-    K_test_train: Any | None = None,
+    K_test_train: ArrayLike | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
     """Plain gradient descent on ½‖f(X) − ỹ‖² in function space (no regulariser).
@@ -778,7 +783,7 @@ def gd_unregularized_kernel(
 
 
 def gd_kernel_closed_form(
-    K: Any, y: Any, eta: float, t: int, lam: float = 0.0, K_test_train: Any | None = None
+    K: ArrayLike, y: ArrayLike, eta: float, t: int, lam: float = 0.0, K_test_train: ArrayLike | None = None
 ) -> np.ndarray:
     """Closed form of the function-space GD outputs at step ``t`` (RDI, or plain GD when λ = 0).
 

@@ -67,6 +67,11 @@ from tqdm import tqdm  # the console bar: no ipywidgets needed in notebooks
 
 from . import _store
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = [
     "METHODS",
     "OUTPUTS",
@@ -125,7 +130,7 @@ class _Problem:
         return out.reshape(x.shape[0], -1)
 
 
-def _as_tensor(x: Any, name: str) -> Tensor:
+def _as_tensor(x: ArrayLike, name: str) -> Tensor:
     if isinstance(x, np.ndarray):
         x = torch.from_numpy(x)
     if not isinstance(x, Tensor):
@@ -178,8 +183,8 @@ def _split_parameters(
 
 def _make_problem(
     model: Any,
-    x1: Any,
-    x2: Any,
+    x1: ArrayLike,
+    x2: ArrayLike | None,
     output: str,
     dtype: torch.dtype | None,
     device: torch.device | str | None,

@@ -44,6 +44,11 @@ from .infinite import relu_kernels, relu_ntk
 from .krr import KRRPath, check_kernel_matrix, krr_coefficients, krr_predict
 from .noise import corrupt, flip_binary
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
+    from ._typing import ArrayLike
+
 __all__ = [
     "CaptionDifference",
     "LemmaC2Chain",
@@ -80,7 +85,7 @@ __all__ = [
 # =========================================================================== inputs and kernels
 
 
-def setting1_kernel(x1: Any, x2: Any | None = None) -> np.ndarray:
+def setting1_kernel(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
     r"""Infinite-width NTK of the Setting-1 net (two-layer ReLU, only the first layer trained).
 
     k(x, x') = (xᵀx'/d)(π − ϑ)/(2π) (:func:`ntk_core.infinite.relu_ntk` with
@@ -89,7 +94,7 @@ def setting1_kernel(x1: Any, x2: Any | None = None) -> np.ndarray:
     return relu_ntk(x1, x2, depth=1, trained="first")
 
 
-def sample_classes(labels: Any, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:
+def sample_classes(labels: ArrayLike, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:
     """Indices of ``per_class`` examples of each class in ``classes``, drawn without replacement, shuffled."""
     lab = np.asarray(labels)
     rng = np.random.default_rng(seed)
@@ -107,7 +112,7 @@ def sample_classes(labels: Any, classes: Sequence[int], per_class: int, seed: in
     return idx
 
 
-def available_pairs(labels: Any, classes: Sequence[int]) -> int:
+def available_pairs(labels: ArrayLike, classes: Sequence[int]) -> int:
     """How many examples :func:`sample_classes` can draw per class: the size of the rarest of ``classes``.
 
     Chapters cap their sample sizes with it, so that they also run on the embedded
@@ -118,7 +123,7 @@ def available_pairs(labels: Any, classes: Sequence[int]) -> int:
     return int(min(int(np.sum(lab == c)) for c in classes))
 
 
-def jacobian_features(model: nn.Module, x: Any) -> np.ndarray:
+def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
     """The feature matrix Z of Section 4: row i is φ(x_i)ᵀ = ∇_θ f(θ(0), x_i)ᵀ over the trained parameters.
 
     Shape ``(n, P)``, float64, so that Z Zᵀ is the empirical NTK. Only for small
@@ -139,7 +144,7 @@ def jacobian_features(model: nn.Module, x: Any) -> np.ndarray:
     return torch.cat([jac[k].reshape(xx.shape[0], -1) for k in params], dim=1).numpy()
 
 
-def loglog_slope(x: Any, y: Any) -> float:
+def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
     """Least-squares slope of log y against log x (x, y > 0)."""
     xx, yy = as_float64_array(x, "x", ndim=1), as_float64_array(y, "y", ndim=1)
     if xx.shape != yy.shape or xx.size < 2 or np.any(xx <= 0) or np.any(yy <= 0):
@@ -193,7 +198,7 @@ class LemmaMonteCarlo:
 
 
 def lemma_monte_carlo(
-    K: Any, y: Any, lam: float, sigma: float, delta: float, draws: int, seed: int, noise: str = "gaussian"
+    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, draws: int, seed: int, noise: str = "gaussian"
 ) -> LemmaMonteCarlo:
     """Draw ``draws`` noise vectors ε, train KRR on ỹ = y + ε, and measure what Lemmas C.1/C.2 bound.
 
@@ -227,7 +232,7 @@ def lemma_monte_carlo(
     )
 
 
-def rademacher_monte_carlo(K: Any, draws: int, seed: int) -> tuple[float, float]:
+def rademacher_monte_carlo(K: ArrayLike, draws: int, seed: int) -> tuple[float, float]:
     r"""Empirical Rademacher complexity of the unit RKHS ball, by Monte Carlo, and its bound.
 
     For F₁ = {f ∈ H : ‖f‖_H ≤ 1}, sup_{f∈F₁} Σ γ_i f(x_i) = √(γᵀKγ) exactly
@@ -244,7 +249,7 @@ def rademacher_monte_carlo(K: Any, draws: int, seed: int) -> tuple[float, float]
 
 
 def additive_test_loss(
-    K: Any, K_test: Any, y: Any, y_test: Any, lams: Sequence[float], sigma: float, draws: int, seed: int
+    K: ArrayLike, K_test: ArrayLike, y: ArrayLike, y_test: ArrayLike, lams: Sequence[float], sigma: float, draws: int, seed: int
 ) -> np.ndarray:
     """Theorem 5.1's left side, measured: mean over test points of min(|f*(x) − y|, 1).
 
@@ -266,7 +271,7 @@ def additive_test_loss(
 
 
 def binary_error_grid(
-    K: Any, K_test: Any, y: Any, y_test: Any, ps: Sequence[float], lams: Sequence[float], draws: int, seed: int
+    K: ArrayLike, K_test: ArrayLike, y: ArrayLike, y_test: ArrayLike, ps: Sequence[float], lams: Sequence[float], draws: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Clean test error and clean-test ramp loss of KRR trained on labels flipped with rate p.
 
@@ -296,7 +301,7 @@ def binary_error_grid(
 
 
 def multiclass_error_grid(
-    K: Any, K_test: Any, labels: Any, labels_test: Any, Ps: Sequence[Any], lams: Sequence[float],
+    K: ArrayLike, K_test: ArrayLike, labels: ArrayLike, labels_test: ArrayLike, Ps: Sequence[Any], lams: Sequence[float],
     draws: int, seed: int,
 ) -> np.ndarray:
     """Clean top-1 test error of K-output KRR on one-hot noisy labels, per transition matrix and λ.
@@ -320,7 +325,7 @@ def multiclass_error_grid(
     return err
 
 
-def mean_noisy_onehot(labels: Any, P: Any, draws: int, seed: int) -> np.ndarray:
+def mean_noisy_onehot(labels: ArrayLike, P: ArrayLike, draws: int, seed: int) -> np.ndarray:
     """Average of the one-hot noisy labels over ``draws`` draws: estimates E[ỹ_i | c_i] (shape (K, n)).
 
     Theorem 5.3's proof uses E[ỹ_i | c_i] = P[:, c_i], i.e. E[Ỹ] = Q = P·Y.
@@ -357,7 +362,7 @@ class WidthSweep:
         return loglog_slope(self.widths, self.mean)
 
 
-def ntk_width_sweep(x: Any, widths: Sequence[int], seeds: Sequence[int], train_second: bool = False) -> WidthSweep:
+def ntk_width_sweep(x: ArrayLike, widths: Sequence[int], seeds: Sequence[int], train_second: bool = False) -> WidthSweep:
     """Empirical NTK of :class:`~ntk_core.nets.TwoLayerNet` at each width and seed against the infinite one.
 
     ``train_second=False`` is Setting 1 (NTK ``relu_ntk(depth=1, trained="first")``);
@@ -426,7 +431,7 @@ class TrainVsKRR:
 
 
 def train_vs_krr(
-    x: Any, y: Any, x_test: Any, widths: Sequence[int], lam: float, steps: int, seed: int = 0,
+    x: ArrayLike, y: ArrayLike, x_test: ArrayLike, widths: Sequence[int], lam: float, steps: int, seed: int = 0,
     methods: Sequence[str] = ("rdi", "aux"), lr: float | None = None,
 ) -> TrainVsKRR:
     r"""Train :class:`~ntk_core.nets.DifferenceTrick` (Setting-1 two-layer net) with RDI/AUX by full-batch GD.
@@ -512,7 +517,7 @@ def _final_test(trajectory: Any) -> np.ndarray:
 
 
 def initial_output_effect(
-    x: Any, y: Any, x_test: Any, y_test: Any, lam: float, draws: int, seed: int
+    x: ArrayLike, y: ArrayLike, x_test: ArrayLike, y_test: ArrayLike, lam: float, draws: int, seed: int
 ) -> tuple[np.ndarray, float]:
     r"""What the initial output f(θ(0), ·) does to the NTK predictor (Appendix A), at infinite width.
 
@@ -613,7 +618,7 @@ def _check_real_in(value: Any, name: str, low: float, high: float) -> float:
     return v
 
 
-def setting1_kernel_arcsin(x1: Any, x2: Any | None = None) -> np.ndarray:
+def setting1_kernel_arcsin(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
     r"""The Setting-1 NTK written through arcsin: k = t/4 + t·arcsin(t)/(2π), t = xᵀx'/d.
 
     Equal to :func:`setting1_kernel` (t(π − arccos t)/(2π)) because
@@ -650,7 +655,7 @@ def setting1_power_coefficient(j: int) -> float:
 # =========================================================================== proof steps, independently
 
 
-def ridge_fit(K: Any, targets: Any, lam: float) -> np.ndarray:
+def ridge_fit(K: ArrayLike, targets: ArrayLike, lam: float) -> np.ndarray:
     """K(K + λ²I)⁻¹·targets by an eigendecomposition of K, written independently of :mod:`ntk_core.krr`.
 
     The training-point values of the KRR predictor (eq. (8)) for ``targets`` of
@@ -674,13 +679,13 @@ class FitMonteCarlo:
     stderr: np.ndarray
     draws: int
 
-    def max_z(self, expected: Any) -> float:
+    def max_z(self, expected: ArrayLike) -> float:
         """Largest |mean − expected| / stderr over the entries (≈ N(0, 1) each when ``expected`` is right)."""
         e = np.asarray(expected, dtype=np.float64)
         return float(np.max(np.abs(self.mean - e) / np.maximum(self.stderr, 1e-300)))
 
 
-def fit_monte_carlo(K: Any, noisy_draws: Any, lam: float) -> FitMonteCarlo:
+def fit_monte_carlo(K: ArrayLike, noisy_draws: ArrayLike, lam: float) -> FitMonteCarlo:
     """Train the package's KRR (:func:`ntk_core.krr.krr_predict`) on each row of ``noisy_draws`` (R × n[× k]).
 
     Returns the mean fit f*(X) over the R draws and its standard error, for a
@@ -697,7 +702,7 @@ def fit_monte_carlo(K: Any, noisy_draws: Any, lam: float) -> FitMonteCarlo:
     return FitMonteCarlo(fits.mean(axis=0), fits.std(axis=0, ddof=1) / math.sqrt(R), R)
 
 
-def lemma_c1_pieces(K: Any, y: Any, lam: float, sigma: float) -> dict[str, float]:
+def lemma_c1_pieces(K: ArrayLike, y: ArrayLike, lam: float, sigma: float) -> dict[str, float]:
     """The two pieces of Lemma C.1's proof, exactly, with the inequalities that bound them.
 
     f*(X) − y = Aε − λ²(K + λ²I)⁻¹y with A = K(K + λ²I)⁻¹ (eq. (11) of the proof):
@@ -747,7 +752,7 @@ class LemmaC2Chain:
     noise_quad_mean: float
 
 
-def lemma_c2_chain(K: Any, y: Any, lam: float, sigma: float, delta: float, draws: int, seed: int) -> LemmaC2Chain:
+def lemma_c2_chain(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, draws: int, seed: int) -> LemmaC2Chain:
     """Draw Gaussian noise ε ~ N(0, σ²I), fit KRR with :func:`ntk_core.krr.krr_coefficients`, and
     evaluate every step of the proof of Lemma C.2 (see :class:`LemmaC2Chain`)."""
     Km = check_kernel_matrix(K)

@@ -11,6 +11,7 @@ reference complete and clean:
   (napoleon would read ``text: more`` as ``type: description``);
 * ``|x − y|`` in a docstring's prose is an absolute value, not a reStructuredText substitution
   (``ntk_core`` defines none): bars outside literals, roles and math blocks are escaped;
+* an annotation that names a type alias (``ArrayLike``, documented as data) links to it;
 * at the end of the build, a public name of a documented module that has no entry in the reference
   is a warning, so the strict build (``-W``) fails when the reference and the package drift apart.
 """
@@ -23,6 +24,7 @@ import re
 from typing import Any
 
 from sphinx.util import logging
+from sphinx.util.nodes import make_refnode
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +86,19 @@ def _check_complete(app: Any, env: Any) -> None:
                 logger.warning(f"API reference: {module_name}.{name} is public (in __all__) but not documented")
 
 
+def _resolve_type_alias(app: Any, env: Any, node: Any, contnode: Any) -> Any:
+    """An annotation names a type alias (``ArrayLike``) as a class: link it to the alias's entry."""
+    if node.get("refdomain") != "py" or node.get("reftype") != "class":
+        return None
+    entry = env.get_domain("py").objects.get(node.get("reftarget", ""))
+    if entry is None or entry.objtype not in ("data", "type"):
+        return None
+    return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, node["reftarget"])
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.autodoc")
     app.connect("autodoc-process-docstring", _clean_docstring, priority=100)  # before napoleon (500)
     app.connect("env-check-consistency", _check_complete)
+    app.connect("missing-reference", _resolve_type_alias)
     return {"parallel_read_safe": False, "parallel_write_safe": True}
