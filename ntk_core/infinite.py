@@ -124,10 +124,50 @@ def relu_kernels(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(NTK, NNGP)`` of the infinite-width bias-free ReLU MLP with ``depth`` hidden layers.
 
-    ``trained`` is ``"all"``, ``"first"`` (Setting 1 of the paper: only the
-    first layer is trained) or a sequence of layer indices in ``1..depth+1``.
-    Both kernels are float64 arrays of shape ``(n1, n2)``; inputs of shape
-    ``(n, *features)`` are flattened.
+    The limits, as every hidden width grows, of :func:`ntk_core.ntk.empirical_ntk`
+    and of the covariance of the initial output for :class:`ntk_core.nets.MLP`
+    (NTK parametrization), computed by the arc-cosine recursion of the module
+    docstring. Inputs of shape ``(n, *features)`` are flattened.
+
+    Parameters
+    ----------
+    x1 : ArrayLike, shape (n1, ...)
+        Inputs.
+    x2 : ArrayLike, shape (n2, ...), optional
+        Second inputs (default: ``x1``), with the feature size of ``x1``.
+    depth : int
+        Number of hidden layers (≥ 1); Setting 1's two-layer net has depth 1.
+    trained : "all", "first" or sequence of int
+        The trained layers: all, only the first (Setting 1 of the paper), or
+        layer indices in ``1..depth+1``. Untrained layers add nothing to the NTK.
+
+    Returns
+    -------
+    ntk, nngp : numpy.ndarray, shape (n1, n2)
+        float64 kernels.
+
+    Raises
+    ------
+    ValueError
+        Inputs of fewer than 2 dimensions or different feature sizes, depth < 1,
+        or a bad ``trained``.
+
+    Examples
+    --------
+    On the sphere ‖x‖² = d, the NTK of a two-layer net with only its first
+    layer trained (Setting 1) is 1/2 on the diagonal and 0 between orthogonal
+    inputs:
+
+    >>> import numpy as np
+    >>> from ntk_core import relu_kernels
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> x = x / np.linalg.norm(x, axis=1, keepdims=True) * np.sqrt(2)
+    >>> ntk, nngp = relu_kernels(x, trained="first")
+    >>> ntk.shape, nngp.shape
+    ((3, 3), (3, 3))
+    >>> np.round(ntk[:2, :2], 4)
+    array([[0.5, 0. ],
+           [0. , 0.5]])
     """
     a, b = _inputs(x1, x2)
     depth = _check_depth(depth)
@@ -152,10 +192,42 @@ def relu_kernels(
 def relu_ntk(
     x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1, trained: str | Sequence[int] = "all"
 ) -> np.ndarray:
-    """Infinite-width NTK (float64, ``(n1, n2)``); see :func:`relu_kernels` and the module docstring."""
+    """Infinite-width NTK of the bias-free ReLU MLP, the first element of :func:`relu_kernels`.
+
+    Parameters
+    ----------
+    x1 : ArrayLike, shape (n1, ...)
+        Inputs.
+    x2 : ArrayLike, shape (n2, ...), optional
+        Second inputs (default: ``x1``).
+    depth : int
+        Number of hidden layers.
+    trained : "all", "first" or sequence of int
+        The trained layers (see :func:`relu_kernels`).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
+        float64 kernel matrix.
+    """
     return relu_kernels(x1, x2, depth=depth, trained=trained)[0]
 
 
 def relu_nngp(x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1) -> np.ndarray:
-    """Infinite-width NNGP kernel: covariance of the initial output f(θ(0), ·), float64 ``(n1, n2)``."""
+    """Infinite-width NNGP kernel, the covariance of the initial output f(θ(0), ·).
+
+    Parameters
+    ----------
+    x1 : ArrayLike, shape (n1, ...)
+        Inputs.
+    x2 : ArrayLike, shape (n2, ...), optional
+        Second inputs (default: ``x1``).
+    depth : int
+        Number of hidden layers.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
+        float64 kernel matrix.
+    """
     return relu_kernels(x1, x2, depth=depth)[1]

@@ -177,6 +177,26 @@ def symmetric_transition(num_classes: int, rate: float) -> np.ndarray:
     other 9 classes"). Then :math:`\mathrm{gap}(P) = 1 - r - r/(K-1)`, which is
     positive (labels identifiable, Section 3.1) exactly when :math:`r < (K-1)/K`.
     Rates up to 1 are accepted so that non-identifiable noise can be studied.
+
+    Parameters
+    ----------
+    num_classes : int
+        K ≥ 2.
+    rate : float
+        r ∈ [0, 1], the probability that a label is corrupted.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, K)
+        Column-stochastic float64 matrix, ``P[c', c]`` = Pr[noisy c' | clean c].
+
+    Examples
+    --------
+    >>> from ntk_core import symmetric_transition
+    >>> symmetric_transition(3, 0.3)
+    array([[0.7 , 0.15, 0.15],
+           [0.15, 0.7 , 0.15],
+           [0.15, 0.15, 0.7 ]])
     """
     K = _check_num_classes(num_classes)
     r = check_probability(rate, "rate")
@@ -192,6 +212,18 @@ def pairflip_transition(num_classes: int, rate: float) -> np.ndarray:
 
     :math:`\mathrm{gap}(P) = 1 - 2r`, so the labels stay identifiable only for
     :math:`r < 1/2`.
+
+    Parameters
+    ----------
+    num_classes : int
+        K ≥ 2.
+    rate : float
+        r ∈ [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, K)
+        Column-stochastic float64 matrix, ``P[c', c]`` = Pr[noisy c' | clean c].
     """
     K = _check_num_classes(num_classes)
     r = check_probability(rate, "rate")
@@ -201,9 +233,23 @@ def pairflip_transition(num_classes: int, rate: float) -> np.ndarray:
 
 
 def empirical_transition(clean: Any, noisy: Any, num_classes: int) -> np.ndarray:
-    r"""Estimate ``P`` from paired labels: ``P_hat[c', c] = #{i: c_i = c, c~_i = c'} / #{i: c_i = c}``.
+    """Estimate the transition matrix P from paired clean and noisy labels.
 
-    A column whose clean class does not occur is ``NaN``.
+    ``P_hat[c', c] = #{i : c_i = c, c̃_i = c'} / #{i : c_i = c}``, the empirical
+    version of Pr[c̃ = c' | c] of Section 3.1. A column whose clean class does not
+    occur is ``NaN``.
+
+    Parameters
+    ----------
+    clean, noisy : ArrayLike, shape (n,)
+        Clean and noisy labels in ``{0, ..., K-1}``.
+    num_classes : int
+        K.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, K)
+        float64 estimate, columns summing to 1 (or ``NaN``).
     """
     K = _check_num_classes(num_classes)
     c = _as_label_array(clean, "clean")
@@ -228,7 +274,26 @@ def wilson_interval(successes: Any, trials: Any, confidence: float = 0.999) -> t
     .. math:: \frac{\hat q + \frac{z^2}{2n} \pm z\sqrt{\frac{\hat q(1-\hat q)}{n} + \frac{z^2}{4n^2}}}{1 + z^2/n}.
 
     Used to check that realised flip rates and transition frequencies agree with
-    the ``p`` and ``P`` they were drawn from. Returns ``(low, high)`` arrays.
+    the ``p`` and ``P`` they were drawn from.
+
+    Parameters
+    ----------
+    successes, trials : ArrayLike
+        Counts k and n (broadcast together), n ≥ 1.
+    confidence : float
+        Two-sided confidence level in (0, 1).
+
+    Returns
+    -------
+    low, high : numpy.ndarray
+        The interval's ends, element-wise, in [0, 1].
+
+    Examples
+    --------
+    >>> from ntk_core.noise import wilson_interval
+    >>> low, high = wilson_interval(200, 1000, confidence=0.999)
+    >>> bool(low < 0.2 < high), round(float(low), 3), round(float(high), 3)
+    (True, 0.162, 0.245)
     """
     from scipy.stats import norm
 

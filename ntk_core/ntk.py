@@ -579,7 +579,21 @@ def _layer_features(layer: _Layer, u: Tensor, g: Tensor, feats: _LayerFeatures) 
 
 @dataclass(frozen=True)
 class CostEstimate:
-    """Estimated work of one method: FLOPs, peak working memory (bytes), tile size."""
+    """Estimated work of one NTK method on one problem (see :func:`select_method`).
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`METHODS`.
+    flops : float
+        Estimated floating-point operations for the whole Gram matrix.
+    memory : int
+        Peak working memory in bytes at ``tile_size`` (the result excluded).
+    tile_size : int
+        Rows/columns per tile that fit the memory budget.
+    feasible : bool
+        Whether the method fits the budget at all.
+    """
 
     method: str
     flops: float
@@ -590,7 +604,19 @@ class CostEstimate:
 
 @dataclass(frozen=True)
 class MethodChoice:
-    """What ``method="auto"`` picked, and the estimates it compared."""
+    """What ``empirical_ntk(..., method="auto")`` picked, and the estimates it compared.
+
+    ``print(choice)`` shows the comparison as a table.
+
+    Attributes
+    ----------
+    method : str
+        The method picked: the cheapest feasible one, one of :data:`METHODS`.
+    tile_size : int
+        Its tile size.
+    estimates : dict[str, CostEstimate]
+        The estimate of every method, by name.
+    """
 
     method: str
     tile_size: int
@@ -742,6 +768,34 @@ def select_method(
     plus a per-pair contraction; memory is the working set of the tile size
     that fits ``memory_budget``. The cheapest method within the budget wins.
     ``print(select_method(...))`` shows the comparison.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, as for :func:`empirical_ntk`.
+    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
+        The inputs (``x2=None``: ``x2 = x1``).
+    output : {"trace", "full"}
+        The kernel asked for, as for :func:`empirical_ntk`.
+    dtype, device : torch.dtype, torch.device or str, optional
+        Compute dtype and device (default: the model's).
+    memory_budget : int, optional
+        Bytes for features and per-tile workspace (default :data:`DEFAULT_MEMORY_BUDGET`).
+
+    Returns
+    -------
+    MethodChoice
+        The method, its tile size and every method's :class:`CostEstimate`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntk_core import TwoLayerNet, select_method
+    >>> choice = select_method(TwoLayerNet(d=784, width=1000), torch.zeros(100, 784))
+    >>> choice.method in ("jacobian", "ntvp", "structured")
+    True
+    >>> sorted(choice.estimates)
+    ['jacobian', 'ntvp', 'structured']
     """
     prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
     est, _, _, _ = _estimates(prob)

@@ -52,11 +52,43 @@ _METHODS = ("vanilla", "early_stopping", "rdi", "aux")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of one training run.
+    """Hyper-parameters of one training run (the methods of Section 4 and the schedules of Section 6).
 
-    ``batch_size=None`` is full-batch GD. ``lr_milestones`` are the epochs after
-    which the learning rate (and the auxiliary weight decay) is multiplied by
-    ``lr_gamma`` (Setting 3: 0.1 after epochs 82 and 123 of 164).
+    Attributes
+    ----------
+    method : str
+        ``"vanilla"`` (GD/SGD), ``"early_stopping"`` (best validation epoch),
+        ``"rdi"`` (eq. 3: + λ²/2 ‖θ − θ(0)‖²) or ``"aux"`` (eq. 4: f(θ, xᵢ) + λbᵢ).
+    lam : float or None
+        λ > 0 for RDI and AUX (the paper's regularisation strength), else unused.
+    loss : str
+        ``"l2"`` (the paper's squared loss ½Σ(f − ỹ)²) or ``"ce"`` (cross-entropy).
+    epochs : int
+        Number of passes over the training set.
+    lr : float
+        Learning rate η.
+    batch_size : int or None
+        Mini-batch size; ``None`` is full-batch GD. In a mini-batch the RDI
+        penalty is scaled by ``|B|/n`` and only the batch's ``b_i`` move.
+    momentum, weight_decay : float
+        SGD momentum in [0, 1) and weight decay ≥ 0.
+    lr_milestones : tuple[int, ...]
+        Epochs after which the learning rate (and ``aux_weight_decay``) is
+        multiplied by ``lr_gamma`` (Setting 3: 0.1 after epochs 82 and 123 of 164).
+    lr_gamma : float
+        The factor at each milestone.
+    aux_weight_decay : float
+        Weight decay on the auxiliary variables of AUX.
+    seed : int
+        Seed of the mini-batch order (a new permutation each epoch).
+    eval_every : int
+        Evaluate (one history row) every this many epochs.
+
+    Raises
+    ------
+    ValueError
+        An unknown method or loss, RDI/AUX without λ > 0, or a non-positive
+        count or rate.
     """
 
     method: Method = "vanilla"
@@ -102,13 +134,24 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """The trained model, its per-epoch history, and the early-stopping choice.
+    """The trained model, its per-epoch history, and the early-stopping choice (returned by :func:`train`).
 
-    ``history`` has one row per evaluated epoch with columns ``epoch``, ``loss``,
-    ``train_error_noisy`` (with the auxiliary variables for AUX, as in the
-    paper's figures), ``train_error_clean``, ``val_error``, ``test_error``, and
-    for each trained weight ``W`` the columns ``dist/<name>`` = ‖W − W(0)‖_F and
-    ``norm/<name>`` = ‖W‖_F, plus ``dist/all`` = ‖θ − θ(0)‖.
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The trained network (the one passed to :func:`train`, trained in place).
+    history : pandas.DataFrame
+        One row per evaluated epoch with columns ``epoch``, ``loss``,
+        ``train_error_noisy`` (with the auxiliary variables for AUX, as in the
+        paper's figures), ``train_error_clean``, ``val_error``, ``test_error``, and
+        for each trained weight ``W`` the columns ``dist/<name>`` = ‖W − W(0)‖_F and
+        ``norm/<name>`` = ‖W‖_F, plus ``dist/all`` = ‖θ − θ(0)‖.
+    config : TrainConfig
+        The configuration it ran with.
+    aux : torch.Tensor or None
+        The auxiliary variables b of AUX, shape ``(n, K)`` (K = 1 for one output).
+    best_epoch : int or None
+        The epoch of the lowest validation error (with a validation split).
     """
 
     model: nn.Module
@@ -148,7 +191,22 @@ def _trained_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
 
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
-    """Network outputs ``f(θ, x)`` in evaluation mode, batched; no auxiliary variables."""
+    """Network outputs ``f(θ, x)`` in evaluation mode, batched; no auxiliary variables.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network.
+    x : torch.Tensor, shape (n, ...)
+        Inputs.
+    batch_size : int
+        Examples per forward pass.
+
+    Returns
+    -------
+    torch.Tensor, shape (n,) or (n, K)
+        The outputs, on the model's device, without gradients.
+    """
     was_training = model.training
     model.eval()
     try:
@@ -159,7 +217,27 @@ def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.
 
 
 def classification_error(outputs: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction misclassified: ``sign(f) ≠ y`` for one output (labels ±1), ``argmax f ≠ c`` for K outputs."""
+    """Fraction misclassified: ``sign(f) ≠ y`` for one output (labels ±1), ``argmax f ≠ c`` for K outputs.
+
+    Parameters
+    ----------
+    outputs : torch.Tensor, shape (n,) or (n, K)
+        Network outputs f(θ, x).
+    labels : torch.Tensor, shape (n,)
+        Labels in {−1, +1} for one output, classes in {0, ..., K−1} for K outputs.
+
+    Returns
+    -------
+    float
+        The error rate in [0, 1].
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntk_core.train import classification_error
+    >>> classification_error(torch.tensor([0.3, -2.0, 0.1, 1.0]), torch.tensor([1, -1, -1, 1]))
+    0.25
+    """
     out = outputs.reshape(len(outputs), -1)
     if out.shape[1] == 1:
         pred = torch.where(out[:, 0] >= 0, 1, -1)
