@@ -97,6 +97,25 @@ def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RT
     Symmetry is checked to a relative tolerance ``rtol`` of the largest entry
     (kernel matrices computed in float32 are symmetric only up to rounding);
     the returned matrix is exactly symmetrised, ``(K + Kᵀ)/2``.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        The kernel matrix.
+    name : str
+        Its name in error messages.
+    rtol : float
+        Relative symmetry tolerance.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, n)
+        float64, exactly symmetric.
+
+    Raises
+    ------
+    ValueError
+        Not square, not finite, or not symmetric within ``rtol``.
     """
     arr = as_float64_array(K, name, ndim=2)
     if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
@@ -248,6 +267,32 @@ def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray
     ``-PSD_RTOL * n * max|K|``: not a kernel matrix, even if K + λ² I happens
     to be positive definite; checked with the same factorisation), or when λ²
     overflows.
+
+    Parameters
+    ----------
+    K_train : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive semi-definite.
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    lam : float
+        λ ≥ 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        α, float64, the shape of ``y``.
+
+    Raises
+    ------
+    ValueError
+        K + λ² I not positive definite, K with a clearly negative eigenvalue, or λ² overflowing.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import krr_coefficients
+    >>> krr_coefficients(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0]), lam=1.0)
+    array([ 0.5, -0.5])
     """
     K = check_kernel_matrix(K_train, "K_train")
     return _solve_ridge(K, _check_targets(y, K.shape[0]), _check_lam_nonneg(lam))
@@ -486,12 +531,31 @@ def krr_path(
 
 
 def learning_rate_bound(K: ArrayLike, lam: float) -> float:
-    """Theorem 4.1's learning-rate condition: the largest η allowed, 1/(‖K‖ + λ²).
+    r"""Theorem 4.1's learning-rate condition: the largest η allowed, 1/(‖K‖ + λ²).
 
     ‖K‖ is the spectral norm of k(X, X) = Z Zᵀ; the Hessian of
-    :math:`\\tilde L^{RDI}_\\lambda` is ZᵀZ + λ² I whose norm is ‖K‖ + λ², so
+    :math:`\tilde L^{RDI}_\lambda` is ZᵀZ + λ² I whose norm is ‖K‖ + λ², so
     η ≤ 1/(‖K‖ + λ²) is the classical step-size condition for GD on a smooth
     strongly convex quadratic (proof of Theorem 4.1, Appendix B).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X).
+    lam : float
+        λ ≥ 0.
+
+    Returns
+    -------
+    float
+        1/(‖K‖ + λ²).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core import learning_rate_bound
+    >>> round(learning_rate_bound(np.array([[2.0, 1.0], [1.0, 2.0]]), lam=1.0), 12)   # ‖K‖ = 3
+    0.25
     """
     Km = check_kernel_matrix(K)
     lam = _check_lam_nonneg(lam)
@@ -507,6 +571,20 @@ def linear_rate(K: ArrayLike, lam: float, eta: float) -> float:
     function-space coefficients). Under Theorem 4.1's condition
     η ≤ 1/(‖K‖ + λ²), ρ = 1 − ηλ² < 1: linear convergence. Convergence holds
     exactly when ρ < 1, i.e. 0 < η < 2/(‖K‖ + λ²) (for λ > 0).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X).
+    lam : float
+        λ ≥ 0.
+    eta : float
+        Learning rate η > 0.
+
+    Returns
+    -------
+    float
+        ρ; the iterates converge when ρ < 1.
     """
     Km = check_kernel_matrix(K)
     lam = _check_lam_nonneg(lam)
@@ -525,6 +603,15 @@ class ParamGDTrajectory:
     ``steps[j]`` is the iteration number t of ``theta[j]`` (shape ``(P,)`` or
     ``(P, K)``); for AUX, ``b[j]`` holds the auxiliary variables b(t)
     (shape ``(n,)`` or ``(n, K)``), for RDI ``b`` is ``None``.
+
+    Attributes
+    ----------
+    steps : numpy.ndarray
+        Iteration numbers t, shape ``(T,)``.
+    theta : numpy.ndarray
+        θ(t), shape ``(T, P)`` or ``(T, P, K)``.
+    b : numpy.ndarray or None
+        AUX's auxiliary variables b(t), shape ``(T, n)`` or ``(T, n, K)``.
     """
 
     steps: np.ndarray
@@ -532,7 +619,20 @@ class ParamGDTrajectory:
     b: np.ndarray | None = None
 
     def outputs(self, Z: ArrayLike, theta0: ArrayLike | None = None) -> np.ndarray:
-        """Linearised network outputs φ(x)ᵀ(θ(t) − θ(0)) for the rows of ``Z`` (eq. (5))."""
+        """Linearised network outputs φ(x)ᵀ(θ(t) − θ(0)) for the rows of ``Z`` (eq. (5)).
+
+        Parameters
+        ----------
+        Z : ArrayLike, shape (m, P)
+            Features of the points to evaluate, rows φ(x)ᵀ.
+        theta0 : ArrayLike, shape (P,) or (P, K), optional
+            θ(0) (default: the first recorded iterate).
+
+        Returns
+        -------
+        numpy.ndarray, shape (T, m) or (T, m, K)
+            One row of outputs per recorded iterate.
+        """
         Zm = as_float64_array(Z, "Z", ndim=2)
         if Zm.shape[1] != self.theta.shape[1]:
             raise ValueError(f"Z must have P = {self.theta.shape[1]} columns, got shape {Zm.shape}")
@@ -576,11 +676,11 @@ def gd_rdi_params(
     theta0: ArrayLike | None = None,
     record_every: int = 1,
 ) -> ParamGDTrajectory:
-    """Gradient descent on the linearised RDI objective (Section 4, eq. (6)).
+    r"""Gradient descent on the linearised RDI objective (Section 4, eq. (6)).
 
-    .. math:: \\tilde L^{RDI}_\\lambda(\\theta) = \\tfrac12\\|Z(\\theta-\\theta(0)) - \\tilde y\\|^2
-              + \\tfrac{\\lambda^2}{2}\\|\\theta-\\theta(0)\\|^2,\\qquad
-              \\theta(t+1) = \\theta(t) - \\eta\\,\\nabla\\tilde L^{RDI}_\\lambda(\\theta(t)).
+    .. math:: \tilde L^{RDI}_\lambda(\theta) = \tfrac12\|Z(\theta-\theta(0)) - \tilde y\|^2
+              + \tfrac{\lambda^2}{2}\|\theta-\theta(0)\|^2,\qquad
+              \theta(t+1) = \theta(t) - \eta\,\nabla\tilde L^{RDI}_\lambda(\theta(t)).
 
     ``Z`` has shape ``(n, P)`` with rows φ(x_i)ᵀ (so k(X, X) = Z Zᵀ); ``y`` is
     ``(n,)`` or ``(n, K)`` (then θ is ``(P, K)``: one linear model per output,
@@ -589,6 +689,28 @@ def gd_rdi_params(
     (``r = record_every``). By Theorem 4.1 they coincide with those of
     :func:`gd_aux_params`, and for η ≤ 1/(‖K‖ + λ²) converge linearly to
     θ* = θ(0) + Zᵀ(K + λ² I)⁻¹ỹ.
+
+    Parameters
+    ----------
+    Z : ArrayLike, shape (n, P)
+        Features, rows φ(x_i)ᵀ (so k(X, X) = Z Zᵀ).
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    lam : float
+        λ > 0.
+    eta : float
+        Learning rate η > 0.
+    steps : int
+        Number of GD steps.
+    theta0 : ArrayLike, shape (P,) or (P, K), optional
+        θ(0) (default zeros).
+    record_every : int
+        Keep the iterates at t = 0, r, 2r, … and the last step.
+
+    Returns
+    -------
+    ParamGDTrajectory
+        The recorded θ(t).
     """
     Zm, yy, lam, eta, steps, th0, rec = _gd_setup(Z, y, lam, eta, steps, theta0, record_every)
     times = _record_times(steps, rec)
@@ -616,18 +738,40 @@ def gd_aux_params(
     theta0: ArrayLike | None = None,
     record_every: int = 1,
 ) -> ParamGDTrajectory:
-    """Gradient descent on the linearised AUX objective (Section 4, eq. (7)).
+    r"""Gradient descent on the linearised AUX objective (Section 4, eq. (7)).
 
-    .. math:: \\tilde L^{AUX}_\\lambda(\\bar\\theta, b) = \\tfrac12\\|Z(\\bar\\theta-\\theta(0))
-              + \\lambda b - \\tilde y\\|^2,
+    .. math:: \tilde L^{AUX}_\lambda(\bar\theta, b) = \tfrac12\|Z(\bar\theta-\theta(0))
+              + \lambda b - \tilde y\|^2,
 
-    with simultaneous updates :math:`\\bar\\theta \\leftarrow \\bar\\theta - \\eta Z^\\top a`,
-    :math:`b \\leftarrow b - \\eta\\lambda a`, where
-    :math:`a = Z(\\bar\\theta - \\theta(0)) + \\lambda b - \\tilde y`, from
-    :math:`\\bar\\theta(0) = \\theta(0)` and b(0) = 0. Arguments as in
-    :func:`gd_rdi_params`. Theorem 4.1: :math:`\\bar\\theta(t) = \\theta(t)` for
-    every t, because :math:`\\bar\\theta(t) = \\theta(0) + Z^\\top b(t)/\\lambda`
+    with simultaneous updates :math:`\bar\theta \leftarrow \bar\theta - \eta Z^\top a`,
+    :math:`b \leftarrow b - \eta\lambda a`, where
+    :math:`a = Z(\bar\theta - \theta(0)) + \lambda b - \tilde y`, from
+    :math:`\bar\theta(0) = \theta(0)` and b(0) = 0. Arguments as in
+    :func:`gd_rdi_params`. Theorem 4.1: :math:`\bar\theta(t) = \theta(t)` for
+    every t, because :math:`\bar\theta(t) = \theta(0) + Z^\top b(t)/\lambda`
     (Appendix B).
+
+    Parameters
+    ----------
+    Z : ArrayLike, shape (n, P)
+        Features, rows φ(x_i)ᵀ (so k(X, X) = Z Zᵀ).
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    lam : float
+        λ > 0.
+    eta : float
+        Learning rate η > 0.
+    steps : int
+        Number of GD steps.
+    theta0 : ArrayLike, shape (P,) or (P, K), optional
+        θ(0) (default zeros).
+    record_every : int
+        Keep the iterates at t = 0, r, 2r, … and the last step.
+
+    Returns
+    -------
+    ParamGDTrajectory
+        The recorded θ(t) and b(t).
     """
     Zm, yy, lam, eta, steps, th0, rec = _gd_setup(Z, y, lam, eta, steps, theta0, record_every)
     times = _record_times(steps, rec)
@@ -660,6 +804,19 @@ class KernelGDTrajectory:
     training outputs K α(t), ``test[j]`` the test outputs K_test_train α(t)
     (``None`` without test points) and, for AUX, ``b[j]`` the auxiliary
     variables b(t).
+
+    Attributes
+    ----------
+    steps : numpy.ndarray
+        Iteration numbers t of the recorded iterates, shape ``(T,)``.
+    alpha : numpy.ndarray
+        α(t), shape ``(T, n)`` or ``(T, n, K)``.
+    train : numpy.ndarray
+        Training outputs K α(t), the shape of ``alpha``.
+    test : numpy.ndarray or None
+        Test outputs k(x, X)ᵀ α(t), shape ``(T, m)`` or ``(T, m, K)``.
+    b : numpy.ndarray or None
+        AUX's auxiliary variables b(t), the shape of ``alpha`` (``None`` for RDI and plain GD).
     """
 
     steps: np.ndarray
@@ -724,14 +881,51 @@ def gd_rdi_kernel(
     K_test_train: ArrayLike | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
-    """RDI gradient descent (Theorem 4.1, eq. (6)) written in function space.
+    r"""RDI gradient descent (Theorem 4.1, eq. (6)) written in function space.
 
     Substituting θ(t) − θ(0) = Zᵀα(t) into the RDI update gives
-    :math:`\\alpha(t+1) = \\alpha(t) - \\eta\\,(K\\alpha(t) - \\tilde y + \\lambda^2\\alpha(t))`,
+    :math:`\alpha(t+1) = \alpha(t) - \eta\,(K\alpha(t) - \tilde y + \lambda^2\alpha(t))`,
     α(0) = 0, which needs only K = k(X, X). Training outputs are K α(t);
     test outputs k(x, X)ᵀα(t). For λ > 0 and η ≤ 1/(‖K‖ + λ²) the iterates
     converge linearly (rate :func:`linear_rate`) to α* = (K + λ² I)⁻¹ỹ, i.e. to
     :func:`krr_predict`.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) = Z Zᵀ.
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    lam : float
+        λ > 0; the ridge is λ².
+    eta : float
+        Learning rate η > 0 (Theorem 4.1 assumes η ≤ 1/(‖K‖ + λ²), :func:`learning_rate_bound`).
+    steps : int
+        Number of GD steps.
+    K_test_train : ArrayLike, shape (m, n), optional
+        Kernel values k(x_test_j, x_i), to record test outputs.
+    record_every : int
+        Keep the iterates at t = 0, r, 2r, … and the last step (r = ``record_every``).
+
+    Returns
+    -------
+    KernelGDTrajectory
+        The recorded α(t), training (and test) outputs.
+
+    Examples
+    --------
+    With η at Theorem 4.1's bound, the iterates approach the KRR predictor:
+
+    >>> import numpy as np
+    >>> from ntk_core import gd_rdi_kernel, krr_predict, learning_rate_bound
+    >>> K = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> y = np.array([1.0, -1.0])
+    >>> eta = learning_rate_bound(K, lam=1.0)
+    >>> traj = gd_rdi_kernel(K, y, lam=1.0, eta=eta, steps=200, record_every=100)
+    >>> traj.steps
+    array([  0, 100, 200])
+    >>> np.allclose(traj.train[-1], krr_predict(K, y, lam=1.0))
+    True
     """
     lam = _check_lam_positive(lam)
     Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
@@ -747,13 +941,35 @@ def gd_aux_kernel(
     K_test_train: ArrayLike | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
-    """AUX gradient descent (Theorem 4.1, eq. (7)) written in function space.
+    r"""AUX gradient descent (Theorem 4.1, eq. (7)) written in function space.
 
-    With θ̄(t) − θ(0) = Zᵀᾱ(t): :math:`a = K\\bar\\alpha + \\lambda b - \\tilde y`,
-    :math:`\\bar\\alpha \\leftarrow \\bar\\alpha - \\eta a`,
-    :math:`b \\leftarrow b - \\eta\\lambda a`, from ᾱ(0) = b(0) = 0. The proof of
+    With θ̄(t) − θ(0) = Zᵀᾱ(t): :math:`a = K\bar\alpha + \lambda b - \tilde y`,
+    :math:`\bar\alpha \leftarrow \bar\alpha - \eta a`,
+    :math:`b \leftarrow b - \eta\lambda a`, from ᾱ(0) = b(0) = 0. The proof of
     Theorem 4.1 (Appendix B) shows ᾱ(t) = b(t)/λ and ᾱ(t) = α(t) of
     :func:`gd_rdi_kernel` for every t.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) = Z Zᵀ.
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    lam : float
+        λ > 0; the ridge is λ².
+    eta : float
+        Learning rate η > 0 (Theorem 4.1 assumes η ≤ 1/(‖K‖ + λ²), :func:`learning_rate_bound`).
+    steps : int
+        Number of GD steps.
+    K_test_train : ArrayLike, shape (m, n), optional
+        Kernel values k(x_test_j, x_i), to record test outputs.
+    record_every : int
+        Keep the iterates at t = 0, r, 2r, … and the last step (r = ``record_every``).
+
+    Returns
+    -------
+    KernelGDTrajectory
+        The recorded α(t), training (and test) outputs and b(t).
     """
     lam = _check_lam_positive(lam)
     Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
@@ -768,15 +984,35 @@ def gd_unregularized_kernel(
     K_test_train: ArrayLike | None = None,
     record_every: int = 1,
 ) -> KernelGDTrajectory:
-    """Plain gradient descent on ½‖f(X) − ỹ‖² in function space (no regulariser).
+    r"""Plain gradient descent on ½‖f(X) − ỹ‖² in function space (no regulariser).
 
-    :math:`\\alpha(t+1) = \\alpha(t) - \\eta(K\\alpha(t) - \\tilde y)`, α(0) = 0: the
+    :math:`\alpha(t+1) = \alpha(t) - \eta(K\alpha(t) - \tilde y)`, α(0) = 0: the
     NTK dynamics of unregularised training (Section 3.2), which interpolate the
     noisy labels as t → ∞ (eq. (2)); stopping at a finite t is *early
     stopping*, the baseline the paper compares RDI/AUX against (Section 6).
     For η ≤ 1/‖K‖ the step-t predictor applies the spectral filter
     1 − (1 − ηs)ᵗ to each eigen-direction of K, against s/(s + λ²) for ridge
     (see :func:`gd_kernel_closed_form`).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) = Z Zᵀ.
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    eta : float
+        Learning rate η > 0 (Theorem 4.1 assumes η ≤ 1/(‖K‖ + λ²), :func:`learning_rate_bound`).
+    steps : int
+        Number of GD steps.
+    K_test_train : ArrayLike, shape (m, n), optional
+        Kernel values k(x_test_j, x_i), to record test outputs.
+    record_every : int
+        Keep the iterates at t = 0, r, 2r, … and the last step (r = ``record_every``).
+
+    Returns
+    -------
+    KernelGDTrajectory
+        The recorded α(t), training (and test) outputs.
     """
     Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
     return _run_kernel_gd(Km, yy, 0.0, eta, steps, Kt, times, aux=False)
@@ -785,17 +1021,37 @@ def gd_unregularized_kernel(
 def gd_kernel_closed_form(
     K: ArrayLike, y: ArrayLike, eta: float, t: int, lam: float = 0.0, K_test_train: ArrayLike | None = None
 ) -> np.ndarray:
-    """Closed form of the function-space GD outputs at step ``t`` (RDI, or plain GD when λ = 0).
+    r"""Closed form of the function-space GD outputs at step ``t`` (RDI, or plain GD when λ = 0).
 
-    Unrolling :math:`\\alpha(t+1) = (I - \\eta(K + \\lambda^2 I))\\alpha(t) + \\eta\\tilde y`
-    with :math:`K = U\\mathrm{diag}(s)U^\\top` gives
+    Unrolling :math:`\alpha(t+1) = (I - \eta(K + \lambda^2 I))\alpha(t) + \eta\tilde y`
+    with :math:`K = U\mathrm{diag}(s)U^\top` gives
 
-    .. math:: \\alpha(t) = U\\,\\mathrm{diag}\\Big(\\frac{1 - (1 - \\eta(s_i + \\lambda^2))^t}{s_i + \\lambda^2}\\Big)U^\\top\\tilde y
+    .. math:: \alpha(t) = U\,\mathrm{diag}\Big(\frac{1 - (1 - \eta(s_i + \lambda^2))^t}{s_i + \lambda^2}\Big)U^\top\tilde y
 
     (the diagonal entry is ηt when s_i + λ² = 0). Returns K α(t) at the
     training points, or k(x, X)ᵀα(t) for ``K_test_train``; shapes as in
     :func:`krr_predict`. As t → ∞ with λ > 0 and a convergent η this tends to
     the KRR predictor.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix, symmetric positive semi-definite.
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    eta : float
+        Learning rate η > 0.
+    t : int
+        The step, t ≥ 0.
+    lam : float
+        λ ≥ 0 (0: plain GD).
+    K_test_train : ArrayLike, shape (m, n), optional
+        Kernel values against the training points, for test outputs.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,) or (n, K); (m,) or (m, K) with ``K_test_train``
+        The outputs at step t.
     """
     Km = check_kernel_matrix(K)
     yy = _check_targets(y, Km.shape[0])

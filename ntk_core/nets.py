@@ -27,7 +27,19 @@ __all__ = ["NTKLinear", "NTKConv2d", "TwoLayerNet", "MLP", "ConvNet", "Differenc
 
 
 def as_generator(seed: int | torch.Generator, name: str = "seed") -> torch.Generator:
-    """Turn an ``int`` seed or a ``torch.Generator`` into a (CPU) ``torch.Generator``."""
+    """Turn an ``int`` seed or a ``torch.Generator`` into a (CPU) ``torch.Generator``.
+
+    Parameters
+    ----------
+    seed : int or torch.Generator
+        The seed, or a generator returned as it is.
+    name : str
+        The parameter's name in error messages.
+
+    Returns
+    -------
+    torch.Generator
+    """
     if isinstance(seed, torch.Generator):
         return seed
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -55,6 +67,15 @@ class NTKLinear(nn.Module):
 
     The weight lives in ``self.linear`` (a plain ``nn.Linear``); the
     ``1/sqrt(d_in)`` factor is applied to the input first.
+
+    Parameters
+    ----------
+    d_in, d_out : int
+        Input and output sizes.
+    seed : int or torch.Generator
+        Draws W.
+    trainable : bool
+        ``False`` freezes W (``requires_grad=False``).
     """
 
     def __init__(self, d_in: int, d_out: int, *, seed: int | torch.Generator = 0, trainable: bool = True) -> None:
@@ -78,6 +99,21 @@ class NTKConv2d(nn.Module):
     """Convolution ``y = W * x / sqrt(c_in k^2)`` with ``W ~ N(0, 1)``, no bias.
 
     ``padding`` defaults to ``kernel_size // 2`` ("same" size for odd kernels).
+
+    Parameters
+    ----------
+    c_in, c_out : int
+        Input and output channels.
+    kernel_size : int
+        k (square kernels).
+    stride : int
+        Stride.
+    padding : int, optional
+        Zero padding (default ``kernel_size // 2``).
+    seed : int or torch.Generator
+        Draws W.
+    trainable : bool
+        ``False`` freezes W.
     """
 
     def __init__(
@@ -127,6 +163,29 @@ class TwoLayerNet(nn.Module):
     then :func:`ntk_core.infinite.relu_ntk` with ``depth=1, trained="first"``.
     ``train_second=True`` trains both layers (the setting of the
     difference-trick figure of Appendix A).
+
+    Parameters
+    ----------
+    d : int
+        Input dimension.
+    width : int
+        m, the number of hidden units (the paper's Setting 1 uses 10,000).
+    seed : int or torch.Generator
+        Draws W and a.
+    train_second : bool
+        Also train the second layer a.
+
+    Examples
+    --------
+    Inputs of shape ``(n, d)`` give outputs of shape ``(n,)``; only W is trained:
+
+    >>> import torch
+    >>> from ntk_core import TwoLayerNet
+    >>> net = TwoLayerNet(d=784, width=100, seed=0)
+    >>> net(torch.zeros(3, 784)).shape
+    torch.Size([3])
+    >>> [name for name, w in net.named_parameters() if w.requires_grad]
+    ['hidden.linear.weight']
     """
 
     def __init__(self, d: int, width: int, *, seed: int | torch.Generator = 0, train_second: bool = False) -> None:
@@ -146,12 +205,25 @@ class TwoLayerNet(nn.Module):
 
 
 class MLP(nn.Module):
-    r"""Deep ReLU MLP in NTK parametrization without biases.
+    """Deep ReLU MLP in NTK parametrization without biases.
 
     ``h^1 = W^1 x / sqrt(d)``, ``h^{l+1} = W^{l+1} relu(h^l) / sqrt(m_l)``,
     ``f = h^{L+1}`` with ``L = len(widths)`` hidden layers. ``frozen`` lists
     the indices (0 = first layer, ``L`` = readout) of layers whose weights are
     constants. Shape ``(b,)`` if ``out_dim == 1`` else ``(b, out_dim)``.
+
+    Parameters
+    ----------
+    d : int
+        Input dimension (inputs of shape ``(b, d)``).
+    widths : sequence of int
+        Hidden widths m_1, …, m_L.
+    out_dim : int
+        Number of outputs.
+    frozen : sequence of int
+        Indices of the layers whose weights are not trained.
+    seed : int or torch.Generator
+        Draws the weights.
     """
 
     def __init__(
@@ -188,6 +260,21 @@ class ConvNet(nn.Module):
     readout. The paper gives only depth (11) and width (192); the pooling and
     readout are this library's assumptions. ``freeze_first_last=True`` freezes
     the first convolution and the readout, as the paper does.
+
+    Parameters
+    ----------
+    in_channels : int
+        Input channels (inputs of shape ``(b, in_channels, H, W)``).
+    channels : int
+        Channels of every convolution (Setting 2: 192).
+    depth : int
+        Layers in all, convolutions and readout (Setting 2: 11).
+    out_dim : int
+        Number of outputs; the output has shape ``(b,)`` for one, else ``(b, out_dim)``.
+    freeze_first_last : bool
+        Freeze the first convolution and the readout.
+    seed : int or torch.Generator
+        Draws the weights.
     """
 
     def __init__(
@@ -240,6 +327,21 @@ class DifferenceTrick(nn.Module):
 
     ``g`` is deep-copied twice, so both copies start from identical
     parameters, frozen ones included; ``g`` itself is left untouched.
+
+    Parameters
+    ----------
+    g : torch.nn.Module
+        The network to mix.
+    alpha : float
+        α ∈ [0, 1].
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntk_core import DifferenceTrick, TwoLayerNet
+    >>> f = DifferenceTrick(TwoLayerNet(d=5, width=32, seed=0))   # α = 1/2
+    >>> f(torch.randn(4, 5)).abs().max().item()                    # zero output at initialisation
+    0.0
     """
 
     def __init__(self, g: nn.Module, alpha: float = 0.5) -> None:
