@@ -112,6 +112,27 @@ class ImageDataset:
     ``images`` is uint8: MNIST ``(N, 28, 28)``, CIFAR-10 ``(N, 3, 32, 32)``
     (channels first, as in the binary records and in PyTorch). ``labels`` is
     int64 in ``{0, ..., 9}``. Unpacks as ``images, labels = dataset``.
+
+    Attributes
+    ----------
+    images : numpy.ndarray
+        uint8 pixels, shape ``(N, 28, 28)`` or ``(N, 3, 32, 32)``.
+    labels : numpy.ndarray
+        int64 classes, shape ``(N,)``.
+    name : str
+        ``"MNIST"`` or ``"CIFAR-10"``.
+    split : str
+        ``"train"`` or ``"test"``.
+    source : str
+        ``"data_dir"``, ``"download"`` or ``"embedded"``.
+    location : str
+        Where the files were read (``$NTK_CORE_DATA/...`` for the data directory).
+    official_size : int
+        The size of the official split (60,000 / 10,000 / 50,000).
+    partial : bool
+        Fewer images than the official split (a partial copy, or the embedded subset).
+    note : str
+        Why it is partial, or what else to know.
     """
 
     images: np.ndarray
@@ -151,6 +172,17 @@ class BinaryTask:
 
     ``positive`` and ``negative`` name the classes labelled +1 and −1;
     ``source`` is the :class:`ImageDataset` it was cut from.
+
+    Attributes
+    ----------
+    x : numpy.ndarray
+        uint8 images of the two classes, shape ``(n, ...)``.
+    y : numpy.ndarray
+        int64 labels in {−1, +1}, shape ``(n,)``.
+    positive, negative : str
+        The names of the classes labelled +1 and −1.
+    source : ImageDataset
+        The data set it was cut from.
     """
 
     x: np.ndarray
@@ -190,7 +222,17 @@ def _short_location(location: str) -> str:
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The data directory: ``data_dir``, else ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``."""
+    """The data directory: ``data_dir``, else ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike, optional
+        An explicit directory.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get("NTK_CORE_DATA")
@@ -534,6 +576,27 @@ def load_cifar10(split: Split = "train", data_dir: str | os.PathLike[str] | None
     prefixes) is accepted and reported with ``partial=True``. There is no embedded
     default for CIFAR-10: with no data directory and no network,
     :class:`DataNotFoundError` says what to do.
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+        The official split.
+    data_dir : str or os.PathLike, optional
+        The data directory to look in first (default ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``).
+    download : bool
+        Allow a download of the official files when the directory lacks them.
+
+    Returns
+    -------
+    ImageDataset
+        ``images`` uint8 of shape ``(N, 3, 32, 32)``, ``labels`` int64 of shape ``(N,)``.
+
+    Raises
+    ------
+    DataError
+        A file in the data directory is corrupt, truncated or fails its checksum.
+    DataNotFoundError
+        No source is available.
     """
     split = _check_split(split)
     root = resolve_data_dir(data_dir)
@@ -568,7 +631,26 @@ def _report(ds: ImageDataset) -> ImageDataset:
 
 def binary_task(dataset: ImageDataset, positive: int, negative: int,
                 class_names: tuple[str, ...] | None = None) -> BinaryTask:
-    """Keep classes ``positive`` (label +1) and ``negative`` (label −1) of ``dataset``."""
+    """Keep classes ``positive`` (label +1) and ``negative`` (label −1) of ``dataset``.
+
+    Parameters
+    ----------
+    dataset : ImageDataset
+        The data set.
+    positive, negative : int
+        The classes labelled +1 and −1.
+    class_names : tuple of str, optional
+        Names of all classes, to name the two (default: the class numbers).
+
+    Returns
+    -------
+    BinaryTask
+
+    Raises
+    ------
+    ValueError
+        The two classes are equal or not in the data set.
+    """
     for name, c in (("positive", positive), ("negative", negative)):
         if not isinstance(c, (int, np.integer)) or not 0 <= c <= 9:
             raise ValueError(f"{name} must be a class index in 0..9, got {c!r}")
@@ -582,13 +664,66 @@ def binary_task(dataset: ImageDataset, positive: int, negative: int,
 
 def mnist_5_vs_8(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
                  download: bool = True) -> BinaryTask:
-    """Setting 1 of the paper: MNIST digit "5" (+1) vs digit "8" (−1)."""
+    """Setting 1 of the paper: MNIST digit "5" (+1) vs digit "8" (−1).
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+        The official split.
+    data_dir : str or os.PathLike, optional
+        The data directory to look in first (default ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``).
+    download : bool
+        Allow a download of the official files when the directory lacks them.
+
+    Returns
+    -------
+    BinaryTask
+        The images of digits 5 and 8 with labels +1 and −1.
+
+    Raises
+    ------
+    DataError
+        A file in the data directory is corrupt, truncated or fails its checksum.
+    DataNotFoundError
+        No source is available.
+
+    Examples
+    --------
+    >>> from ntk_core import mnist_5_vs_8
+    >>> task = mnist_5_vs_8("test")
+    >>> task.positive, task.negative, task.x.shape[1:]
+    ('5', '8', (28, 28))
+    >>> sorted(set(task.y.tolist()))
+    [-1, 1]
+    """
     return binary_task(load_mnist(split, data_dir, download), 5, 8)
 
 
 def cifar_airplane_vs_automobile(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
                                  download: bool = True) -> BinaryTask:
-    """Setting 2 of the paper: CIFAR-10 "airplane" (+1) vs "automobile" (−1)."""
+    """Setting 2 of the paper: CIFAR-10 "airplane" (+1) vs "automobile" (−1).
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+        The official split.
+    data_dir : str or os.PathLike, optional
+        The data directory to look in first (default ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``).
+    download : bool
+        Allow a download of the official files when the directory lacks them.
+
+    Returns
+    -------
+    BinaryTask
+        The airplane and automobile images with labels +1 and −1.
+
+    Raises
+    ------
+    DataError
+        A file in the data directory is corrupt, truncated or fails its checksum.
+    DataNotFoundError
+        No source is available.
+    """
     return binary_task(load_cifar10(split, data_dir, download), 0, 1, CIFAR10_CLASSES)
 
 
@@ -600,13 +735,41 @@ def _check_uint8(images: np.ndarray) -> np.ndarray:
 
 
 def to_unit_interval(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
-    """Pixels scaled to [0, 1]: ``x / 255``."""
+    """Pixels scaled to [0, 1]: ``x / 255``.
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        uint8 pixels, any shape.
+    dtype : type
+        The float dtype of the result.
+
+    Returns
+    -------
+    numpy.ndarray
+        The same shape, values in [0, 1].
+    """
     return (_check_uint8(images) / 255.0).astype(dtype)
 
 
 def standardize(images: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...],
                 dtype: type = np.float32) -> np.ndarray:
-    """Per-channel ``(x/255 − mean) / std``; channels on axis 1 (CIFAR ``(N, 3, 32, 32)``) or none (MNIST)."""
+    """Per-channel ``(x/255 − mean) / std``; channels on axis 1 (CIFAR ``(N, 3, 32, 32)``) or none (MNIST).
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        uint8 pixels, shape ``(N, C, H, W)`` or ``(N, H, W)``.
+    mean, std : tuple of float
+        Per-channel statistics of pixels in [0, 1] (e.g. :data:`CIFAR10_MEAN`, :data:`CIFAR10_STD`).
+    dtype : type
+        The float dtype of the result.
+
+    Returns
+    -------
+    numpy.ndarray
+        The same shape.
+    """
     x = to_unit_interval(images, np.float64)
     if len(mean) != len(std):
         raise ValueError(f"mean and std must have the same length, got {len(mean)} and {len(std)}")
@@ -620,18 +783,47 @@ def standardize(images: np.ndarray, mean: tuple[float, ...], std: tuple[float, .
 
 
 def cifar_features(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
-    """CIFAR-10 images standardised per channel with the training-set statistics (:func:`standardize`)."""
+    """CIFAR-10 images standardised per channel with the training-set statistics (:func:`standardize`).
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        uint8 pixels, shape ``(N, 3, 32, 32)``.
+    dtype : type
+        The float dtype of the result.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, 3, 32, 32)
+    """
     return standardize(images, CIFAR10_MEAN, CIFAR10_STD, dtype)
 
 
 def unit_norm(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
-    r"""Flatten each image and scale it to unit Euclidean norm: ``x / ‖x‖``, shape ``(N, d)``.
+    """Flatten each image and scale it to unit Euclidean norm: ``x / ‖x‖``, shape ``(N, d)``.
 
     The NTK analyses the paper builds on (Arora et al., 2019) assume inputs on
     the unit sphere. The closed-form kernels of ``ntk_core.infinite`` do not use
     this normalisation: they take raw inputs, and the book and the experiments feed
     them ``‖x‖² = d`` (:func:`sphere_features`), under which the first-layer
     covariance ``xᵀx'/d`` is the cosine. An all-zero image is refused.
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        Images, shape ``(N, ...)``.
+    dtype : type
+        The float dtype of the result.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, d)
+        Rows of norm 1.
+
+    Raises
+    ------
+    ValueError
+        An all-zero image.
     """
     x = to_unit_interval(images, np.float64).reshape(len(images), -1)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
@@ -641,7 +833,7 @@ def unit_norm(images: np.ndarray, dtype: type = np.float32) -> np.ndarray:
 
 
 def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
-    r"""Flatten images (uint8 or float) and scale each to Euclidean norm √d (float64, shape ``(N, d)``).
+    """Flatten images (uint8 or float) and scale each to Euclidean norm √d (float64, shape ``(N, d)``).
 
     With ‖x‖² = d the first-layer covariance Σ⁽⁰⁾(x, x') = xᵀx'/d of
     :mod:`ntk_core.infinite` is the cosine of the angle between x and x', so
@@ -649,6 +841,31 @@ def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
     assumption tr K = O(n) holds with constant 1/2. ``pool`` > 1 averages
     ``pool × pool`` pixel blocks first (MNIST 28×28 → 14×14 for ``pool=2``),
     to make wide networks cheap on a CPU. An all-zero image is refused.
+
+    Parameters
+    ----------
+    images : ArrayLike, shape (N, ...)
+        Images (uint8 or float).
+    pool : int
+        Average ``pool × pool`` pixel blocks first (1: no pooling).
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, d)
+        float64 rows with ‖x‖² = d (d = the number of pixels after pooling).
+
+    Raises
+    ------
+    ValueError
+        An all-zero image, or a bad ``pool``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core.data import sphere_features
+    >>> x = sphere_features(np.arange(1, 17, dtype=np.uint8).reshape(1, 4, 4), pool=2)
+    >>> x.shape, round(float((x ** 2).sum()), 10)
+    ((1, 4), 4.0)
     """
     x = np.asarray(images, dtype=np.float64)
     if x.ndim < 2:
