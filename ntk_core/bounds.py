@@ -166,6 +166,23 @@ def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
     For ``y`` of shape ``(n,)`` returns a float; for ``(n, K)`` returns the
     ``K`` values (y⁽ʰ⁾)ᵀK⁻¹y⁽ʰ⁾, one per column (Theorem 5.3 uses q⁽ʰ⁾). Needs
     K positive definite (Cholesky, float64); raises ``ValueError`` otherwise.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,) or (n, K)
+        Labels (one column per output).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        yᵀK⁻¹y, or one value per column, shape ``(K,)``.
+
+    Raises
+    ------
+    ValueError
+        K not positive definite.
     """
     Km = check_kernel_matrix(K)
     yy = as_float64_array(y, "y", ndim=(1, 2))
@@ -177,20 +194,62 @@ def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
 
 
 def ridge_complexity(K: ArrayLike, y: ArrayLike, lam: float) -> float:
-    """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`)."""
+    """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Labels.
+    lam : float
+        λ ≥ 0.
+
+    Returns
+    -------
+    float
+    """
     yy = as_float64_array(y, "y", ndim=1)
     return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))
 
 
 def rkhs_norm(K: ArrayLike, alpha: ArrayLike) -> float:
-    """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2)."""
+    """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    alpha : ArrayLike, shape (n,)
+        Coefficients α.
+
+    Returns
+    -------
+    float
+        ‖f‖_H.
+    """
     Km = check_kernel_matrix(K)
     a = _check_vector(alpha, Km.shape[0], "alpha")
     return math.sqrt(max(float(a @ Km @ a), 0.0))
 
 
 def krr_rkhs_norm(K: ArrayLike, y_noisy: ArrayLike, lam: float) -> float:
-    """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ — the left side of Lemma C.2."""
+    """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ — the left side of Lemma C.2.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y_noisy : ArrayLike, shape (n,)
+        The training labels ỹ.
+    lam : float
+        λ > 0.
+
+    Returns
+    -------
+    float
+        ‖f*‖_H.
+    """
     return rkhs_norm(K, krr_coefficients(K, _check_vector(y_noisy, np.shape(K)[0], "y_noisy"), lam))
 
 
@@ -202,6 +261,22 @@ def gap(P: ArrayLike) -> float:
     functions refuse gap(P) ≤ 0 because then some class c is not identifiable
     from noisy labels (Section 3.1). For symmetric noise at rate r over K
     classes, gap = 1 − rK/(K − 1).
+
+    Parameters
+    ----------
+    P : ArrayLike, shape (K, K)
+        Column-stochastic transition matrix.
+
+    Returns
+    -------
+    float
+        gap(P), possibly ≤ 0.
+
+    Examples
+    --------
+    >>> from ntk_core import gap, symmetric_transition
+    >>> round(gap(symmetric_transition(10, 0.4)), 4)   # 1 − 0.4 · 10/9
+    0.5556
     """
     Pm = check_transition_matrix(P)
     diag = np.diag(Pm)
@@ -225,6 +300,18 @@ def q_matrix(P: ArrayLike, labels: ArrayLike) -> np.ndarray:
     ``labels`` is either the clean classes, an integer array of shape ``(n,)``
     with values in {0, …, K−1}, or the one-hot matrix Y of shape ``(K, n)``
     (the paper's layout). Row h of Q is the vector q⁽ʰ⁾.
+
+    Parameters
+    ----------
+    P : ArrayLike, shape (K, K)
+        Column-stochastic transition matrix.
+    labels : ArrayLike, shape (n,) or (K, n)
+        Clean classes, or the one-hot matrix Y.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, n)
+        Q.
     """
     Pm = check_transition_matrix(P)
     k = Pm.shape[0]
@@ -264,6 +351,16 @@ def centred_bernoulli_subgaussian_sigma(q: float) -> float:
     (the limit; Hoeffding's range/2 bound is attained), σ = 0 at q ∈ {0, 1}
     (Kearns & Saul 1998; Buldygin & Moskvichova 2013). Symmetric in q ↔ 1 − q.
     Verified against :func:`subgaussian_sigma_numeric` in the tests.
+
+    Parameters
+    ----------
+    q : float
+        The Bernoulli parameter, in [0, 1].
+
+    Returns
+    -------
+    float
+        σ.
     """
     q = _check_real_scalar(q, "q")
     if not 0.0 <= q <= 1.0:
@@ -276,13 +373,13 @@ def centred_bernoulli_subgaussian_sigma(q: float) -> float:
 
 
 def binary_noise_subgaussian_sigma(p: float) -> float:
-    """True sub-Gaussian parameter of the binary label noise ε = ỹ − (1 − 2p)y (Theorem 5.2).
+    r"""True sub-Gaussian parameter of the binary label noise ε = ỹ − (1 − 2p)y (Theorem 5.2).
 
     Given y, ε = −2(B − p) with B ~ Bernoulli(p) the flip indicator: ε = 2p with
     probability 1 − p and −2(1 − p) with probability p. Scaling
     :func:`centred_bernoulli_subgaussian_sigma` by 2,
 
-    .. math:: \\sigma_p = \\sqrt{\\frac{2(1-2p)}{\\log((1-p)/p)}}, \\qquad \\sigma_0 = 0,\\ \\sigma_{1/2} = 1.
+    .. math:: \sigma_p = \sqrt{\frac{2(1-2p)}{\log((1-p)/p)}}, \qquad \sigma_0 = 0,\ \sigma_{1/2} = 1.
 
     **The paper claims σ = O(√p); this is false.** σ_p ≥ 2√(p(1−p)) (the
     standard deviation, which *is* O(√p)) but as p → 0,
@@ -290,6 +387,22 @@ def binary_noise_subgaussian_sigma(p: float) -> float:
     0.653 at p = 0.01 (√p = 0.1), 0.782 at p = 0.05, 0.853 at p = 0.1
     (√p = 0.316), 0.972 at p = 0.3. So Theorem 5.2, by the paper's proof, holds
     with σ_p in place of √p (:func:`theorem_5_2_bound` uses σ_p).
+
+    Parameters
+    ----------
+    p : float
+        Flip rate in [0, 1/2].
+
+    Returns
+    -------
+    float
+        σ_p.
+
+    Examples
+    --------
+    >>> from ntk_core import binary_noise_subgaussian_sigma
+    >>> round(binary_noise_subgaussian_sigma(0.1), 3), round(0.1 ** 0.5, 3)   # σ_p against the paper's √p
+    (0.853, 0.316)
     """
     p = check_rate(p, "p")
     return 2.0 * centred_bernoulli_subgaussian_sigma(p)
@@ -303,6 +416,16 @@ def multiclass_noise_subgaussian_sigma(P: ArrayLike) -> np.ndarray:
     (p_{h,c}); over classes, σ_h = max_c of that. Every σ_h ≤ 1/2 (Hoeffding:
     a variable in an interval of length 1 is 1/2-sub-Gaussian), so the paper's
     "bounded by 1 so subgaussian with parameter 1" is valid but twice too large.
+
+    Parameters
+    ----------
+    P : ArrayLike, shape (K, K)
+        Column-stochastic transition matrix.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K,)
+        σ_h for each output h.
     """
     Pm = check_transition_matrix(P)
     sig = np.vectorize(centred_bernoulli_subgaussian_sigma, otypes=[float])(Pm)
@@ -316,6 +439,18 @@ def subgaussian_sigma_numeric(values: ArrayLike, probs: ArrayLike) -> float:
     log-sum-exp): the smallest σ with E e^{s(X−EX)} ≤ e^{s²σ²/2} for all s. The
     supremum is found on a log grid of s of both signs and refined by a bounded
     scalar search. Used to check the closed forms above.
+
+    Parameters
+    ----------
+    values : ArrayLike, shape (k,)
+        The values the variable takes.
+    probs : ArrayLike, shape (k,)
+        Their probabilities (summing to 1).
+
+    Returns
+    -------
+    float
+        σ.
     """
     v = as_float64_array(values, "values", ndim=1)
     w = as_float64_array(probs, "probs", ndim=1)
@@ -349,15 +484,29 @@ def subgaussian_sigma_numeric(values: ArrayLike, probs: ArrayLike) -> float:
 
 
 def hsu_kakade_zhang_bound(A: ArrayLike, sigma: float, delta: float) -> float:
-    """Hsu, Kakade & Zhang (2012, Thm 1) tail bound for ‖Aε‖, paper eq. (12).
+    r"""Hsu, Kakade & Zhang (2012, Thm 1) tail bound for ‖Aε‖, paper eq. (12).
 
     If ε ∈ Rⁿ has independent coordinates, each mean zero and σ-sub-Gaussian,
     then for any matrix A (m × n), with Σ = AᵀA, with probability ≥ 1 − δ
 
-    .. math:: \\|A\\varepsilon\\| \\le \\sigma\\sqrt{\\mathrm{tr}\\,\\Sigma
-              + 2\\sqrt{\\mathrm{tr}(\\Sigma^2)\\log(1/\\delta)} + 2\\|\\Sigma\\|\\log(1/\\delta)}.
+    .. math:: \|A\varepsilon\| \le \sigma\sqrt{\mathrm{tr}\,\Sigma
+              + 2\sqrt{\mathrm{tr}(\Sigma^2)\log(1/\delta)} + 2\|\Sigma\|\log(1/\delta)}.
 
     (The paper writes A² for symmetric A.) Returns the right-hand side.
+
+    Parameters
+    ----------
+    A : ArrayLike, shape (m, n)
+        The matrix.
+    sigma : float
+        σ ≥ 0.
+    delta : float
+        δ ∈ (0, 1).
+
+    Returns
+    -------
+    float
+        The bound on ‖Aε‖.
     """
     Am = as_float64_array(A, "A", ndim=2)
     sigma = _check_nonneg(sigma, "sigma")
@@ -372,6 +521,11 @@ class LemmaC1Bound:
     """Lemma C.1: ‖f*(X) − y‖ ≤ bias + noise + tail with probability ≥ 1 − δ.
 
     ``bias`` = (λ/2)√(yᵀK⁻¹y), ``noise`` = (σ/(2λ))√tr K, ``tail`` = σ√(2 log(1/δ)).
+
+    Attributes
+    ----------
+    bias, noise, tail : float
+        The three terms; ``total`` is their sum.
     """
 
     bias: float
@@ -388,6 +542,11 @@ class LemmaC2Bound:
     """Lemma C.2: ‖f*‖_H ≤ signal + noise + tail with probability ≥ 1 − δ.
 
     ``signal`` = √(yᵀ(K + λ²I)⁻¹y), ``noise`` = σ√n/λ, ``tail`` = (σ/λ)√(2 log(1/δ)).
+
+    Attributes
+    ----------
+    signal, noise, tail : float
+        The three terms; ``total`` is their sum.
     """
 
     signal: float
@@ -409,13 +568,13 @@ def _lemma_inputs(
 
 
 def lemma_c1_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
-    """Lemma C.1: training error of the KRR solution against the *clean* labels.
+    r"""Lemma C.1: training error of the KRR solution against the *clean* labels.
 
     With ỹ = y + ε, ε independent, mean zero, σ-sub-Gaussian (given X, y), with
     probability ≥ 1 − δ
 
-    .. math:: \\|f^*(X) - y\\| \\le \\frac\\lambda2\\sqrt{y^\\top K^{-1}y}
-              + \\frac{\\sigma}{2\\lambda}\\sqrt{\\mathrm{tr}K} + \\sigma\\sqrt{2\\log(1/\\delta)}.
+    .. math:: \|f^*(X) - y\| \le \frac\lambda2\sqrt{y^\top K^{-1}y}
+              + \frac{\sigma}{2\lambda}\sqrt{\mathrm{tr}K} + \sigma\sqrt{2\log(1/\delta)}.
 
     Derivation (checked): f*(X) − y = Aε − λ²(K+λ²I)⁻¹y with A = K(K+λ²I)⁻¹.
     (i) λ²‖(K+λ²I)⁻¹y‖ ≤ (λ/2)√(yᵀK⁻¹y) since (s+λ²)² ≥ 4sλ² (AM–GM).
@@ -424,6 +583,24 @@ def lemma_c1_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: 
     then √(a² + 2ab' + b²) ≤ a + b with a = σ√tr K/(2λ), b = σ√(2 log(1/δ))
     because 2√(tr K·log(1/δ)/(9λ²)) ≤ 2ab/σ². ``y`` has shape (n,); K must be
     positive definite.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Clean labels.
+    lam : float
+        λ > 0.
+    sigma : float
+        σ ≥ 0.
+    delta : float
+        δ ∈ (0, 1).
+
+    Returns
+    -------
+    LemmaC1Bound
+        The three terms; ``total`` is their sum.
     """
     Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
     return LemmaC1Bound(
@@ -434,17 +611,35 @@ def lemma_c1_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: 
 
 
 def lemma_c2_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
-    """Lemma C.2: RKHS norm of the KRR solution trained on noisy labels.
+    r"""Lemma C.2: RKHS norm of the KRR solution trained on noisy labels.
 
     With probability ≥ 1 − δ,
 
-    .. math:: \\|f^*\\|_{\\mathcal H} \\le \\sqrt{y^\\top(K+\\lambda^2I)^{-1}y}
-              + \\frac{\\sigma}{\\lambda}\\big(\\sqrt n + \\sqrt{2\\log(1/\\delta)}\\big).
+    .. math:: \|f^*\|_{\mathcal H} \le \sqrt{y^\top(K+\lambda^2I)^{-1}y}
+              + \frac{\sigma}{\lambda}\big(\sqrt n + \sqrt{2\log(1/\delta)}\big).
 
     Derivation (checked): ‖f*‖²_H = ỹᵀ(K+λ²I)⁻¹K(K+λ²I)⁻¹ỹ ≤ ỹᵀ(K+λ²I)⁻¹ỹ;
     the triangle inequality in that norm splits y and ε; ε-part ≤ ‖ε‖/λ; HKZ
     with A = I gives ‖ε‖ ≤ σ√(n + 2√(n log) + 2 log) ≤ σ(√n + √(2 log(1/δ))).
     Does not need K invertible.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Clean labels.
+    lam : float
+        λ > 0.
+    sigma : float
+        σ ≥ 0.
+    delta : float
+        δ ∈ (0, 1).
+
+    Returns
+    -------
+    LemmaC2Bound
+        The three terms; ``total`` is their sum.
     """
     Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
     return LemmaC2Bound(
@@ -471,6 +666,23 @@ class AdditiveNoiseBound:
     * ``rademacher_tail``   = 2τ/n · (σ/λ)√(2L₃)       — 2R̂, Lemma C.2 tail
     * ``rademacher_net``    = 2τ/n · ε                 — net rounding B ≤ B' + ε
     * ``concentration`` = 3M√(log(6(N+1)/δ)/(2n)), N = ⌈ȳ√n/(λε)⌉ — union bound
+
+    Attributes
+    ----------
+    n : int
+        Sample size.
+    lam, sigma, delta : float
+        λ, σ and δ of the theorem.
+    trace : float
+        tr K.
+    train_bias, train_noise, train_tail : float
+        The training-error terms (Lemma C.1 / √n).
+    rademacher_signal, rademacher_noise, rademacher_tail, rademacher_net : float
+        The Rademacher-complexity terms.
+    concentration : float
+        The uniform-convergence term.
+    net_size : int
+        N + 1, the points of the ε-net.
     """
 
     n: int
@@ -640,6 +852,15 @@ class PrintedBound:
     (σ/λ)√(log(1/δ)/n) term (Theorem 5.1 only; 0 elsewhere) and ``net`` the
     √(log(n/(δλ))/n) term, each with the theorem's prefactors (1/(1−2p),
     K/gap). log(n/(δλ)) < 0 (λ > n/δ) is clipped to 0.
+
+    Attributes
+    ----------
+    theorem : str
+        ``"5.1"``, ``"5.2"`` or ``"5.3"``.
+    constant : float
+        C, the value each O(·) is read as.
+    leading, noise, tail, noise_tail, net : float
+        The terms described above; ``total`` is their sum.
     """
 
     theorem: str
@@ -672,14 +893,34 @@ def _printed_terms(
 def theorem_5_1_printed(
     K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
-    """Theorem 5.1, eq. (10), as printed:
+    r"""Theorem 5.1, eq. (10), as printed:
 
-    .. math:: \\frac{\\lambda + O(1)}{2}\\sqrt{\\frac{y^\\top K^{-1}y}{n}} + O\\Big(\\frac\\sigma\\lambda\\Big)
-              + O\\Big(\\sigma\\sqrt{\\tfrac{\\log(1/\\delta)}{n}} + \\frac\\sigma\\lambda\\sqrt{\\tfrac{\\log(1/\\delta)}{n}}
-              + \\sqrt{\\tfrac{\\log\\frac{n}{\\delta\\lambda}}{n}}\\Big)
+    .. math:: \frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}} + O\Big(\frac\sigma\lambda\Big)
+              + O\Big(\sigma\sqrt{\tfrac{\log(1/\delta)}{n}} + \frac\sigma\lambda\sqrt{\tfrac{\log(1/\delta)}{n}}
+              + \sqrt{\tfrac{\log\frac{n}{\delta\lambda}}{n}}\Big)
 
     with each O(·) read as C·(·). This is *not* a rigorous bound for any
     particular C; use :func:`theorem_5_1_bound` for one.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Clean targets.
+    lam : float
+        λ > 0.
+    sigma : float
+        σ ≥ 0.
+    delta : float
+        δ ∈ (0, 1).
+    C : float
+        The constant every O(·) is read as.
+
+    Returns
+    -------
+    PrintedBound
+        The printed form's terms; ``total`` is their sum.
     """
     Km = check_kernel_matrix(K)
     yy = _check_vector(y, Km.shape[0], "y")
@@ -703,6 +944,19 @@ class BinaryBound:
     1/(1 − 2p). ``sigma_paper`` = √p is the value the paper's proof asserts
     (not a valid sub-Gaussian parameter; see
     :func:`binary_noise_subgaussian_sigma`).
+
+    Attributes
+    ----------
+    p : float
+        The flip rate.
+    sigma : float
+        σ_p, the true sub-Gaussian parameter of the noise.
+    sigma_paper : float
+        √p, the paper's value.
+    rescale : float
+        1/(1 − 2p).
+    additive : AdditiveNoiseBound
+        Theorem 5.1 for the clean labels (1 − 2p)y.
     """
 
     p: float
@@ -726,14 +980,28 @@ def _binary_inputs(
 
 
 def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
-    """The ramp loss of the proof of Theorem 5.2 (Appendix C.2), with ȳ = (1 − 2p)y.
+    r"""The ramp loss of the proof of Theorem 5.2 (Appendix C.2), with ȳ = (1 − 2p)y.
 
-    .. math:: \\ell^{ramp}(u, \\bar y) = \\min\\Big(1-2p,\\ \\max\\big(0,\\ (1-2p) - \\frac{u\\bar y}{1-2p}\\big)\\Big),
+    .. math:: \ell^{ramp}(u, \bar y) = \min\Big(1-2p,\ \max\big(0,\ (1-2p) - \frac{u\bar y}{1-2p}\big)\Big),
 
     i.e. 1 − 2p for uȳ ≤ 0, linear for 0 < uȳ < (1 − 2p)², 0 beyond. It is
     1-Lipschitz in u, ℓ(ȳ, ȳ) = 0, takes values in [0, 1 − 2p] and
     ℓ(u, ȳ) ≥ (1 − 2p)·1[sgn(u) ≠ y]. ``y`` holds clean labels in {−1, +1}
     (broadcast against ``u``).
+
+    Parameters
+    ----------
+    u : ArrayLike
+        Predictions.
+    y : ArrayLike
+        Clean labels in {−1, +1}, broadcast against ``u``.
+    p : float
+        Flip rate in [0, 1/2).
+
+    Returns
+    -------
+    numpy.ndarray
+        The loss, element-wise, in [0, 1 − 2p].
     """
     uu = as_float64_array(u, "u")
     yy = as_float64_array(y, "y")
@@ -806,16 +1074,36 @@ def theorem_5_2_bound(
 
 
 def theorem_5_2_printed(K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float, C: float = 1.0) -> PrintedBound:
-    """Theorem 5.2 as printed, O(·) := C·(·):
+    r"""Theorem 5.2 as printed, O(·) := C·(·):
 
-    .. math:: \\frac{\\lambda + O(1)}{2}\\sqrt{\\frac{y^\\top K^{-1}y}{n}} + \\frac{1}{1-2p}
-              O\\Big(\\frac{\\sqrt p}{\\lambda} + \\sqrt{\\tfrac{p\\log(1/\\delta)}{n}}
-              + \\sqrt{\\tfrac{\\log\\frac{n}{\\delta\\lambda}}{n}}\\Big)
+    .. math:: \frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}} + \frac{1}{1-2p}
+              O\Big(\frac{\sqrt p}{\lambda} + \sqrt{\tfrac{p\log(1/\delta)}{n}}
+              + \sqrt{\tfrac{\log\frac{n}{\delta\lambda}}{n}}\Big)
 
     i.e. Theorem 5.1's printed terms with σ = √p, the (σ/λ)√(log(1/δ)/n) term
     dropped (as in the paper) and the non-leading terms divided by 1 − 2p.
     Note that σ = √p is the paper's claim; the true parameter is larger
     (:func:`binary_noise_subgaussian_sigma`).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    y : ArrayLike, shape (n,)
+        Clean labels in {−1, +1}.
+    lam : float
+        λ > 0.
+    p : float
+        Flip rate in [0, 1/2).
+    delta : float
+        δ ∈ (0, 1).
+    C : float
+        The constant every O(·) is read as.
+
+    Returns
+    -------
+    PrintedBound
+        The printed form's terms; ``total`` is their sum.
     """
     Km, yy, lam, p, delta = _binary_inputs(K, y, lam, p, delta)
     C = _check_nonneg(C, "C")
@@ -836,6 +1124,15 @@ class MulticlassBound:
 
     ``per_output[h]`` is Theorem 5.1 for output h with clean labels q⁽ʰ⁾,
     noise parameter ``sigmas[h]`` (≤ 1/2; the paper uses 1) and confidence δ/K.
+
+    Attributes
+    ----------
+    gap : float
+        gap(P) > 0.
+    sigmas : numpy.ndarray
+        σ_h per output, shape ``(K,)``.
+    per_output : tuple[AdditiveNoiseBound, ...]
+        Theorem 5.1 for each output h.
     """
 
     gap: float
@@ -932,14 +1229,34 @@ def theorem_5_3_bound(
 def theorem_5_3_printed(
     K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
-    """Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
+    r"""Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
 
-    .. math:: \\frac{1}{\\mathrm{gap}}\\Big(\\frac{\\lambda + O(1)}{2}\\sum_{h=1}^K
-              \\sqrt{\\frac{q^{(h)\\top}K^{-1}q^{(h)}}{n}} + K\\cdot O\\Big(\\frac1\\lambda
-              + \\sqrt{\\tfrac{\\log(1/\\delta')}{n}} + \\sqrt{\\tfrac{\\log\\frac{n}{\\delta'\\lambda}}{n}}\\Big)\\Big)
+    .. math:: \frac{1}{\mathrm{gap}}\Big(\frac{\lambda + O(1)}{2}\sum_{h=1}^K
+              \sqrt{\frac{q^{(h)\top}K^{-1}q^{(h)}}{n}} + K\cdot O\Big(\frac1\lambda
+              + \sqrt{\tfrac{\log(1/\delta')}{n}} + \sqrt{\tfrac{\log\frac{n}{\delta'\lambda}}{n}}\Big)\Big)
 
     i.e. Theorem 5.1's printed terms with σ = 1 (the paper's value), summed
     over the K outputs and divided by gap(P).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite.
+    labels : ArrayLike, shape (n,)
+        Clean classes.
+    P : ArrayLike, shape (K, K)
+        Column-stochastic transition matrix.
+    lam : float
+        λ > 0.
+    delta : float
+        δ ∈ (0, 1).
+    C : float
+        The constant every O(·) is read as.
+
+    Returns
+    -------
+    PrintedBound
+        The printed form's terms; ``total`` is their sum.
     """
     Km, Pm, Q, g, lam, delta = _multiclass_inputs(K, labels, P, lam, delta)
     C = _check_nonneg(C, "C")
@@ -978,6 +1295,21 @@ def leading_lambda(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike
     σ = σ_p/(1 − 2p): the (1 − 2p) of ȳ cancels the rescaling in the signal term
     and stays in the noise term. Passing an a-priori upper bound on C (e.g.
     Remark 5.2's constant) gives a λ fixed before the sample is seen.
+
+    Parameters
+    ----------
+    complexity : ArrayLike
+        C = yᵀK⁻¹y, a scalar or one value per output.
+    n : int
+        Sample size.
+    trace : float
+        tr K.
+    sigma : ArrayLike
+        σ, a scalar or one value per output.
+
+    Returns
+    -------
+    float
     """
     a, b = _leading_ab(complexity, n, trace, sigma)
     if b == 0.0:
@@ -986,12 +1318,27 @@ def leading_lambda(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike
 
 
 def leading_minimum(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike) -> float:
-    r"""min over λ of the leading terms g(λ) of :func:`leading_lambda`: g(λ*) = √(A·B).
+    """min over λ of the leading terms g(λ) of :func:`leading_lambda`: g(λ*) = √(A·B).
 
     With A = Σ_h √(C_h/n) and B = 5√(tr K/n) Σ_h σ_h. Every other term of the
     explicit bound is ≥ 0, so for Theorems 5.1/5.2 this is a lower bound on the
     whole bound at *every* λ (divide by gap(P) for Theorem 5.3). With
     C = C₀n^a and tr K = n/2 it falls like n^{(a−1)/4}.
+
+    Parameters
+    ----------
+    complexity : ArrayLike
+        C = yᵀK⁻¹y, a scalar or one value per output.
+    n : int
+        Sample size.
+    trace : float
+        tr K.
+    sigma : ArrayLike
+        σ, a scalar or one value per output.
+
+    Returns
+    -------
+    float
     """
     a, b = _leading_ab(complexity, n, trace, sigma)
     return math.sqrt(a * b)
