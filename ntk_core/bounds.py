@@ -524,8 +524,12 @@ class LemmaC1Bound:
 
     Attributes
     ----------
-    bias, noise, tail : float
-        The three terms; ``total`` is their sum.
+    bias : float
+        The bias term (see above); ``total`` sums the three.
+    noise : float
+        The noise term (see above); ``total`` sums the three.
+    tail : float
+        The tail term (see above); ``total`` sums the three.
     """
 
     bias: float
@@ -545,8 +549,12 @@ class LemmaC2Bound:
 
     Attributes
     ----------
-    signal, noise, tail : float
-        The three terms; ``total`` is their sum.
+    signal : float
+        The signal term (see above); ``total`` sums the three.
+    noise : float
+        The noise term (see above); ``total`` sums the three.
+    tail : float
+        The tail term (see above); ``total`` sums the three.
     """
 
     signal: float
@@ -671,14 +679,28 @@ class AdditiveNoiseBound:
     ----------
     n : int
         Sample size.
-    lam, sigma, delta : float
-        λ, σ and δ of the theorem.
+    lam : float
+        λ, the ridge is λ².
+    sigma : float
+        σ, the sub-Gaussian parameter of the noise.
+    delta : float
+        δ, the failure probability.
     trace : float
         tr K.
-    train_bias, train_noise, train_tail : float
-        The training-error terms (Lemma C.1 / √n).
-    rademacher_signal, rademacher_noise, rademacher_tail, rademacher_net : float
-        The Rademacher-complexity terms.
+    train_bias : float
+        (λ/2)√(yᵀK⁻¹y / n), from Lemma C.1.
+    train_noise : float
+        (σ/(2λ))√tr K/√n, from Lemma C.1.
+    train_tail : float
+        σ√(2 log(3/δ)/n), from Lemma C.1.
+    rademacher_signal : float
+        2√tr K/n · √(yᵀ(K+λ²I)⁻¹y), from Lemma C.2.
+    rademacher_noise : float
+        2√tr K/n · σ√n/λ, from Lemma C.2.
+    rademacher_tail : float
+        2√tr K/n · (σ/λ)√(2 log(3/δ)), from Lemma C.2.
+    rademacher_net : float
+        2√tr K/n · ε, the rounding of the ε-net.
     concentration : float
         The uniform-convergence term.
     net_size : int
@@ -859,8 +881,16 @@ class PrintedBound:
         ``"5.1"``, ``"5.2"`` or ``"5.3"``.
     constant : float
         C, the value each O(·) is read as.
-    leading, noise, tail, noise_tail, net : float
-        The terms described above; ``total`` is their sum.
+    leading : float
+        The ``leading`` term described above; ``total`` sums the five.
+    noise : float
+        The ``noise`` term described above; ``total`` sums the five.
+    tail : float
+        The ``tail`` term described above; ``total`` sums the five.
+    noise_tail : float
+        The ``noise_tail`` term described above; ``total`` sums the five.
+    net : float
+        The ``net`` term described above; ``total`` sums the five.
     """
 
     theorem: str

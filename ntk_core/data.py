@@ -179,8 +179,10 @@ class BinaryTask:
         uint8 images of the two classes, shape ``(n, ...)``.
     y : numpy.ndarray
         int64 labels in {−1, +1}, shape ``(n,)``.
-    positive, negative : str
-        The names of the classes labelled +1 and −1.
+    positive : str
+        The name of the class labelled +1.
+    negative : str
+        The name of the class labelled −1.
     source : ImageDataset
         The data set it was cut from.
     """

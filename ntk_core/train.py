@@ -70,8 +70,10 @@ class TrainConfig:
     batch_size : int or None
         Mini-batch size; ``None`` is full-batch GD. In a mini-batch the RDI
         penalty is scaled by ``|B|/n`` and only the batch's ``b_i`` move.
-    momentum, weight_decay : float
-        SGD momentum in [0, 1) and weight decay ≥ 0.
+    momentum : float
+        SGD momentum in [0, 1).
+    weight_decay : float
+        Weight decay ≥ 0 on the network's parameters.
     lr_milestones : tuple[int, ...]
         Epochs after which the learning rate (and ``aux_weight_decay``) is
         multiplied by ``lr_gamma`` (Setting 3: 0.1 after epochs 82 and 123 of 164).
