@@ -107,7 +107,7 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
-    its column (at the desktop and the phone width) and a local file path are all reported."""
+    its column at 1280 px and a local file path are all reported; a display too wide only at 375 px is recorded."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
@@ -120,14 +120,17 @@ def test_browser_check_catches_what_it_should(tmp_path):
         "<mjx-math style='display: inline-block; width: 900px'>x</mjx-math></mjx-container></div>"
         "<div style='width: 50%; overflow-x: auto'><mjx-container display='true' aria-label='fits a desktop'>"
         "<mjx-math style='display: inline-block; width: 400px'>y</mjx-math></mjx-container></div>"
-        "</main></body></html>"
+        "<mjx-container display='true'><mjx-math><mjx-merror data-mjx-error='Multiple \\tag'>"
+        "\\tag{1}</mjx-merror></mjx-math></mjx-container></main></body></html>"
     )
     reports = inspect_site(tmp_path, ["bad.html", "wide.html"])
     text = "\n".join(p for r in reports for p in r.problems())
+    phone = "\n".join(reports[1].phone_wide_displays)
     assert "undefinedFunction" in text
     assert "broken image: missing.png" in text
     assert "outside the built site: http://outside.invalid/outside.png" in text
     assert "no MathJax output" in text and "raw TeX" in text
     assert "wider than its column at 1280 px: too wide (900 px in 600 px)" in text
-    assert "at 375 px: fits a desktop" in text and "at 1280 px: fits a desktop" not in text
+    assert "fits a desktop" not in text and "fits a desktop" in phone and "too wide" in phone
+    assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text
