@@ -42,6 +42,20 @@ def as_float64_array(x: ArrayLike, name: str, ndim: int | tuple[int, ...] | None
 
     Raises ``TypeError`` for non-numeric input and ``ValueError`` for a wrong
     number of dimensions or for NaN/Inf entries.
+
+    Parameters
+    ----------
+    x : ArrayLike
+        The input.
+    name : str
+        Its name in error messages.
+    ndim : int or tuple of int, optional
+        The allowed numbers of dimensions.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the shape of ``x``.
     """
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
         x = x.detach().cpu().numpy()
@@ -64,7 +78,15 @@ def as_float64_array(x: ArrayLike, name: str, ndim: int | tuple[int, ...] | None
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:
-    """Raise ``ValueError`` if ``arr`` holds NaN or infinite values."""
+    """Raise ``ValueError`` if ``arr`` holds NaN or infinite values.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray
+        The array.
+    name : str
+        Its name in the error message.
+    """
     if not np.all(np.isfinite(arr)):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s); all entries must be finite")
@@ -80,7 +102,25 @@ def _check_real_scalar(value: Any, name: str) -> float:
 
 
 def check_probability(value: Any, name: str) -> float:
-    """A probability in the closed interval [0, 1]."""
+    """A probability in the closed interval [0, 1].
+
+    Parameters
+    ----------
+    value : float
+        The number.
+    name : str
+        Its name in the error message.
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    ValueError
+        Outside the range, or not a finite real number.
+    """
     v = _check_real_scalar(value, name)
     if not 0.0 <= v <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
@@ -93,6 +133,23 @@ def check_rate(value: Any, name: str = "p") -> float:
     At p = 1/2 the noisy labels carry no information about the clean ones, and
     for p > 1/2 the classes are swapped, so the paper (and this library) refuses
     both.
+
+    Parameters
+    ----------
+    value : float
+        The number.
+    name : str
+        Its name in the error message.
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    ValueError
+        Outside the range, or not a finite real number.
     """
     v = _check_real_scalar(value, name)
     if not 0.0 <= v < 0.5:
@@ -104,7 +161,25 @@ def check_rate(value: Any, name: str = "p") -> float:
 
 
 def check_unit_interval_open(value: Any, name: str) -> float:
-    """A number in the open interval (0, 1), for example a failure probability δ."""
+    """A number in the open interval (0, 1), for example a failure probability δ.
+
+    Parameters
+    ----------
+    value : float
+        The number.
+    name : str
+        Its name in the error message.
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    ValueError
+        Outside the range, or not a finite real number.
+    """
     v = _check_real_scalar(value, name)
     if not 0.0 < v < 1.0:
         raise ValueError(f"{name} must lie in the open interval (0, 1), got {v!r}")
@@ -112,7 +187,25 @@ def check_unit_interval_open(value: Any, name: str) -> float:
 
 
 def check_positive(value: Any, name: str) -> float:
-    """A strictly positive real number, for example λ where a formula divides by it."""
+    """A strictly positive real number, for example λ where a formula divides by it.
+
+    Parameters
+    ----------
+    value : float
+        The number.
+    name : str
+        Its name in the error message.
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    ValueError
+        Outside the range, or not a finite real number.
+    """
     v = _check_real_scalar(value, name)
     if not v > 0.0:
         raise ValueError(f"{name} must be > 0, got {v!r}")
@@ -123,6 +216,22 @@ def check_seed(seed: Any, name: str = "seed") -> np.random.Generator:
     """Turn an ``int`` seed or a ``numpy.random.Generator`` into a Generator.
 
     ``None`` is refused on purpose: every draw in ``ntk_core`` is reproducible.
+
+    Parameters
+    ----------
+    seed : int or numpy.random.Generator
+        The seed.
+    name : str
+        Its name in the error message.
+
+    Returns
+    -------
+    numpy.random.Generator
+
+    Raises
+    ------
+    TypeError
+        Not an ``int`` or a Generator (``None`` included).
     """
     if isinstance(seed, np.random.Generator):
         return seed
@@ -141,6 +250,25 @@ def check_transition_matrix(P: ArrayLike, name: str = "P", atol: float = 1e-8) -
 
     This is the paper's convention (Section 3.1): entry :math:`p_{c',c}` is the
     probability that label c is turned into c', so each *column* sums to 1.
+
+    Parameters
+    ----------
+    P : ArrayLike, shape (K, K)
+        The matrix.
+    name : str
+        Its name in error messages.
+    atol : float
+        Tolerance of the column sums.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, K)
+        float64.
+
+    Raises
+    ------
+    ValueError
+        Not square, negative entries, or a column that does not sum to 1.
     """
     arr = as_float64_array(P, name, ndim=2)
     k1, k2 = arr.shape

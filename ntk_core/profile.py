@@ -26,7 +26,23 @@ _PROFILES = PROFILES
 
 
 def book_profile(value: str | None = None) -> Profile:
-    """The active profile: ``value`` if given, else ``$NTK_BOOK_PROFILE``, else ``"quick"``."""
+    """The active profile: ``value`` if given, else ``$NTK_BOOK_PROFILE``, else ``"quick"``.
+
+    Parameters
+    ----------
+    value : str, optional
+        An explicit profile.
+
+    Returns
+    -------
+    str
+        ``"quick"``, ``"medium"`` or ``"full"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown profile.
+    """
     chosen = value if value is not None else os.environ.get("NTK_BOOK_PROFILE", "quick")
     if chosen not in _PROFILES:
         raise ValueError(f"profile must be one of {_PROFILES} (set NTK_BOOK_PROFILE), got {chosen!r}")
@@ -34,7 +50,12 @@ def book_profile(value: str | None = None) -> Profile:
 
 
 def default_device() -> str:
-    """``"cuda"`` when PyTorch sees a GPU, else ``"cpu"``."""
+    """``"cuda"`` when PyTorch sees a GPU, else ``"cpu"``.
+
+    Returns
+    -------
+    str
+    """
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -46,6 +67,17 @@ class RunInfo:
 
     Create it at the start of a chapter or experiment; :meth:`summary` at the end
     reports the wall time since creation.
+
+    Attributes
+    ----------
+    profile : str
+        The profile (:func:`book_profile`).
+    device : str
+        ``"cuda"`` or ``"cpu"`` (:func:`default_device`).
+    data : list[str]
+        One line per data set used (``ImageDataset.describe()``), added with :meth:`add_data`.
+    started : float
+        ``time.perf_counter()`` at creation.
     """
 
     profile: Profile = field(default_factory=book_profile)

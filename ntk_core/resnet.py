@@ -44,7 +44,15 @@ def _conv3x3(c_in: int, c_out: int, stride: int = 1) -> nn.Conv2d:
 
 
 class BasicBlock(nn.Module):
-    """Two 3x3 convolutions with batch norm and a residual connection (He et al., 2016)."""
+    """Two 3x3 convolutions with batch norm and a residual connection (He et al., 2016).
+
+    Parameters
+    ----------
+    c_in, c_out : int
+        Input and output channels (a 1x1 projection joins the shortcut when they differ or ``stride`` > 1).
+    stride : int
+        Stride of the first convolution.
+    """
 
     def __init__(self, c_in: int, c_out: int, stride: int = 1) -> None:
         super().__init__()
@@ -66,6 +74,19 @@ class CifarResNet(nn.Module):
     """CIFAR ResNet with :class:`BasicBlock` stages; see the module docstring for the architecture.
 
     Output shape ``(b, num_classes)`` (logits).
+
+    Parameters
+    ----------
+    blocks : sequence of int
+        Blocks per stage.
+    width : int
+        Channels of the first stage (doubled at each later stage).
+    num_classes : int
+        Number of outputs.
+    in_channels : int
+        Input channels (inputs of shape ``(b, in_channels, 32, 32)``).
+    seed : int or torch.Generator
+        Draws the initial weights.
     """
 
     def __init__(self, blocks: Sequence[int] = (3, 4, 6, 3), width: int = 64, num_classes: int = 10, *,
@@ -113,7 +134,19 @@ class CifarResNet(nn.Module):
 
 
 def resnet34(num_classes: int = 10, *, seed: int | torch.Generator = 0) -> CifarResNet:
-    """The standard CIFAR ResNet-34: blocks (3, 4, 6, 3), widths 64/128/256/512."""
+    """The standard CIFAR ResNet-34: blocks (3, 4, 6, 3), widths 64/128/256/512.
+
+    Parameters
+    ----------
+    num_classes : int
+        Number of outputs.
+    seed : int or torch.Generator
+        Draws the initial weights.
+
+    Returns
+    -------
+    CifarResNet
+    """
     return CifarResNet((3, 4, 6, 3), 64, num_classes, seed=seed)
 
 
@@ -125,6 +158,15 @@ class RandomCropFlip(nn.Module):
     so training error, validation and test error are measured on the original
     images. Draws come from its own seeded CPU generator, so a run is
     reproducible. Wrap a network as ``nn.Sequential(RandomCropFlip(seed=s), net)``.
+
+    Parameters
+    ----------
+    padding : int
+        Zero padding before the random crop back to the original size (0: no crop).
+    flip : bool
+        Flip horizontally with probability 1/2.
+    seed : int or torch.Generator
+        Seeds the module's generator.
     """
 
     def __init__(self, padding: int = 4, flip: bool = True, *, seed: int | torch.Generator = 0) -> None:

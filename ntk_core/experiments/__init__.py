@@ -37,15 +37,58 @@ EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", 
 
 
 def get(name: str) -> ModuleType:
-    """The module of experiment ``name``."""
+    """The module of experiment ``name``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`EXPERIMENTS`.
+
+    Returns
+    -------
+    types.ModuleType
+        ``ntk_core.experiments.<name>``, with its ``Config`` and ``compute``.
+
+    Raises
+    ------
+    ValueError
+        An unknown experiment.
+    """
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
     return importlib.import_module(f"{__name__}.{name}")
 
 
 def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
-    """The ``quick()``, ``medium()`` or ``full()`` config of experiment ``name``, with fields replaced by
-    ``overrides``. An experiment without a ``medium()`` profile yet raises a ``ValueError`` that says so."""
+    """The ``quick()``, ``medium()`` or ``full()`` config of experiment ``name``, with fields replaced by ``overrides``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`EXPERIMENTS`.
+    profile : {"quick", "medium", "full"}
+        Which profile's config.
+    **overrides
+        Config fields to replace.
+
+    Returns
+    -------
+    Config
+        The experiment's frozen ``Config`` dataclass.
+
+    Raises
+    ------
+    ValueError
+        An unknown experiment, profile or field; an experiment without a
+        ``medium()`` profile yet says so.
+
+    Examples
+    --------
+    >>> from ntk_core import experiments
+    >>> config = experiments.make_config("setting1", "quick", seeds=(0,))
+    >>> config.profile, config.seeds
+    ('quick', (0,))
+    """
     module = get(name)
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {', '.join(map(repr, PROFILES))}, got {profile!r}")
@@ -123,6 +166,28 @@ def record(name: str, profile: str = "medium", *, root: Any = None, use_cache: b
 
     ``root`` defaults to the repository's ``results/`` folder. Units are stored in the record's folder as
     they finish, so an interrupted recording resumes where it stopped (see ``ntk_core/experiments/_record.py``).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`EXPERIMENTS`.
+    profile : {"quick", "medium", "full"}
+        Which profile (records are kept for ``medium``).
+    root : str or os.PathLike, optional
+        Folder of the records (default: the repository's ``results/``).
+    use_cache : bool
+        Reuse cached units.
+    progress : bool
+        Show progress bars.
+    out : file-like, optional
+        Where to print progress lines.
+    **overrides
+        Config fields to replace.
+
+    Returns
+    -------
+    Result
+        As :func:`run`, with provenance in ``meta``.
     """
     from ._record import record_experiment
 
