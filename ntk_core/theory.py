@@ -86,16 +86,44 @@ __all__ = [
 
 
 def setting1_kernel(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
-    r"""Infinite-width NTK of the Setting-1 net (two-layer ReLU, only the first layer trained).
+    """Infinite-width NTK of the Setting-1 net (two-layer ReLU, only the first layer trained).
 
     k(x, x') = (xᵀx'/d)(π − ϑ)/(2π) (:func:`ntk_core.infinite.relu_ntk` with
     ``depth=1, trained="first"``); float64 ``(n1, n2)``.
+
+    Parameters
+    ----------
+    x1 : ArrayLike, shape (n1, d)
+        Inputs of norm √d.
+    x2 : ArrayLike, shape (n2, d), optional
+        Second inputs (default ``x1``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
     """
     return relu_ntk(x1, x2, depth=1, trained="first")
 
 
 def sample_classes(labels: ArrayLike, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:
-    """Indices of ``per_class`` examples of each class in ``classes``, drawn without replacement, shuffled."""
+    """Indices of ``per_class`` examples of each class in ``classes``, drawn without replacement, shuffled.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (N,)
+        Class labels.
+    classes : sequence of int
+        The classes to draw from.
+    per_class : int
+        Examples per class.
+    seed : int
+        Seed of the draw.
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(classes) * per_class,)
+        Indices into ``labels``.
+    """
     lab = np.asarray(labels)
     rng = np.random.default_rng(seed)
     out = []
@@ -118,6 +146,17 @@ def available_pairs(labels: ArrayLike, classes: Sequence[int]) -> int:
     Chapters cap their sample sizes with it, so that they also run on the embedded
     MNIST subset (400 training and 100 test digits per class) when no full copy
     is available; with the full data set the caps change nothing.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (N,)
+        Class labels.
+    classes : sequence of int
+        The classes.
+
+    Returns
+    -------
+    int
     """
     lab = np.asarray(labels)
     return int(min(int(np.sum(lab == c)) for c in classes))
@@ -129,6 +168,17 @@ def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
     Shape ``(n, P)``, float64, so that Z Zᵀ is the empirical NTK. Only for small
     models (the whole Jacobian is formed); use :func:`ntk_core.ntk.empirical_ntk`
     for Gram matrices.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A small network.
+    x : ArrayLike, shape (n, ...)
+        Inputs.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, P)
     """
     from torch.func import functional_call, jacrev, vmap
 
@@ -145,7 +195,23 @@ def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
 
 
 def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
-    """Least-squares slope of log y against log x (x, y > 0)."""
+    """Least-squares slope of log y against log x (x, y > 0).
+
+    Parameters
+    ----------
+    x, y : ArrayLike, shape (k,)
+        Positive values.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from ntk_core.theory import loglog_slope
+    >>> round(loglog_slope([1, 10, 100], [1.0, 0.316227766, 0.1]), 6)   # y ∝ x^(-1/2)
+    -0.5
+    """
     xx, yy = as_float64_array(x, "x", ndim=1), as_float64_array(y, "y", ndim=1)
     if xx.shape != yy.shape or xx.size < 2 or np.any(xx <= 0) or np.any(yy <= 0):
         raise ValueError("x and y must be positive 1-D arrays of equal length >= 2")
@@ -171,6 +237,29 @@ class LemmaMonteCarlo:
     ``train_dist`` = ‖f*(X) − y‖ (Lemma C.1), ``rkhs`` = ‖f*‖_H (Lemma C.2),
     ``hkz`` = ‖Aε‖ with A = K(K + λ²I)⁻¹ (eq. (12)); the bounds at confidence
     1 − δ are ``c1_bound``, ``c2_bound``, ``hkz_bound``.
+
+    Attributes
+    ----------
+    lam : float
+        λ.
+    sigma : float
+        σ.
+    delta : float
+        δ.
+    noise : str
+        The noise distribution, ``"gaussian"`` or ``"rademacher"`` (±σ).
+    train_dist : numpy.ndarray
+        ‖f*(X) − y‖ per draw, shape ``(draws,)``.
+    rkhs : numpy.ndarray
+        ‖f*‖_H per draw.
+    hkz : numpy.ndarray
+        ‖Aε‖ per draw.
+    c1_bound : float
+        Lemma C.1's bound.
+    c2_bound : float
+        Lemma C.2's bound.
+    hkz_bound : float
+        Eq. (12)'s bound.
     """
 
     lam: float
@@ -204,6 +293,29 @@ def lemma_monte_carlo(
 
     One eigendecomposition K = U diag(s) Uᵀ serves every draw: with c = Uᵀỹ,
     f*(X) = U (s c/(s + λ²)), ‖f*‖²_H = Σ s c²/(s + λ²)², and Aε = U (s/(s+λ²) Uᵀε).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    y : ArrayLike, shape (n,)
+        Clean targets.
+    lam : float
+        λ > 0.
+    sigma : float
+        σ of the noise.
+    delta : float
+        δ ∈ (0, 1) of the bounds.
+    draws : int
+        Number of noise draws.
+    seed : int
+        Seed of the draws.
+    noise : str
+        The distribution of ε_i, ``"gaussian"`` or ``"rademacher"`` (±σ).
+
+    Returns
+    -------
+    LemmaMonteCarlo
     """
     Km = check_kernel_matrix(K)
     yy = as_float64_array(y, "y", ndim=1)
@@ -233,12 +345,25 @@ def lemma_monte_carlo(
 
 
 def rademacher_monte_carlo(K: ArrayLike, draws: int, seed: int) -> tuple[float, float]:
-    r"""Empirical Rademacher complexity of the unit RKHS ball, by Monte Carlo, and its bound.
+    """Empirical Rademacher complexity of the unit RKHS ball, by Monte Carlo, and its bound.
 
     For F₁ = {f ∈ H : ‖f‖_H ≤ 1}, sup_{f∈F₁} Σ γ_i f(x_i) = √(γᵀKγ) exactly
     (Cauchy–Schwarz in H), so R̂_S(F₁) = E_γ √(γᵀKγ)/n. Returns
     ``(estimate, bound)`` with bound = √tr K / n (Bartlett & Mendelson 2002,
     the inequality used in the proof of Theorem 5.1; it is Jensen's inequality).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    draws : int
+        Number of Rademacher vectors γ.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    estimate, bound : float
     """
     Km = check_kernel_matrix(K)
     n = Km.shape[0]
@@ -255,6 +380,29 @@ def additive_test_loss(
 
     f* is KRR on ỹ = y + ε, ε ~ N(0, σ²) i.i.d.; returns an array
     ``(draws, len(lams))``.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    K_test : ArrayLike, shape (m, n)
+        Kernel values k(x_test_j, x_i).
+    y : ArrayLike, shape (n,)
+        Clean training targets in [−1, 1].
+    y_test : ArrayLike, shape (m,)
+        Clean test targets.
+    lams : sequence of float
+        The λ values (ridge λ²).
+    sigma : float
+        σ of the Gaussian noise.
+    draws : int
+        Number of noise draws.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    numpy.ndarray, shape (draws, len(lams))
     """
     path = KRRPath(K, K_test)
     yy = as_float64_array(y, "y", ndim=1)
@@ -282,6 +430,29 @@ def binary_error_grid(
     test points with sgn f*(x) ≠ y, and the mean ramp loss
     ℓ^ramp(f*(x), (1 − 2p)y) of Appendix C.2 divided by 1 − 2p (which bounds
     the error from above pointwise).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    K_test : ArrayLike, shape (m, n)
+        Kernel values k(x_test_j, x_i).
+    y : ArrayLike, shape (n,)
+        Clean training labels in {−1, +1}.
+    y_test : ArrayLike, shape (m,)
+        Clean test labels.
+    ps : sequence of float
+        Flip rates in [0, 1/2).
+    lams : sequence of float
+        The λ values (ridge λ²).
+    draws : int
+        Number of noise draws.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    error, ramp : numpy.ndarray, shape (len(ps), len(lams), draws)
     """
     from .bounds import ramp_loss
 
@@ -309,6 +480,29 @@ def multiclass_error_grid(
     For each P in ``Ps`` and each of ``draws`` draws of ỹ (``noise.corrupt``),
     f⁽ʰ⁾ = k(·, X)ᵀ(K + λ²I)⁻¹ỹ⁽ʰ⁾ (eq. (8)) and the error is the fraction of
     test points with argmax_h f⁽ʰ⁾(x) ≠ c. Returns shape ``(len(Ps), len(lams), draws)``.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    K_test : ArrayLike, shape (m, n)
+        Kernel values k(x_test_j, x_i).
+    labels : ArrayLike, shape (n,)
+        Clean training classes.
+    labels_test : ArrayLike, shape (m,)
+        Clean test classes.
+    Ps : sequence of ArrayLike
+        Transition matrices, each ``(K, K)``.
+    lams : sequence of float
+        The λ values (ridge λ²).
+    draws : int
+        Number of noise draws.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(Ps), len(lams), draws)
     """
     path = KRRPath(K, K_test)
     lab = np.asarray(labels)
@@ -329,6 +523,21 @@ def mean_noisy_onehot(labels: ArrayLike, P: ArrayLike, draws: int, seed: int) ->
     """Average of the one-hot noisy labels over ``draws`` draws: estimates E[ỹ_i | c_i] (shape (K, n)).
 
     Theorem 5.3's proof uses E[ỹ_i | c_i] = P[:, c_i], i.e. E[Ỹ] = Q = P·Y.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (n,)
+        Clean classes.
+    P : ArrayLike, shape (K, K)
+        Column-stochastic transition matrix.
+    draws : int
+        Number of noise draws.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    numpy.ndarray, shape (K, n)
     """
     lab = np.asarray(labels)
     k = np.shape(P)[0]
@@ -347,6 +556,13 @@ class WidthSweep:
     """Relative Frobenius distance ‖K_m − K_∞‖_F / ‖K_∞‖_F of the empirical NTK at width m.
 
     ``errors[i, s]`` is width ``widths[i]``, seed ``s``.
+
+    Attributes
+    ----------
+    widths : numpy.ndarray
+        The widths m, shape ``(W,)``.
+    errors : numpy.ndarray
+        Relative errors, shape ``(W, S)`` (S seeds).
     """
 
     widths: np.ndarray
@@ -367,6 +583,21 @@ def ntk_width_sweep(x: ArrayLike, widths: Sequence[int], seeds: Sequence[int], t
 
     ``train_second=False`` is Setting 1 (NTK ``relu_ntk(depth=1, trained="first")``);
     ``True`` trains both layers (``trained="all"``). Computed in float64.
+
+    Parameters
+    ----------
+    x : ArrayLike, shape (n, d)
+        Inputs (norm √d).
+    widths : sequence of int
+        The widths m.
+    seeds : sequence of int
+        Initialisation seeds.
+    train_second : bool
+        Also train the second layer.
+
+    Returns
+    -------
+    WidthSweep
     """
     from .nets import TwoLayerNet
     from .ntk import empirical_ntk
@@ -383,12 +614,19 @@ def ntk_width_sweep(x: ArrayLike, widths: Sequence[int], seeds: Sequence[int], t
 
 
 class CaptionDifference(nn.Module):
-    r"""The network printed in the caption of the paper's difference-trick figure (Appendix A).
+    """The network printed in the caption of the paper's difference-trick figure (Appendix A).
 
     f = √(α/2) g(θ₁, x) − √((1 − α)/2) g(θ₂, x), with θ₁(0) = θ₂(0) (the
     caption writes θ₁ twice; the second is read as θ₂). Its NTK is
     (α/2 + (1 − α)/2) K_g = K_g/2 for every α. Compare
     :class:`ntk_core.nets.DifferenceTrick` (no /2), whose NTK is K_g.
+
+    Parameters
+    ----------
+    g : torch.nn.Module
+        The network to mix (deep-copied twice).
+    alpha : float
+        α ∈ [0, 1].
     """
 
     def __init__(self, g: nn.Module, alpha: float = 0.5) -> None:
@@ -418,6 +656,25 @@ class TrainVsKRR:
     Frobenius distance of the initial empirical NTK (train block) to the
     infinite one; ``rdi_vs_aux[i]`` the relative distance between the two
     trained networks' test outputs; ``move[i, j]`` = ‖θ − θ(0)‖/‖θ(0)‖.
+
+    Attributes
+    ----------
+    widths : numpy.ndarray
+        The widths, shape ``(W,)``.
+    methods : tuple[str, ...]
+        The methods (``"rdi"``, ``"aux"``), M of them.
+    dist_krr : numpy.ndarray
+        Shape ``(W, M)``.
+    dist_lin : numpy.ndarray
+        Shape ``(W, M)``.
+    kernel_err : numpy.ndarray
+        Shape ``(W,)``.
+    rdi_vs_aux : numpy.ndarray
+        Shape ``(W,)``.
+    move : numpy.ndarray
+        Shape ``(W, M)``.
+    krr_test : numpy.ndarray
+        The KRR predictor's test outputs, shape ``(m,)``.
     """
 
     widths: np.ndarray
@@ -434,7 +691,7 @@ def train_vs_krr(
     x: ArrayLike, y: ArrayLike, x_test: ArrayLike, widths: Sequence[int], lam: float, steps: int, seed: int = 0,
     methods: Sequence[str] = ("rdi", "aux"), lr: float | None = None,
 ) -> TrainVsKRR:
-    r"""Train :class:`~ntk_core.nets.DifferenceTrick` (Setting-1 two-layer net) with RDI/AUX by full-batch GD.
+    """Train :class:`~ntk_core.nets.DifferenceTrick` (Setting-1 two-layer net) with RDI/AUX by full-batch GD.
 
     The network is f = (√2/2) g(θ₁) − (√2/2) g(θ₂), g the Setting-1
     :class:`~ntk_core.nets.TwoLayerNet` (first layer trained), so f(θ(0), ·) = 0
@@ -443,6 +700,31 @@ def train_vs_krr(
     :func:`ntk_core.train.train` (``batch_size=None``: exactly GD on eq. (3) / (4))
     for ``steps`` epochs with learning rate ``lr`` (default: Theorem 4.1's
     largest allowed η = 1/(‖K‖ + λ²), with the infinite-width K).
+
+    Parameters
+    ----------
+    x : ArrayLike, shape (n, d)
+        Training inputs (norm √d).
+    y : ArrayLike, shape (n,)
+        Training targets.
+    x_test : ArrayLike, shape (m, d)
+        Test inputs.
+    widths : sequence of int
+        Widths of the network.
+    lam : float
+        λ > 0.
+    steps : int
+        GD steps (epochs of full-batch GD).
+    seed : int
+        Initialisation seed.
+    methods : sequence of str
+        ``"rdi"`` and/or ``"aux"``.
+    lr : float, optional
+        Learning rate (default 1/(‖K‖ + λ²)).
+
+    Returns
+    -------
+    TrainVsKRR
     """
     from .krr import (gd_aux_kernel, gd_kernel_closed_form, gd_rdi_kernel, gd_unregularized_kernel,
                       learning_rate_bound)
@@ -519,7 +801,7 @@ def _final_test(trajectory: Any) -> np.ndarray:
 def initial_output_effect(
     x: ArrayLike, y: ArrayLike, x_test: ArrayLike, y_test: ArrayLike, lam: float, draws: int, seed: int
 ) -> tuple[np.ndarray, float]:
-    r"""What the initial output f(θ(0), ·) does to the NTK predictor (Appendix A), at infinite width.
+    """What the initial output f(θ(0), ·) does to the NTK predictor (Appendix A), at infinite width.
 
     For the two-layer net with both layers trained, f(θ(0), ·) is a centred
     Gaussian process with covariance Σ⁽¹⁾ (the NNGP kernel) and the linearised
@@ -528,6 +810,30 @@ def initial_output_effect(
     the test outputs. Draws f₀ jointly on train and test points ``draws`` times
     and returns the clean test errors ``(draws,)`` with f₀, and the error
     without it (the difference trick, f₀ = 0).
+
+    Parameters
+    ----------
+    x : ArrayLike, shape (n, d)
+        Training inputs (norm √d).
+    y : ArrayLike, shape (n,)
+        Training labels in {−1, +1}.
+    x_test : ArrayLike, shape (m, d)
+        Test inputs.
+    y_test : ArrayLike, shape (m,)
+        Test labels.
+    lam : float
+        λ > 0.
+    draws : int
+        Number of draws of f₀.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    errors : numpy.ndarray, shape (draws,)
+        Clean test errors with the initial output.
+    error_without : float
+        The error with f₀ = 0.
     """
     X = as_float64_array(x, "x", ndim=2)
     Xt = as_float64_array(x_test, "x_test", ndim=2)
@@ -565,6 +871,22 @@ def sphere_sample(
     functions of x in the RKHS of :func:`setting1_kernel` when they are
     polynomials in s of degree 1 or even degree on the support (Remark 5.2; see
     :func:`setting1_power_coefficient`). Returns ``(x, s)``, shapes ``(n, d)``, ``(n,)``.
+
+    Parameters
+    ----------
+    n : int
+        Number of points.
+    d : int
+        Dimension.
+    seed : int or numpy.random.Generator
+        Seed of the draw.
+    levels : sequence of float, optional
+        Values of s to draw from.
+
+    Returns
+    -------
+    x : numpy.ndarray, shape (n, d)
+    s : numpy.ndarray, shape (n,)
     """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
@@ -595,6 +917,24 @@ def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Gene
     norm² is at most Σ_h g_h²/(a₂ cos⁴θ) (:func:`setting1_power_coefficient`): the
     premise of Remark 5.2 holds with a constant known in advance. Returns
     ``(x, c)``, shapes ``(n, d)`` and ``(n,)`` (int).
+
+    Parameters
+    ----------
+    n : int
+        Number of points.
+    d : int
+        Dimension (≥ k + 2).
+    k : int
+        Number of classes.
+    theta : float
+        The angle θ.
+    seed : int or numpy.random.Generator
+        Seed of the draw.
+
+    Returns
+    -------
+    x : numpy.ndarray, shape (n, d)
+    c : numpy.ndarray, shape (n,)
     """
     if not isinstance(k, (int, np.integer)) or k < 2:
         raise ValueError(f"k must be an int >= 2, got {k!r}")
@@ -619,11 +959,22 @@ def _check_real_in(value: Any, name: str, low: float, high: float) -> float:
 
 
 def setting1_kernel_arcsin(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
-    r"""The Setting-1 NTK written through arcsin: k = t/4 + t·arcsin(t)/(2π), t = xᵀx'/d.
+    """The Setting-1 NTK written through arcsin: k = t/4 + t·arcsin(t)/(2π), t = xᵀx'/d.
 
     Equal to :func:`setting1_kernel` (t(π − arccos t)/(2π)) because
     arccos t = π/2 − arcsin t; computed here independently, as the first step of
     the power series behind :func:`setting1_power_coefficient`. Inputs of norm √d.
+
+    Parameters
+    ----------
+    x1 : ArrayLike, shape (n1, d)
+        Inputs of norm √d.
+    x2 : ArrayLike, shape (n2, d), optional
+        Second inputs (default ``x1``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
     """
     a = as_float64_array(x1, "x1", ndim=2)
     b = a if x2 is None else as_float64_array(x2, "x2", ndim=2)
@@ -632,7 +983,7 @@ def setting1_kernel_arcsin(x1: ArrayLike, x2: ArrayLike | None = None) -> np.nda
 
 
 def setting1_power_coefficient(j: int) -> float:
-    r"""Coefficient a_j of t^j in the Setting-1 NTK k(t) = Σ_j a_j t^j on the sphere (Remark 5.2).
+    """Coefficient a_j of t^j in the Setting-1 NTK k(t) = Σ_j a_j t^j on the sphere (Remark 5.2).
 
     From k(t) = t/4 + t·arcsin(t)/(2π) and arcsin t = Σ_m (2m)!/(4^m (m!)² (2m+1)) t^{2m+1}:
     a₁ = 1/4, a_{2m+2} = (2m)!/(4^m (m!)² (2m+1))/(2π) (a₂ = 1/(2π), a₄ = 1/(12π)),
@@ -641,6 +992,23 @@ def setting1_power_coefficient(j: int) -> float:
     (its feature-space representer is β^{⊗j} in the t^j part of the kernel), so
     yᵀK⁻¹y ≤ 1/a_j for y_i = (βᵀu_i)^j at every n — the O(1) of Remark 5.2 — while
     for odd j ≥ 3 the function is not in the RKHS.
+
+    Parameters
+    ----------
+    j : int
+        The power, j ≥ 0.
+
+    Returns
+    -------
+    float
+        a_j.
+
+    Examples
+    --------
+    >>> import math
+    >>> from ntk_core.theory import setting1_power_coefficient
+    >>> setting1_power_coefficient(1), math.isclose(setting1_power_coefficient(2), 1 / (2 * math.pi))
+    (0.25, True)
     """
     if not isinstance(j, (int, np.integer)) or j < 0:
         raise ValueError(f"j must be a non-negative int, got {j!r}")
@@ -661,6 +1029,20 @@ def ridge_fit(K: ArrayLike, targets: ArrayLike, lam: float) -> np.ndarray:
     The training-point values of the KRR predictor (eq. (8)) for ``targets`` of
     shape ``(n,)`` or ``(n, k)``; used as the closed-form side of the Monte Carlo
     checks of the proofs' "mean-zero noise" steps.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    targets : ArrayLike, shape (n,) or (n, k)
+        The targets.
+    lam : float
+        λ.
+
+    Returns
+    -------
+    numpy.ndarray
+        The shape of ``targets``.
     """
     Km = check_kernel_matrix(K)
     lam = check_positive(lam, "lam")
@@ -673,7 +1055,17 @@ def ridge_fit(K: ArrayLike, targets: ArrayLike, lam: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FitMonteCarlo:
-    """Mean and standard error, over draws of the noisy labels, of the package's KRR fit at the training points."""
+    """Mean and standard error, over draws of the noisy labels, of the package's KRR fit at the training points.
+
+    Attributes
+    ----------
+    mean : numpy.ndarray
+        Mean fit f*(X), shape ``(n,)`` or ``(n, k)``.
+    stderr : numpy.ndarray
+        Its standard error, the same shape.
+    draws : int
+        R, the number of draws.
+    """
 
     mean: np.ndarray
     stderr: np.ndarray
@@ -691,6 +1083,19 @@ def fit_monte_carlo(K: ArrayLike, noisy_draws: ArrayLike, lam: float) -> FitMont
     Returns the mean fit f*(X) over the R draws and its standard error, for a
     comparison with the proofs' closed form E f*(X) = K(K + λ²I)⁻¹ E ỹ
     (:func:`ridge_fit`): E ỹ = y (Theorem 5.1), (1 − 2p)y (Theorem 5.2), q⁽ʰ⁾ (Theorem 5.3).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    noisy_draws : ArrayLike, shape (R, n) or (R, n, k)
+        One row of noisy labels per draw.
+    lam : float
+        λ.
+
+    Returns
+    -------
+    FitMonteCarlo
     """
     Y = as_float64_array(noisy_draws, "noisy_draws", ndim=(2, 3))
     R, n = Y.shape[0], Y.shape[1]
@@ -713,6 +1118,22 @@ def lemma_c1_pieces(K: ArrayLike, y: ArrayLike, lam: float, sigma: float) -> dic
     * ``trA4`` = tr A⁴ and ``trA4_bound`` = tr K/(9λ²).
 
     All from one eigendecomposition of K (K positive definite).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix, positive definite.
+    y : ArrayLike, shape (n,)
+        Clean targets.
+    lam : float
+        λ > 0.
+    sigma : float
+        σ.
+
+    Returns
+    -------
+    dict[str, float]
+        The keys listed above.
     """
     Km = check_kernel_matrix(K)
     yy = as_float64_array(y, "y", ndim=1)
@@ -741,6 +1162,23 @@ class LemmaC2Chain:
     (triangle inequality); ``step3`` = √(yᵀ(K+λ²I)⁻¹y) + ‖ε‖/λ; ``bound`` = Lemma C.2
     at confidence 1 − δ. ``noise_quad`` = εᵀ(K+λ²I)⁻¹ε and ``noise_quad_mean`` its exact
     mean σ² Σ_i 1/(s_i + λ²) for noise of variance σ².
+
+    Attributes
+    ----------
+    rkhs : numpy.ndarray
+        ‖f*‖_H per draw.
+    step1 : numpy.ndarray
+        First step of the chain per draw.
+    step2 : numpy.ndarray
+        Second step per draw.
+    step3 : numpy.ndarray
+        Third step per draw.
+    bound : float
+        Lemma C.2 at confidence 1 − δ.
+    noise_quad : numpy.ndarray
+        εᵀ(K+λ²I)⁻¹ε per draw.
+    noise_quad_mean : float
+        Its exact mean.
     """
 
     rkhs: np.ndarray
@@ -754,7 +1192,29 @@ class LemmaC2Chain:
 
 def lemma_c2_chain(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, draws: int, seed: int) -> LemmaC2Chain:
     """Draw Gaussian noise ε ~ N(0, σ²I), fit KRR with :func:`ntk_core.krr.krr_coefficients`, and
-    evaluate every step of the proof of Lemma C.2 (see :class:`LemmaC2Chain`)."""
+    evaluate every step of the proof of Lemma C.2 (see :class:`LemmaC2Chain`).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X) on the training points.
+    y : ArrayLike, shape (n,)
+        Clean targets.
+    lam : float
+        λ > 0.
+    sigma : float
+        σ.
+    delta : float
+        δ ∈ (0, 1) of the bound.
+    draws : int
+        Number of noise draws.
+    seed : int
+        Seed of the draws.
+
+    Returns
+    -------
+    LemmaC2Chain
+    """
     Km = check_kernel_matrix(K)
     yy = as_float64_array(y, "y", ndim=1)
     lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
