@@ -143,7 +143,18 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def sha256_bytes(data: bytes | memoryview) -> str:
-    """SHA-256 of ``data`` as 64 hex digits."""
+    """SHA-256 of ``data`` as 64 hex digits.
+
+    Parameters
+    ----------
+    data : bytes or memoryview
+        The bytes.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     return hashlib.sha256(data).hexdigest()
 
 
@@ -176,6 +187,16 @@ def canonical(value: Any) -> Any:
     NumPy scalars Python numbers, and arrays / tensors ``{"array": <fingerprint>}``.
     Anything else (an arbitrary object whose ``str`` might hold a memory address)
     raises ``TypeError``: an identity must be exact.
+
+    Parameters
+    ----------
+    value : object
+        Plain data, dataclasses, paths, arrays or tensors.
+
+    Returns
+    -------
+    object
+        JSON-serialisable data.
 
     Raises
     ------
@@ -229,6 +250,16 @@ def fingerprint(obj: Any) -> str:
     (dicts, lists, tuples, numbers, strings, dataclasses, possibly holding arrays):
     of its canonical JSON (:func:`canonical`; key order does not matter, a tuple
     and a list with the same items are equal).
+
+    Parameters
+    ----------
+    obj : object
+        An array, a tensor, or plain data (see :func:`canonical`).
+
+    Returns
+    -------
+    str
+        64 hex digits.
 
     Examples
     --------
@@ -444,8 +475,19 @@ def load(path: str | os.PathLike[str], identity: Mapping[str, Any], *, finite: b
 def set_aside(path: str | os.PathLike[str], reason: str) -> Path | None:
     """Move a damaged ``path`` to ``<name>.damaged-<UTC time>`` and warn, naming the file and ``reason``.
 
-    Returns the new path (``None`` if the file could only be deleted, or was gone).
     Used by :func:`load`; other readers of files (downloads) call it for the same behaviour.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The damaged file.
+    reason : str
+        What is wrong with it (in the warning).
+
+    Returns
+    -------
+    pathlib.Path or None
+        The new path (``None`` if the file could only be deleted, or was gone).
     """
     path = Path(path)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
