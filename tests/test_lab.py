@@ -1,4 +1,5 @@
-"""`make lab`: a chapter opens as a notebook in JupyterLab (jupytext) and its first cells run.
+"""`make lab`: a chapter opens as a notebook in JupyterLab (jupytext) and its first cells run; the built
+book offers each chapter as .md and executed .ipynb.
 
 Starts the documented command on a free localhost port with a token, serving a copy of one fast
 chapter (so that an autosave can never rewrite the book), drives JupyterLab in headless Chromium,
@@ -154,3 +155,26 @@ def test_make_lab_opens_and_runs_a_chapter(tmp_path: Path) -> None:
     finally:
         _shutdown(base, token, proc)
     assert proc.returncode is not None, "the server did not stop"
+
+
+def test_built_book_offers_each_chapter_for_download() -> None:
+    """Each notebook chapter of the built book links its .md source and executed .ipynb, both local files."""
+    import json
+
+    site = REPO / "_build" / "html"
+    if not (site / "index.html").exists():
+        pytest.skip("the book is not built (make book; make test builds it first)")
+    chapters = [p for p in sorted((REPO / "book").glob("*.md")) if p.read_text(encoding="utf-8").startswith("---\njupytext:")]
+    assert chapters
+    for source in chapters:
+        page = site / "book" / f"{source.stem}.html"
+        if not page.exists():
+            continue  # not in _toc.yml (test_book checks that every toc entry is built)
+        html = page.read_text(encoding="utf-8")
+        for suffix in (".md", ".ipynb"):
+            assert f'href="{source.stem}{suffix}" download' in html, f"{page.name}: no link to its {suffix}"
+            assert (page.parent / f"{source.stem}{suffix}").is_file(), f"{source.stem}{suffix} is not in the site"
+        assert (page.parent / f"{source.stem}.md").read_text(encoding="utf-8") == source.read_text(encoding="utf-8")
+        notebook = json.loads((page.parent / f"{source.stem}.ipynb").read_text(encoding="utf-8"))
+        code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+        assert code and any(c.get("outputs") for c in code), f"{source.stem}.ipynb has no executed outputs"
