@@ -20,6 +20,9 @@ Statuses (:data:`STATUSES`), in the words of the glance table:
     reproduced on the recorded ``medium`` run (``results/medium/``);
 ``not reproduced``
     a finding: under the paper's preconditions the claim does not hold here; the evidence is shown and checked;
+``inconclusive``
+    measured and shown, but the difference is within the noise of this scale (seeds, floating-point order),
+    so it neither supports nor contradicts the claim (:meth:`Ledger.inconclusive` says why);
 ``not run``
     not checked in this build (no record yet, or the profile leaves it out), with the reason.
 """
@@ -34,10 +37,10 @@ from typing import Any, Literal
 
 from . import _store
 
-__all__ = ["STATUSES", "Claim", "Ledger", "load_ledgers"]
+__all__ = ["STATUSES", "Status", "Claim", "Ledger", "load_ledgers"]
 
-Status = Literal["verified", "vacuous", "quick", "medium", "not reproduced", "not run"]
-STATUSES: tuple[str, ...] = ("verified", "vacuous", "quick", "medium", "not reproduced", "not run")
+Status = Literal["verified", "vacuous", "quick", "medium", "not reproduced", "inconclusive", "not run"]
+STATUSES: tuple[str, ...] = ("verified", "vacuous", "quick", "medium", "not reproduced", "inconclusive", "not run")
 _LEDGER_ENV = "NTK_BOOK_LEDGER"
 
 
@@ -110,7 +113,7 @@ class Ledger:
 
         ``status`` says how it holds: ``verified`` (default), ``vacuous``, ``quick`` or ``medium``.
         """
-        if status in ("not reproduced", "not run"):
+        if status in ("not reproduced", "inconclusive", "not run"):
             raise ValueError(f"check() records a claim that holds; use finding() or not_run() for {status!r}")
         if not bool(holds):
             raise AssertionError(f"{ref}: {statement} ({value})")
@@ -122,6 +125,13 @@ class Ledger:
         if not bool(evidence):
             raise AssertionError(f"{ref}: the finding '{statement}' is not supported by this build ({value})")
         self._add(ref, statement, "not reproduced", value, paper, anchor)
+
+    def inconclusive(self, ref: str, statement: str, *, value: str, why: str, paper: str = "",
+                     anchor: str = "") -> None:
+        """Record a claim measured here whose outcome is within the noise of this scale; ``why`` says which."""
+        if not why:
+            raise ValueError("an inconclusive claim needs the reason (which noise it is within)")
+        self._add(ref, statement, "inconclusive", f"{value} ({why})", paper, anchor)
 
     def not_run(self, ref: str, statement: str, why: str, *, paper: str = "", anchor: str = "") -> None:
         """Record that the claim is not checked in this build, and why."""

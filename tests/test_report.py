@@ -34,8 +34,12 @@ def test_finding_needs_its_evidence_and_not_run_says_why():
     with pytest.raises(AssertionError, match="not supported by this build"):
         ledger.finding("Figure 1b", "RDI is worse", False, value="10% vs 11%")
     ledger.not_run("Table 1", "AUX last ≈ best", "no medium record yet")
-    assert [(c.status, c.value) for c in ledger.claims] == [("not reproduced", "12% vs 11%"),
-                                                            ("not run", "no medium record yet")]
+    ledger.inconclusive("Figure 1b", "AUX beats SGD", value="+1.0 ± 2.0 points", why="within seed spread")
+    with pytest.raises(ValueError, match="needs the reason"):
+        ledger.inconclusive("Figure 1b", "AUX beats SGD", value="+1.0", why="")
+    assert [(c.status, c.value) for c in ledger.claims] == [
+        ("not reproduced", "12% vs 11%"), ("not run", "no medium record yet"),
+        ("inconclusive", "+1.0 ± 2.0 points (within seed spread)")]
     assert set(c.status for c in ledger.claims) <= set(STATUSES)
 
 

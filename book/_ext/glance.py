@@ -25,6 +25,7 @@ _STATUS_WORDS = {
     "quick": "reproduced at quick scale",
     "medium": "reproduced at medium scale",
     "not reproduced": "not reproduced (finding)",
+    "inconclusive": "inconclusive at this scale",
     "not run": "not run",
 }
 

@@ -16,7 +16,7 @@ import pandas as pd
 from ._base import Result
 from ._record import RecordMissing, recorded
 
-__all__ = ["medium", "record_line", "side_by_side", "config_table"]
+__all__ = ["medium", "record_line", "side_by_side", "config_table", "as_percent"]
 
 # readable names of config fields, for config_table (fields not listed keep their own name)
 _FIELD_NAMES = {
@@ -126,3 +126,11 @@ def config_table(result: Result | Any) -> pd.DataFrame:
             text = str(val)
         rows.append({"parameter": _FIELD_NAMES.get(key, key.replace("_", " ")), "value": text})
     return pd.DataFrame(rows)
+
+
+def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.DataFrame:
+    """A copy of ``frame`` with ``columns`` (fractions) written as percentages, "—" where missing."""
+    out = frame.copy()
+    for column in columns:
+        out[column] = [f"{100 * v:.{digits}f} %" if pd.notna(v) else "—" for v in out[column]]
+    return out
