@@ -12,12 +12,14 @@ reference complete and clean:
 * ``|x − y|`` in a docstring's prose is an absolute value, not a reStructuredText substitution
   (``ntk_core`` defines none): bars outside literals, roles and math blocks are escaped;
 * an annotation that names a type alias (``ArrayLike``, documented as data) links to it;
+* a dataclass field's ``default_factory`` is named in the signature (not ``<factory>``);
 * at the end of the build, a public name of a documented module that has no entry in the reference
   is a warning, so the strict build (``-W``) fails when the reference and the package drift apart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import re
@@ -96,9 +98,24 @@ def _resolve_type_alias(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, node["reftarget"])
 
 
+def _factory_defaults(app: Any, what: str, name: str, obj: Any, options: Any, signature: str | None,
+                      return_annotation: str | None) -> tuple[str | None, str | None] | None:
+    """A dataclass field with a ``default_factory`` shows as ``<factory>``: name the factory instead."""
+    if not signature or "<factory>" not in signature or not dataclasses.is_dataclass(obj):
+        return None
+    for field in dataclasses.fields(obj):
+        factory = field.default_factory
+        if factory is not dataclasses.MISSING:
+            label = getattr(factory, "__name__", "")
+            label = f"{label}()" if label and label != "<lambda>" else "..."
+            signature = signature.replace("<factory>", label, 1)
+    return signature, return_annotation
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.autodoc")
     app.connect("autodoc-process-docstring", _clean_docstring, priority=100)  # before napoleon (500)
     app.connect("env-check-consistency", _check_complete)
     app.connect("missing-reference", _resolve_type_alias)
+    app.connect("autodoc-process-signature", _factory_defaults)
     return {"parallel_read_safe": False, "parallel_write_safe": True}
