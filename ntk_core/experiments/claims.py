@@ -19,7 +19,8 @@ from ..report import Ledger, Status
 from . import difference_trick, distance, setting1
 from ._base import memorised_fraction
 
-__all__ = ["PAPER", "figure_1a", "figure_4", "table_2", "check_figure_1a", "check_figure_4", "check_table_2"]
+__all__ = ["PAPER", "PAPER_TABLE1", "figure_1a", "figure_4", "table_2", "table_1", "check_figure_1a", "check_figure_4",
+           "check_table_2"]
 
 #: The paper's own statements and numbers, per exhibit (Section 6, Appendix A, Table 2).
 PAPER = {
@@ -154,3 +155,34 @@ def check_table_2(ledger: Ledger, table: pd.DataFrame, status: Status, anchor: s
         ledger.check("Table 2", f"the distance to initialisation {words}", holds,
                      value=f"ρ = {t.loc[factor, 'spearman']:+.2f}, spread {t.loc[factor, 'relative_spread']:.1%}",
                      paper=t.loc[factor, "paper"], anchor=anchor, status=status)
+
+
+#: Table 1 of the paper: CIFAR-10 test accuracy (%), mean ± std over runs, ResNet-34, 45,000 training images.
+PAPER_TABLE1 = pd.DataFrame(
+    [("Normal CCE (early stop)", "94.05 ± 0.07", "89.73 ± 0.43", "86.35 ± 0.47", "79.13 ± 0.41"),
+     ("Normal MSE (early stop)", "93.88 ± 0.37", "89.96 ± 0.13", "85.92 ± 0.32", "78.68 ± 0.56"),
+     ("CCE+AUX (last)", "94.22 ± 0.10", "92.07 ± 0.10", "87.81 ± 0.37", "82.60 ± 0.29"),
+     ("CCE+AUX (best)", "94.30 ± 0.09", "92.16 ± 0.08", "88.61 ± 0.14", "82.91 ± 0.22"),
+     ("MSE+AUX (last)", "94.25 ± 0.10", "92.31 ± 0.18", "88.92 ± 0.30", "83.90 ± 0.30"),
+     ("MSE+AUX (best)", "94.32 ± 0.06", "92.40 ± 0.18", "88.95 ± 0.31", "83.95 ± 0.30")],
+    columns=["method", 0.0, 0.2, 0.4, 0.6])
+
+
+def table_1(quick: pd.DataFrame, medium: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 1 beside the paper's: one row per (method, noise) of the quick run, with the medium and paper cells.
+
+    ``quick`` and ``medium`` are Setting 3 result tables; cells are test accuracy (%) mean ± std over seeds.
+    """
+    from . import setting3
+
+    def long(table: pd.DataFrame | None, name: str) -> pd.DataFrame:
+        if table is None:
+            return pd.DataFrame(columns=["method", "noise", name])
+        wide = setting3.table1(table)
+        return wide.reset_index().melt(id_vars="method", var_name="noise", value_name=name)
+
+    paper = PAPER_TABLE1.melt(id_vars="method", var_name="noise", value_name="paper (ResNet-34)")
+    out = long(quick, "quick").merge(long(medium, "medium"), on=["method", "noise"], how="left")
+    out = out.merge(paper, on=["method", "noise"], how="left")
+    out = out.astype(object).where(out.notna(), "—")
+    return out.sort_values(["noise", "method"], kind="stable").reset_index(drop=True)
