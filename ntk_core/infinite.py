@@ -11,7 +11,8 @@ As all widths grow (Jacot et al. 2018; Arora et al. 2019, the limit quoted in
 Section 3.2 of the paper) the pre-activations become Gaussian processes with
 
 .. math::
-    \Sigma^{(0)}(x, x') = x^\top x' / d,\qquad
+    \Sigma^{(0)}(x, x') = x^\top x' / d,
+
     \Sigma^{(l)} = \mathbb E[\mathrm{relu}(u)\mathrm{relu}(v)],\qquad
     \dot\Sigma^{(l)} = \mathbb E[\mathrm{relu}'(u)\mathrm{relu}'(v)],
 

@@ -679,8 +679,9 @@ def gd_rdi_params(
     r"""Gradient descent on the linearised RDI objective (Section 4, eq. (6)).
 
     .. math:: \tilde L^{RDI}_\lambda(\theta) = \tfrac12\|Z(\theta-\theta(0)) - \tilde y\|^2
-              + \tfrac{\lambda^2}{2}\|\theta-\theta(0)\|^2,\qquad
-              \theta(t+1) = \theta(t) - \eta\,\nabla\tilde L^{RDI}_\lambda(\theta(t)).
+              + \tfrac{\lambda^2}{2}\|\theta-\theta(0)\|^2,
+
+    .. math:: \theta(t+1) = \theta(t) - \eta\,\nabla\tilde L^{RDI}_\lambda(\theta(t)).
 
     ``Z`` has shape ``(n, P)`` with rows φ(x_i)ᵀ (so k(X, X) = Z Zᵀ); ``y`` is
     ``(n,)`` or ``(n, K)`` (then θ is ``(P, K)``: one linear model per output,
