@@ -43,8 +43,10 @@ def figure_1a(table: pd.DataFrame) -> dict:
     Over every λ and noise level: ``rdi_aux``, the largest |test error of RDI − that of AUX| (Theorem 4.1 on
     real networks); ``krr_gap``, the largest |RDI − KRR| where gradient descent has converged
     (``(1 − ηλ²)^t < 1 %``; ``converged`` runs counted, ``lam_converged`` the smallest such λ);
-    ``aux_fits``, whether AUX *with* its auxiliary variables fits the noisy labels wherever it converged, and
-    ``aux_net``, the largest fraction of flipped labels its network alone reproduces there. ``clean_max``: the
+    ``aux_fits``, whether AUX *with* its auxiliary variables fits the noisy labels wherever it converged;
+    ``aux_net``, the largest fraction of flipped labels its network alone reproduces at the λ selected by
+    validation (the AUX of Figure 1a), where converged, and ``aux_net_all`` the same over every converged λ
+    (a small ridge λ² lets the network itself interpolate, as kernel regression with a small ridge does). ``clean_max``: the
     largest mean test error of any method with clean labels.
     """
     fig = setting1.figure_table(table).pivot(index="noise", columns="method", values="mean")
@@ -66,8 +68,10 @@ def figure_1a(table: pd.DataFrame) -> dict:
     out["lam_converged"] = float(conv_index.get_level_values("lam").min()) if len(conv_index) else math.nan
     aux_conv = trained[converged & (trained.index.get_level_values("noise") > 0)]
     out["aux_fits"] = bool((aux_conv["train_error_noisy"] == 0).all()) if len(aux_conv) else False
-    out["aux_net"] = max((memorised_fraction(r.train_error_net, r.train_error_clean, r.Index[1])
-                          for r in aux_conv.itertuples()), default=math.nan)
+    net = [memorised_fraction(r.train_error_net, r.train_error_clean, r.Index[1]) for r in aux_conv.itertuples()]
+    out["aux_net_all"] = max(net, default=math.nan)
+    selected = aux_conv["selected"].to_numpy(dtype=bool) if len(aux_conv) else []
+    out["aux_net"] = max((f for f, s in zip(net, selected) if s), default=math.nan)
     out["clean_max"] = float(fig.loc[fig.index.min()].max())
     return out
 
@@ -123,9 +127,10 @@ def check_figure_1a(ledger: Ledger, numbers: dict, status: Status, anchor: str =
                  q["converged"] > 0 and q["krr_gap"] <= 0.03,
                  value=f"{100 * q['krr_gap']:.1f} points ({q['converged']} converged runs)", anchor=anchor,
                  status=status)
-    ledger.check("Section 6", "AUX fits the noisy labels with its auxiliary variables; its network alone "
-                 "reproduces under half of the flips", q["aux_fits"] and q["aux_net"] < 0.5,
-                 value=f"network alone: {q['aux_net']:.0%} of the flips", paper="training error of AUX is "
+    ledger.check("Section 6", "AUX fits the noisy labels with its auxiliary variables; at its selected λ its "
+                 "network alone reproduces under half of the flips", q["aux_fits"] and q["aux_net"] < 0.5,
+                 value=f"network alone: {q['aux_net']:.0%} of the flips at the selected λ "
+                       f"({q['aux_net_all']:.0%} at the smallest converged λ)", paper="training error of AUX is "
                  "measured with auxiliary variables (Figure 1b)", anchor=anchor, status=status)
     ledger.check("Figure 1a", "with clean labels every method has test error below 10 %", q["clean_max"] < 0.1,
                  value=f"at most {q['clean_max']:.1%}", anchor=anchor, status=status)
