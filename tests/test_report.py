@@ -62,9 +62,10 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(BOOK_EXT)!r})\nextensions = ['glance']\n")
-    (src / "index.rst").write_text("Home\n====\n\n.. results-at-a-glance::\n\n.. toctree::\n\n   one\n   two\n")
+    (src / "index.rst").write_text("Home\n====\n\n.. results-at-a-glance::\n\n.. toctree::\n\n   one\n   two\n   three\n")
     (src / "one.rst").write_text(".. _sec-one:\n\nSection one\n===========\n\nText.\n")
-    (src / "two.rst").write_text("Two\n===\n\nNo ledger here.\n")
+    (src / "two.rst").write_text("Two\n===\n\nA chapter with a ``{code-cell}`` that saved no ledger.\n")
+    (src / "three.rst").write_text("Three\n=====\n\nA page without code (errata, say): nothing to record.\n")
     out = tmp_path / "build" / "html"
 
     def chapters_run(app, env, docnames):  # what the executed chapters do: save their ledgers
@@ -84,5 +85,6 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     assert "Lemma A.1" in html and "verified exactly" in html and "max |f| = 0" in html
     assert 'href="one.html#sec-one"' in html and "Section one" in html
     assert "not run" in html and "no medium record yet" in html
-    assert "No claims were recorded by: two." in html
+    assert "No claims were recorded by: two." in html  # three has no code: not expected to record claims
+    assert "glance.css" in html and (out / "_static" / "glance.css").exists()
     assert not (stale / "old.json").exists()  # ledgers of an earlier build are cleared first

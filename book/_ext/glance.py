@@ -116,10 +116,23 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
             row += where
             body += row
     out: list[nodes.Node] = [table]
-    silent = [d for d in docs if d != fromdoc and Path(d).name not in ledgers and d != app.config.root_doc]
+    silent = [d for d in docs.values()
+              if d != fromdoc and Path(d).name not in ledgers and _has_code(app, d)]
     if silent:
         out.append(nodes.paragraph(text="No claims were recorded by: " + ", ".join(sorted(silent)) + "."))
     return out
+
+
+def _has_code(app: Any, docname: str) -> bool:
+    """Whether a page is an executed chapter (a MyST notebook with code cells), so that it should record claims."""
+    try:
+        return "{code-cell}" in Path(app.env.doc2path(docname)).read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _add_static(app: Any, config: Any) -> None:
+    config.html_static_path.append(str(Path(__file__).with_name("glance_static")))
 
 
 def _resolve(app: Any, doctree: nodes.document, docname: str) -> None:
@@ -130,6 +143,8 @@ def _resolve(app: Any, doctree: nodes.document, docname: str) -> None:
 def setup(app: Any) -> dict[str, Any]:
     app.add_node(glance_placeholder)
     app.add_directive("results-at-a-glance", ResultsAtAGlance)
+    app.connect("config-inited", _add_static)
+    app.add_css_file("glance.css")
     app.connect("builder-inited", _start)
     app.connect("doctree-resolved", _resolve)
     return {"parallel_read_safe": False, "parallel_write_safe": True}
