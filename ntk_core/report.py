@@ -91,10 +91,11 @@ class Ledger:
     ...              value="max difference 0", anchor="thm-4-1")
     >>> ledger.claims[0].status
     'verified'
-    >>> ledger.check("Theorem 4.1", "a claim that fails", False, value="1.0")
-    Traceback (most recent call last):
-    ...
-    AssertionError: Theorem 4.1: a claim that fails (1.0)
+    >>> try:
+    ...     ledger.check("Theorem 4.1", "a claim that fails", False, value="1.0")
+    ... except AssertionError as failed:
+    ...     print(failed)
+    Theorem 4.1: a claim that fails (1.0)
     """
 
     chapter: str
