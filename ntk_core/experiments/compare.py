@@ -9,12 +9,13 @@ says in one line what the record is (or how to make it), :func:`side_by_side` jo
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pandas as pd
 
 from ._base import Result
-from ._record import RecordMissing, recorded
+from ._record import RecordMissing, recorded, refresh_command
 
 __all__ = ["medium", "record_line", "side_by_side", "config_table", "as_percent"]
 
@@ -48,8 +49,6 @@ def record_line(name: str, result: Result | None) -> str:
     refreshes it.
     """
     if result is None:
-        from ._record import refresh_command
-
         return f"medium ({name}): not recorded yet; record it with `{refresh_command(name, 'medium')}`"
     m = result.meta
     machine = m.get("machine", {})
@@ -106,8 +105,6 @@ def config_table(result: Result | Any) -> pd.DataFrame:
     """A run's configuration as rows (parameter, value), with readable names, for the top of a chapter."""
     config = result.meta["config"] if isinstance(result, Result) else result
     if not isinstance(config, dict):
-        import dataclasses
-
         config = dataclasses.asdict(config)
     rows = []
     for key, val in config.items():
