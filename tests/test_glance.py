@@ -47,16 +47,48 @@ def test_every_chapter_records_its_claims(built):
     assert not missing, f"chapters that saved no claims: {missing}"
 
 
+def _text(fragment: str) -> str:
+    text = html.unescape(re.sub(r"<[^>]+>", " ", fragment))  # tags first: a claim may contain "<"
+    return re.sub(r"\s+", " ", text)
+
+
 def test_the_glance_table_shows_every_saved_claim(built):
     page, ledgers = built
-    table = re.search(r'<table[^>]*glance-table.*?</table>', page, re.S)
-    assert table, "no Results at a glance table on the landing page"
-    text = html.unescape(re.sub(r"<[^>]+>", " ", table.group(0)))  # tags first: a claim may contain "<"
-    text = re.sub(r"\s+", " ", text)
-    rows = table.group(0).count("<tr") - 1  # minus the header row
+    found = re.findall(r'<details class="glance-group" id="glance-([^"]+)">(.*?)</details>', page, re.S)
+    assert found, "no Results at a glance on the landing page"
+    assert sorted(c for c, _ in found) == sorted(ledgers)  # one collapsed group per chapter that saved claims
+    groups = [g for _, g in found]
+    rows = 0
+    for chapter, group in found:
+        tables = re.findall(r'<table[^>]*glance-table.*?</table>', group, re.S)
+        assert len(tables) == 1, "one table per chapter"
+        assert tables[0].count("<tr") - 1 == len(ledgers[chapter]), chapter  # minus the header row
+        rows += tables[0].count("<tr") - 1
     claims = [c for chapter in ledgers.values() for c in chapter]
     assert rows == len(claims) > 0
+    text = _text("".join(groups))
     for claim in claims:
         assert re.sub(r"\s+", " ", claim.statement) in text, claim
         assert re.sub(r"\s+", " ", claim.value) in text, claim
     assert "No claims were recorded by" not in page
+
+
+def test_each_chapter_summary_counts_its_claims(built):
+    """The one-line summary of each chapter's group agrees with its saved ledger, status by status."""
+    from collections import Counter
+
+    page, ledgers = built
+    short = {"verified": "verified", "vacuous": "vacuous", "quick": "quick scale", "medium": "medium scale",
+             "not reproduced": "not reproduced", "inconclusive": "inconclusive", "not run": "not run"}
+    found = re.findall(r'<details class="glance-group" id="glance-([^"]+)">\s*<summary class="glance-summary">'
+                       r'(.*?)</summary>', page, re.S)
+    assert sorted(c for c, _ in found) == sorted(ledgers)
+    for chapter, summary in found:
+        m = re.search(r"— (\d+) claims?: (.*)$", _text(summary).strip())
+        assert m, summary
+        badges: Counter[str] = Counter()
+        for n, word in re.findall(r"(\d+) ([a-z][a-z ]*?)(?= \d|$)", m.group(2).strip()):
+            badges[word] += int(n)
+        counts = Counter(short[c.status] for c in ledgers[chapter])
+        assert int(m.group(1)) == len(ledgers[chapter]) == sum(badges.values()), chapter
+        assert badges == counts, chapter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -82,9 +83,19 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     app.connect("env-before-read-docs", chapters_run)
     app.build()
     html = (out / "index.html").read_text()
-    assert "Lemma A.1" in html and "verified exactly" in html and "max |f| = 0" in html
-    assert 'href="one.html#sec-one"' in html and "Section one" in html
-    assert "not run" in html and "no medium record yet" in html
+    assert "Lemma A.1" in html and "max |f| = 0" in html
+    # grouped by chapter: one collapsed <details> whose summary counts the chapter's claims by status
+    assert html.count('<details class="glance-group" id="glance-one">') == 1
+    summary = re.search(r'<summary class="glance-summary">(.*?)</summary>', html, re.S).group(1)
+    summary = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", summary))
+    assert summary == "Section one — 2 claims: 1 verified 1 not run ", summary
+    # the status as a short badge, its meaning in the legend
+    assert '<span class="glance-badge glance-verified">verified</span>' in html and "verified exactly" in html
+    assert '<span class="glance-badge glance-not-run">not run</span>' in html and "no medium record yet" in html
+    # the paper's reference links to the section that shows the claim (its title as the tooltip)
+    assert re.search(r'<a class="reference internal" href="one.html#sec-one" title="Section one">\s*Lemma A.1', html)
+    assert html.count("<tr") == 3  # header and two claims
+    assert "2 claims checked in 1 chapter: " in html
     assert "No claims were recorded by: two." in html  # three has no code: not expected to record claims
     assert "glance.css" in html and (out / "_static" / "glance.css").exists()
     assert not (stale / "old.json").exists()  # ledgers of an earlier build are cleared first

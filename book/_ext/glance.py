@@ -3,10 +3,12 @@
 Each chapter records its claims with ``ntk_core.report.Ledger`` and saves them, when it is executed during the
 build, into the folder named by ``$NTK_BOOK_LEDGER``. This extension points that variable at
 ``<build>/claims`` before any chapter runs (the kernels inherit the environment), empties it, and replaces the
-``{results-at-a-glance}`` directive, once every chapter has been read and executed, by one table row per claim:
-the paper's reference, the claim, its status, the number of this build, the paper's own number, and a link to
-the section that shows it. A chapter that recorded nothing is named under the table, so a missing ledger
-cannot pass unnoticed.
+``{results-at-a-glance}`` directive, once every chapter has been read and executed, by the claims grouped by
+chapter: a line with the number of claims of each status over the whole book, then one collapsed
+``<details>`` per chapter whose summary counts its claims by status and whose table has one row per claim
+(the paper's reference, linked to the section that shows it; the claim; its status as a short badge; the
+number of this build; the paper's own number), then a legend of the badges. A chapter that recorded nothing
+is named under the table, so a missing ledger cannot pass unnoticed.
 """
 
 from __future__ import annotations
@@ -19,19 +21,45 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 _ENV = "NTK_BOOK_LEDGER"
+#: status -> (short badge, its meaning in the legend)
 _STATUS_WORDS = {
-    "verified": "verified exactly",
-    "vacuous": "holds, but vacuous",
-    "quick": "reproduced at quick scale",
-    "medium": "reproduced at medium scale",
-    "not reproduced": "not reproduced (finding)",
-    "inconclusive": "inconclusive at this scale",
-    "not run": "not run",
+    "verified": ("verified", "verified exactly"),
+    "vacuous": ("vacuous", "holds, but vacuous"),
+    "quick": ("quick scale", "reproduced at quick scale"),
+    "medium": ("medium scale", "reproduced at medium scale"),
+    "not reproduced": ("not reproduced", "not reproduced (finding)"),
+    "inconclusive": ("inconclusive", "inconclusive at this scale"),
+    "not run": ("not run", "not run"),
 }
+_COLUMNS = ["Paper", "Claim", "Status", "This build", "Paper's number"]
 
 
 class glance_placeholder(nodes.General, nodes.Element):
     """Replaced by the table once all chapters have run."""
+
+
+class glance_group(nodes.General, nodes.Element):
+    """One chapter's claims: an HTML ``<details>`` (collapsed) holding its table."""
+
+
+class glance_summary(nodes.General, nodes.TextElement):
+    """The one-line summary of a chapter's claims: the ``<summary>`` of its :class:`glance_group`."""
+
+
+def _visit_group(self: Any, node: glance_group) -> None:
+    self.body.append(f'<details class="glance-group" id="glance-{node["chapter"]}">')
+
+
+def _depart_group(self: Any, node: glance_group) -> None:
+    self.body.append("</details>\n")
+
+
+def _visit_summary(self: Any, node: glance_summary) -> None:
+    self.body.append('<summary class="glance-summary">')
+
+
+def _depart_summary(self: Any, node: glance_summary) -> None:
+    self.body.append("</summary>\n")
 
 
 class ResultsAtAGlance(SphinxDirective):
@@ -68,54 +96,108 @@ def _chapters_in_order(app: Any) -> list[str]:
     return order
 
 
-def _cell(text: str) -> nodes.entry:
+def _cell(content: str | nodes.Node) -> nodes.entry:
     entry = nodes.entry()
-    entry += nodes.paragraph(text=text)
+    para = nodes.paragraph()
+    para += nodes.Text(content) if isinstance(content, str) else content
+    entry += para
     return entry
+
+
+def _badge(status: str) -> nodes.inline:
+    short = _STATUS_WORDS.get(status, (status, status))[0]
+    return nodes.inline(text=short, classes=["glance-badge", "glance-" + status.replace(" ", "-")])
+
+
+def _counts(claims: list[Any]) -> list[nodes.Node]:
+    """Badges with the number of claims of each status, in the order of the legend."""
+    out: list[nodes.Node] = []
+    for status in list(_STATUS_WORDS) + sorted({c.status for c in claims} - set(_STATUS_WORDS)):
+        n = sum(c.status == status for c in claims)
+        if n:
+            badge = _badge(status)
+            badge.insert(0, nodes.Text(f"{n} "))
+            out += [badge, nodes.Text(" ")]
+    return out
+
+
+def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], claims: list[Any]) -> nodes.table:
+    labels = app.env.get_domain("std").labels
+    table = nodes.table(classes=["glance-table"])
+    group = nodes.tgroup(cols=len(_COLUMNS))
+    table += group
+    for width in (12, 38, 12, 23, 15):
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    row = nodes.row()
+    for name in _COLUMNS:
+        row += _cell(name)
+    head += row
+    group += head
+    body = nodes.tbody()
+    group += body
+    for claim in claims:
+        row = nodes.row()
+        # the paper's reference links to the section of the book that shows the claim
+        target = labels.get(claim.anchor) if claim.anchor else None
+        if target is not None:
+            uri = app.builder.get_relative_uri(fromdoc, target[0]) + "#" + target[1]
+            ref = nodes.reference("", claim.ref, refuri=uri, internal=True, reftitle=target[2] or "")
+        elif chapter in docs:
+            ref = nodes.reference("", claim.ref, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]),
+                                  internal=True)
+        else:
+            ref = nodes.Text(claim.ref)
+        row += _cell(ref)
+        row += _cell(claim.statement)
+        row += _cell(_badge(claim.status))
+        row += _cell(claim.value)
+        row += _cell(claim.paper or "—")
+        body += row
+    return table
 
 
 def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
     from ntk_core.report import load_ledgers
 
     ledgers = load_ledgers(_ledger_dir(app))
-    labels = app.env.get_domain("std").labels
     docs = {Path(d).name: d for d in _chapters_in_order(app)}
-    columns = ["Paper", "Claim", "Status", "This build", "Paper's number", "Where"]
-    table = nodes.table(classes=["glance-table"])
-    group = nodes.tgroup(cols=len(columns))
-    table += group
-    for width in (10, 34, 12, 22, 14, 8):
-        group += nodes.colspec(colwidth=width)
-    head = nodes.thead()
-    row = nodes.row()
-    for name in columns:
-        row += _cell(name)
-    head += row
-    group += head
-    body = nodes.tbody()
-    group += body
     ordered = [c for c in docs if c in ledgers] + sorted(set(ledgers) - set(docs))
+    everything = [c for chapter in ordered for c in ledgers[chapter]]
+    total = nodes.paragraph(classes=["glance-total"])
+    total += nodes.strong(text=f"{len(everything)} claim{'s' if len(everything) != 1 else ''} checked in "
+                                f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: ")
+    total += _counts(everything)
+    out: list[nodes.Node] = [total]
     for chapter in ordered:
-        for claim in ledgers[chapter]:
-            row = nodes.row()
-            for text in (claim.ref, claim.statement, _STATUS_WORDS.get(claim.status, claim.status), claim.value,
-                         claim.paper or "—"):
-                row += _cell(text)
-            where = nodes.entry()
-            para = nodes.paragraph()
-            target = labels.get(claim.anchor) if claim.anchor else None
-            if target is not None:
-                uri = app.builder.get_relative_uri(fromdoc, target[0]) + "#" + target[1]
-                para += nodes.reference("", target[2] or "section", refuri=uri, internal=True)
-            elif chapter in docs:
-                para += nodes.reference("", chapter, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]),
-                                        internal=True)
-            else:
-                para += nodes.Text(chapter)
-            where += para
-            row += where
-            body += row
-    out: list[nodes.Node] = [table]
+        claims = ledgers[chapter]
+        details = glance_group(chapter=chapter)
+        summary = glance_summary()
+        title = app.env.titles.get(docs[chapter]).astext() if chapter in docs else chapter
+        summary += nodes.inline(text=title, classes=["glance-chapter"])
+        summary += nodes.inline(text=f" — {len(claims)} claim{'s' if len(claims) != 1 else ''}: ",
+                                classes=["glance-n"])
+        summary += _counts(claims)
+        details += summary
+        details += _chapter_table(app, fromdoc, chapter, docs, claims)
+        if chapter in docs:
+            para = nodes.paragraph(classes=["glance-more"])
+            para += nodes.Text("In the chapter: ")
+            para += nodes.reference("", title, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]),
+                                    internal=True)
+            para += nodes.Text(" (its “Checks” list at the end).")
+            details += para
+        out.append(details)
+    legend = nodes.paragraph(classes=["glance-legend"])
+    legend += nodes.Text("Status: ")
+    for i, (status, (_, meaning)) in enumerate(_STATUS_WORDS.items()):
+        if i:
+            legend += nodes.Text("; ")
+        legend += _badge(status)
+        legend += nodes.Text(f" {meaning}")
+    legend += nodes.Text(". Click a chapter to open its claims; the paper's reference links to the section "
+                         "that shows the check.")
+    out.append(legend)
     silent = [d for d in docs.values()
               if d != fromdoc and Path(d).name not in ledgers and _has_code(app, d)]
     if silent:
@@ -142,6 +224,8 @@ def _resolve(app: Any, doctree: nodes.document, docname: str) -> None:
 
 def setup(app: Any) -> dict[str, Any]:
     app.add_node(glance_placeholder)
+    app.add_node(glance_group, html=(_visit_group, _depart_group))
+    app.add_node(glance_summary, html=(_visit_summary, _depart_summary))
     app.add_directive("results-at-a-glance", ResultsAtAGlance)
     app.connect("config-inited", _add_static)
     app.add_css_file("glance.css")
