@@ -70,3 +70,91 @@ def test_table_1_puts_the_paper_beside_each_scale():
     row = both[(both["method"] == "CCE+AUX (last)") & (both["noise"] == 0.4)].iloc[0]
     assert row["quick"] == "35.00 ± 7.07" and row["medium"] == "—" and row["paper (ResNet-34)"] == "87.81 ± 0.37"
     assert len(both) == 4
+
+
+# --------------------------------------------------------------------------- CIFAR: Figure 1b and Table 1
+
+
+def _setting2_summary(gains: dict[str, list[float]], sgd_train: float = 0.0, seeds=(0, 1, 2)) -> pd.DataFrame:
+    """Summary rows of Setting 2 at noise 0.2: SGD's test error 0.30 and each method 0.30 − gain per seed;
+    AUX/RDI at λ = 1 and 4, λ = 1 with the lower validation error."""
+    rows = []
+    for i, seed in enumerate(seeds):
+        rows.append({"part": "summary", "seed": seed, "noise": 0.2, "method": "SGD", "lam": 0.0,
+                     "train_error": sgd_train, "train_error_clean": 0.2, "val_error": 0.3, "test_error": 0.30})
+        for method, lam in (("SGD+ES", 0.0), ("SGD+AUX", 1.0), ("SGD+AUX", 4.0), ("SGD+RDI", 1.0), ("SGD+RDI", 4.0)):
+            key = method if lam != 1.0 else f"{method} λ1"
+            rows.append({"part": "summary", "seed": seed, "noise": 0.2, "method": method, "lam": lam,
+                         "train_error": 0.3, "train_error_clean": 0.2, "val_error": 0.2 if lam == 1.0 else 0.25,
+                         "test_error": 0.30 - gains.get(key, [0.0] * len(seeds))[i]})
+    return pd.DataFrame(rows)
+
+
+def test_figure_1b_numbers_pair_by_seed_and_select_lambda_by_validation():
+    t = _setting2_summary({"SGD+ES": [0.05, 0.04, 0.06], "SGD+AUX": [0.01, -0.01, 0.0],
+                           "SGD+AUX λ1": [0.03, 0.03, 0.04]})
+    q = claims.figure_1b(t, curve_lam=4.0)
+    assert q["noise"] == 0.2 and q["seeds"] == 3 and q["sgd_train_max"] == 0.0
+    assert q["memorised_min"] == pytest.approx(1.0)          # err_noisy 0, err_clean 0.2 at p = 0.2: every flip fitted
+    assert q["SGD+ES"]["mean"] == pytest.approx(0.05) and q["SGD+AUX"]["lam"] == 4.0
+    assert q["SGD+AUX (selected λ)"]["lam"] == 1.0 and q["SGD+AUX (selected λ)"]["mean"] == pytest.approx(0.10 / 3)
+    assert q["test"]["SGD+ES"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="seeds"):
+        claims.figure_1b(t[~((t["method"] == "SGD+RDI") & (t["seed"] == 2))], curve_lam=4.0)
+
+
+def test_figure_1b_check_asserts_the_precondition_then_judges_each_claim():
+    t = _setting2_summary({"SGD+ES": [0.05, 0.04, 0.06], "SGD+AUX": [0.01, -0.01, 0.0],
+                           "SGD+RDI": [-0.10, -0.12, -0.11], "SGD+AUX λ1": [0.03, 0.03, 0.04]})
+    ledger = Ledger("t")
+    v = claims.check_figure_1b(ledger, claims.figure_1b(t, 4.0), "medium")
+    assert v == {"SGD+ES": "holds", "SGD+AUX": "inconclusive", "SGD+RDI": "the opposite holds",
+                 "SGD+AUX (selected λ)": "holds", "SGD+RDI (selected λ)": "inconclusive"}
+    status = {c.statement.split(" ")[0] + (" sel" if "selected" in c.statement else ""): c.status for c in ledger.claims}
+    assert status == {"SGD+ES": "medium", "SGD+AUX": "inconclusive", "SGD+RDI": "not reproduced",
+                      "SGD+AUX sel": "medium", "SGD+RDI sel": "inconclusive"}
+    with pytest.raises(AssertionError, match="precondition"):      # SGD did not fit the noisy labels
+        claims.check_figure_1b(Ledger("t"), claims.figure_1b(_setting2_summary({}, sgd_train=0.08), 4.0), "medium")
+
+
+def test_judge_needs_three_seeds_and_two_standard_errors():
+    from ntk_core.experiments._base import paired_stats
+    for diffs, verdict in (([0.05, 0.04, 0.06], "holds"), ([-0.05, -0.04, -0.06], "the opposite holds"),
+                           ([0.05, -0.04, 0.02], "inconclusive"), ([0.05, 0.06], "inconclusive"),
+                           ([0.5], "inconclusive")):
+        ledger = Ledger("t")
+        assert claims.judge(ledger, "Table 1", "claim", paired_stats(diffs), status="medium") == verdict
+        assert ledger.claims[0].status == {"holds": "medium", "the opposite holds": "not reproduced",
+                                           "inconclusive": "inconclusive"}[verdict]
+    ledger = Ledger("t")
+    claims.judge(ledger, "Table 1", "claim", paired_stats([0.5]), status="medium")
+    assert "one seed" in ledger.claims[0].value and "spread is not measured" in ledger.claims[0].value
+
+
+def _setting3_table(overfit: list[float], aux_drop: list[float], gain: list[float], fit: float = 1.0) -> pd.DataFrame:
+    """Setting 3 rows at noise 0.4 for CCE with the given per-seed differences (test accuracy)."""
+    rows = []
+    for seed, (o, a, g) in enumerate(zip(overfit, aux_drop, gain)):
+        last = 0.30
+        acc = {"Normal CCE (last)": last, "Normal CCE (early stop)": last + o, "CCE+AUX (last)": last + o + g}
+        acc["CCE+AUX (best)"] = acc["CCE+AUX (last)"] + a
+        rows += [{"part": "summary", "seed": seed, "noise": 0.4, "method": m, "test_acc": v} for m, v in acc.items()]
+        rows += [{"part": "curves", "seed": seed, "noise": 0.4, "epoch": 40, "loss": "CCE", "aux": aux,
+                  "train_acc": fit if not aux else 0.5} for aux in (False, True)]
+    return pd.DataFrame(rows)
+
+
+def test_table_1_numbers_and_check():
+    t = _setting3_table(overfit=[0.04, 0.05, 0.045], aux_drop=[0.0, 0.005, -0.002], gain=[-0.01, 0.01, 0.0])
+    q = claims.table_1_numbers(t)
+    c = q["losses"]["CCE"]
+    assert q["noise"] == 0.4 and q["seeds"] == 3 and c["fit"] == 1.0
+    assert c["overfit"]["mean"] == pytest.approx(0.045) and c["aux_drop"]["mean"] == pytest.approx(0.001)
+    assert c["less_overfit"]["mean"] == pytest.approx(0.044)
+    ledger = Ledger("t")
+    v = claims.check_table_1(ledger, q, "medium")
+    assert v == {"CCE over-fits": "holds", "CCE+AUX beats early stopping": "inconclusive",
+                 "CCE+AUX over-fits less": "holds"}
+    with pytest.raises(AssertionError, match="precondition"):
+        claims.check_table_1(Ledger("t"), claims.table_1_numbers(_setting3_table([0.04] * 3, [0.0] * 3, [0.0] * 3,
+                                                                                  fit=0.8)), "medium")

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import time
@@ -57,7 +58,7 @@ from ._code import code_fingerprint
 
 __all__ = ["ExperimentConfig", "Result", "RunContext", "Split", "run_experiment", "cache_dir", "code_fingerprint",
            "check_common", "check_count", "check_device", "check_values", "make_split", "split_from",
-           "config_hash", "data_fingerprint", "memorised_fraction"]
+           "config_hash", "data_fingerprint", "memorised_fraction", "paired_stats"]
 
 
 class ExperimentConfig(Protocol):
@@ -513,3 +514,24 @@ def memorised_fraction(train_error_noisy: float, train_error_clean: float, noise
     if not 0.0 < noise_rate < 0.5:
         raise ValueError(f"noise_rate must lie in (0, 1/2), got {noise_rate!r}")
     return float((1.0 - (train_error_noisy - train_error_clean) / noise_rate) / 2.0)
+
+
+def paired_stats(differences: Any) -> dict[str, Any]:
+    """Summary of per-seed paired differences ``d_s`` (same data, noisy labels and initialisation per seed).
+
+    Returns ``differences`` (a list), their ``mean`` d̄, standard deviation ``std`` (ddof 1) and standard
+    error ``sem`` = std / √S over the ``seeds`` S (both NaN for one seed). An effect counts as beyond the
+    seed-to-seed spread when |d̄| > 2 sem.
+
+    Examples
+    --------
+    >>> s = paired_stats([0.03, 0.05, 0.04])
+    >>> round(s["mean"], 3), round(s["sem"], 4), s["seeds"]
+    (0.04, 0.0058, 3)
+    """
+    diff = np.asarray(differences, dtype=float).ravel()
+    if diff.size == 0 or not np.isfinite(diff).all():
+        raise ValueError(f"paired differences must be finite and at least one, got {diff.tolist()!r}")
+    std = float(np.std(diff, ddof=1)) if diff.size > 1 else math.nan
+    return {"differences": diff.tolist(), "mean": float(diff.mean()), "std": std,
+            "sem": std / math.sqrt(diff.size) if diff.size > 1 else math.nan, "seeds": int(diff.size)}

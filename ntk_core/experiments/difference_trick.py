@@ -29,6 +29,7 @@ from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, predict, train
 from ._base import RunContext, check_common, check_count, check_values, make_split
+from ._base import paired_stats
 from .setting1 import check_pool, input_dim, mnist_features
 
 __all__ = ["Config", "compute", "paired_effect"]
@@ -145,7 +146,4 @@ def paired_effect(table: pd.DataFrame, low: float = 0.0, high: float = 0.5) -> d
     wide = table.pivot_table(index="seed", columns="alpha", values="test_error")
     if low not in wide.columns or high not in wide.columns:
         raise ValueError(f"the table has no runs at α = {low} and α = {high} (has {sorted(wide.columns)})")
-    diff = (wide[low] - wide[high]).to_numpy()
-    std = float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
-    return {"differences": diff.tolist(), "mean": float(diff.mean()), "std": std,
-            "sem": std / math.sqrt(len(diff)) if len(diff) > 1 else math.nan, "seeds": len(diff)}
+    return paired_stats((wide[low] - wide[high]).to_numpy())

@@ -64,6 +64,7 @@ from .. import data
 from ..resnet import CifarResNet, RandomCropFlip
 from ..train import TrainConfig, train
 from ._base import RunContext, Split, check_common, check_count, check_values, split_from
+from ._base import paired_stats
 
 __all__ = ["Config", "compute", "corrupt_exact", "network", "paired_gain", "paired_verdict", "table1"]
 
@@ -286,10 +287,7 @@ def paired_gain(table: pd.DataFrame, noise_rate: float, better: str, worse: str)
     for m in (better, worse):
         if m not in wide.columns:
             raise ValueError(f"no summary rows for {m!r} at noise {noise_rate} (methods: {sorted(wide.columns)})")
-    diff = (wide[better] - wide[worse]).to_numpy()
-    std = float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
-    return {"differences": diff.tolist(), "mean": float(diff.mean()), "std": std,
-            "sem": std / math.sqrt(len(diff)) if len(diff) > 1 else math.nan, "seeds": len(diff)}
+    return paired_stats((wide[better] - wide[worse]).to_numpy())
 
 
 def paired_verdict(gain: dict) -> str:
