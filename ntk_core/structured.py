@@ -1,0 +1,1083 @@
+r"""Structured NTK derivatives found from the operations a model runs, whatever the weight layout.
+
+:func:`ntk_core.ntk.empirical_ntk`'s ``"structured"`` method finds its layers
+by module type (``nn.Linear``, ``nn.Conv2d``). This module finds them from the
+**operations** one forward pass runs: a :class:`torch.overrides.TorchFunctionMode`
+watches every call that touches a trained parameter (a parameter with
+``requires_grad=True``) and recognises
+
+* bilinear uses ``h_out = h_in · W``: ``F.linear``, ``matmul`` / ``@`` (the
+  parameter on either side, transposed or not: ``x @ W.T``, ``x @ W``,
+  ``W @ x``), ``mm``, ``bmm`` and ``addmm``, two-operand ``einsum`` (including
+  block-diagonal weights such as per-head matrices) and ``conv1d`` /
+  ``conv2d`` / ``conv3d`` (any stride, padding, dilation and groups);
+* additive uses (biases): ``h + b``, ``h - b``, the bias of ``linear``,
+  ``addmm`` and convolutions;
+* layout and scale steps between the parameter and its use (``.T``, ``.t()``,
+  ``transpose``, ``permute``, ``reshape``, ``view``, indexing, ``chunk``,
+  ``expand``, multiplication or division by a constant number, ...): they
+  are followed by applying the same step to a tensor of element indices, so
+  the use's weight is always known as ``scale * param.flatten()[idx]``.
+
+For a bilinear use written in canonical form ``h_out[t, g, k] =
+sum_d u[t, g, d] W[g, d, k]`` (``t`` positions shared by the weight — the
+sequence positions of ``x @ W.T`` on ``(b, T, d)`` inputs, the patches of a
+convolution —, ``g`` blocks of a block-diagonal weight), the gradient of
+output ``o`` is ``sum_t u_t ⊗ δ^o_t`` with ``δ`` the cotangent at ``h_out``,
+found for all examples at once by a zero "probe" added to ``h_out``. The
+parameter's NTK contribution is then
+
+.. math::
+    \Theta_W(x, x')_{ab} = \sum_g \sum_{t, s}
+        \langle u_{tg}(x), u_{sg}(x') \rangle\,
+        \langle \delta^a_{tg}(x), \delta^b_{sg}(x') \rangle ,
+
+for a dense layer on flat inputs ``(U U'^T) ⊙ (Δ Δ'^T)``: the per-example
+Jacobians are never formed (route ``"gram"``). A parameter used several
+times with the same layout (weight sharing) has its uses concatenated along
+``t``, which gives the cross terms between the uses; uses of disjoint parts of
+one parameter simply add. Where the ``T^2`` position pairs make the pairwise
+rule dear (convolutions on large maps) — or where the uses of a parameter
+overlap in other layouts, or it also has additive uses — the per-example
+gradients ``sum_t u_t ⊗ δ_t`` are formed instead, by im2col for convolutions,
+contracted in example chunks (route ``"grad"``, about one forward pass of that
+layer per output). A cost model (Novak, Sohl-Dickstein & Schoenholz,
+"Fast Finite Width Neural Tangent Kernel", ICML 2022) picks the route per
+parameter. A trained parameter that reaches any other operation (an
+elementwise function of it, a norm, a product of two parameters, an operand
+without the example axis first, ...) is handled by per-example Jacobians
+(``vmap(jacrev)``), for that parameter only (route ``"jacobian"``). Frozen
+parameters and buffers are constants.
+
+Conventions are those of :func:`ntk_core.ntk.empirical_ntk`: ``output="trace"``
+gives ``(n1, n2)`` **summed** over the O outputs, ``output="full"`` gives
+``(n1, n2, O, O)``; a one-output model gives ``(n1, n2)``; the model is
+never modified and must be one fixed function that treats examples
+independently (evaluation mode for Dropout/BatchNorm); the result is a CPU
+tensor. The model's examples must travel along the leading axis of every
+activation that meets a weight (checked on two batch sizes; a use where it
+does not falls back to Jacobians).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from .ntk import (
+    DEFAULT_MEMORY_BUDGET,
+    OUTPUTS,
+    CostEstimate,
+    _contract_jacobians,
+    _count_flops,
+    _identity,
+    _make_problem,
+    _n_rows_computed,
+    _out_factor,
+    _pairs,
+    _per_example_jacobians,
+    _Problem,
+    _resolve_dtype,
+    _run_tiles,
+    _tile_fit,
+    _TileStore,
+)
+
+__all__ = ["ROUTES", "ParameterRoute", "StructuredPlan", "plan_structured", "structured_ntk"]
+
+#: How a trained parameter is differentiated: pairwise structured rule, per-example gradients from
+#: the operation's input and cotangent, or per-example Jacobians (``vmap(jacrev)``).
+ROUTES: tuple[str, ...] = ("gram", "grad", "jacobian")
+
+Output = Literal["trace", "full"]
+
+
+# --------------------------------------------------------------------------- recording the operations
+
+
+class _Unsupported(Exception):
+    """A tracked parameter meets an operation without a structured rule."""
+
+
+@dataclass
+class _Ref:
+    """A tensor equal to ``scale * param.flatten()[idx]`` (idx has the tensor's shape)."""
+
+    name: str
+    idx: Tensor
+    scale: float
+
+
+@dataclass
+class _Use:
+    """One use of a parameter in a recorded call.
+
+    Bilinear: ``grad_W = scale * sum_t u_t ⊗ δ_t`` in the canonical layout
+    ``idx (G, D, K)``; ``u(a) -> (b, T, G, D)``, ``g(cot) -> (b, T, G, O, K)``.
+    Additive: ``grad = scale * g(cot)`` with ``g(cot) -> (b, O, numel(idx))``.
+    """
+
+    name: str
+    kind: str  # "bilinear" or "additive"
+    call: int
+    idx: Tensor
+    scale: float
+    dims: tuple[int, int, int, int] = (1, 1, 1, 1)  # T, G, D, K (bilinear)
+    act: Tensor | None = None  # raw activation operand (capture only)
+    u_of: Callable[[Tensor], Tensor] | None = None
+    g_of: Callable[[Tensor], Tensor] | None = None
+
+    def signature(self) -> tuple[Any, ...]:
+        return (self.kind, self.dims if self.kind == "bilinear" else tuple(self.idx.shape))
+
+
+_LAYOUT = {
+    "t", "T", "mT", "transpose", "swapaxes", "swapdims", "permute", "reshape", "view", "flatten",
+    "unflatten", "squeeze", "unsqueeze", "contiguous", "expand", "expand_as", "__getitem__", "narrow",
+    "select", "chunk", "split", "tensor_split", "unbind", "movedim", "moveaxis", "view_as", "reshape_as",
+    "repeat", "tile", "flip", "roll", "clone", "broadcast_to",
+}
+_CASTS = {"to", "float", "double", "type_as", "type"}
+_MUL = {"mul", "__mul__", "__rmul__", "multiply"}
+_DIV = {"div", "__truediv__", "true_divide", "divide"}
+_NEG = {"neg", "__neg__", "negative"}
+_ADD = {"add", "__add__", "__radd__"}
+_SUB = {"sub", "__sub__", "subtract"}
+_MATMUL = {"matmul", "__matmul__", "mm", "bmm"}
+_CONV = {"conv1d": 1, "conv2d": 2, "conv3d": 3}
+
+
+def _func_name(func: Any) -> str:
+    owner = getattr(func, "__self__", None)
+    if getattr(func, "__name__", "") == "__get__" and owner is not None:
+        return str(getattr(owner, "__name__", "__get__"))  # a property such as W.T
+    return str(getattr(func, "__name__", repr(func)))
+
+
+def _tensors(obj: Any) -> list[Tensor]:
+    return [t for t in tree_flatten(obj)[0] if isinstance(t, Tensor)]
+
+
+class _Recorder(TorchFunctionMode):
+    """Follows the trained parameters through one forward pass and records their uses.
+
+    ``capture=True`` also keeps each use's activation operand and adds a zero
+    probe (``requires_grad``) to the output of every call with a use of a
+    parameter in ``keep``; the probe's gradient is the cotangent there.
+    """
+
+    def __init__(self, params: dict[str, Tensor], aranges: dict[str, Tensor], batch: int,
+                 capture: bool = False, keep: set[str] | None = None) -> None:
+        super().__init__()
+        self.refs: dict[int, tuple[Tensor, _Ref]] = {
+            id(t): (t, _Ref(n, aranges[n], 1.0)) for n, t in params.items()
+        }
+        self.batch = batch
+        self.capture = capture
+        self.keep = keep
+        self.uses: list[_Use] = []
+        self.unsupported: dict[str, str] = {}
+        self.probes: list[Tensor | None] = []
+        self.out_shapes: list[tuple[int, ...]] = []
+
+    # -- helpers
+    def _ref(self, obj: Any) -> _Ref | None:
+        if isinstance(obj, Tensor):
+            hit = self.refs.get(id(obj))
+            if hit is not None and hit[0] is obj:
+                return hit[1]
+        return None
+
+    def _track(self, tensor: Tensor, ref: _Ref) -> None:
+        self.refs[id(tensor)] = (tensor, ref)
+
+    def _act(self, a: Any, what: str) -> Tensor:
+        if not isinstance(a, Tensor) or self._ref(a) is not None:
+            raise _Unsupported(f"{what}: the other operand is not an activation")
+        if a.ndim < 1 or a.shape[0] != self.batch:
+            raise _Unsupported(f"{what}: the activation operand does not carry the examples on its first axis")
+        return a
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        refs = [r for r in (self._ref(t) for t in _tensors((args, kwargs))) if r is not None]
+        if not refs:
+            return func(*args, **kwargs)
+        name = _func_name(func)
+        result = func(*args, **kwargs)
+        if not _tensors(result):
+            return result  # metadata (shape, dtype, ...)
+        try:
+            return self._handle(name, func, args, kwargs, refs, result)
+        except _Unsupported as why:
+            for r in refs:
+                self.unsupported.setdefault(r.name, str(why))
+            return result
+        except Exception as why:  # noqa: BLE001 - any failure to follow an op means "no rule"
+            for r in refs:
+                self.unsupported.setdefault(r.name, f"{name}: {type(why).__name__}: {why}")
+            return result
+
+    # -- dispatch
+    def _handle(self, name: str, func: Any, args: Any, kwargs: Any, refs: list[_Ref], result: Any) -> Any:
+        if name in _LAYOUT or name in _CASTS:
+            return self._layout(name, func, args, kwargs, result)
+        if name in _MUL | _DIV | _NEG:
+            return self._scale(name, args, kwargs, result)
+        if name in _ADD | _SUB:
+            return self._add(name, args, kwargs, result)
+        if name in _MATMUL:
+            a, b = args[0], args[1]
+            if len(args) > 2 or kwargs:
+                raise _Unsupported(f"{name} with extra arguments")
+            return self._matmul(name, a, b, result)
+        if name == "linear":
+            return self._linear(args, kwargs, result)
+        if name == "addmm":
+            return self._addmm(args, kwargs, result)
+        if name == "einsum":
+            return self._einsum(args, kwargs, result)
+        if name in _CONV:
+            return self._conv(_CONV[name], args, kwargs, result)
+        raise _Unsupported(f"used by {name}, which has no structured rule")
+
+    def _layout(self, name: str, func: Any, args: Any, kwargs: Any, result: Any) -> Any:
+        src = self._ref(args[0])
+        if src is None or any(self._ref(t) is not None for t in _tensors((args[1:], kwargs))):
+            raise _Unsupported(f"{name} of a parameter by another parameter")
+        outs = _tensors(result)
+        if name in _CASTS:
+            if len(outs) != 1 or outs[0].dtype != args[0].dtype or outs[0].shape != args[0].shape:
+                raise _Unsupported(f"{name} changes the dtype of a parameter")
+            self._track(outs[0], _Ref(src.name, src.idx, src.scale))
+            return result
+        idx_out = _tensors(func(src.idx, *args[1:], **kwargs))
+        if len(idx_out) != len(outs) or any(i.shape != o.shape for i, o in zip(idx_out, outs)):
+            raise _Unsupported(f"{name} could not be followed")
+        for i, o in zip(idx_out, outs):
+            self._track(o, _Ref(src.name, i, src.scale))
+        return result
+
+    def _scale(self, name: str, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        if kwargs:
+            raise _Unsupported(f"{name} with keyword arguments")
+        if name in _NEG:
+            src, factor = self._ref(args[0]), -1.0
+        else:
+            x, y = args[0], args[1]
+            src, other = (self._ref(x), y) if self._ref(x) is not None else (self._ref(y), x)
+            if name in _DIV and self._ref(x) is None:
+                raise _Unsupported("division by a parameter")
+            if isinstance(other, Tensor):
+                if other.ndim != 0 or other.requires_grad or self._ref(other) is not None:
+                    raise _Unsupported(f"{name} of a parameter by a tensor")
+                c = float(other)
+            elif isinstance(other, (int, float)) and not isinstance(other, bool):
+                c = float(other)
+            else:
+                raise _Unsupported(f"{name} of a parameter by {type(other).__name__}")
+            factor = 1.0 / c if name in _DIV else c
+        assert src is not None
+        self._track(result, _Ref(src.name, src.idx, src.scale * factor))
+        return result
+
+    # -- uses
+    def _new_call(self, out: Tensor) -> int:
+        self.probes.append(None)
+        self.out_shapes.append(tuple(out.shape))
+        return len(self.probes) - 1
+
+    def _finish(self, out: Tensor, uses: list[_Use]) -> Tensor:
+        if out.ndim < 1 or out.shape[0] != self.batch:
+            raise _Unsupported("the output of the use does not carry the examples on its first axis")
+        call = self._new_call(out)
+        kept = False
+        for u in uses:
+            u.call = call
+            self.uses.append(u)
+            kept = kept or self.keep is None or u.name in self.keep
+        if self.capture and kept:
+            probe = torch.zeros_like(out, requires_grad=True)
+            self.probes[call] = probe
+            return out + probe
+        for u in uses:
+            if not self.capture or (self.keep is not None and u.name not in self.keep):
+                u.act = None
+        return out
+
+    def _additive(self, ref: _Ref, b_shape: tuple[int, ...], out_shape: tuple[int, ...], scale: float) -> _Use:
+        """A use ``out = ... + scale * B`` with ``B`` (shape b_shape, aligned right) broadcast over ``out``."""
+        nd = len(out_shape)
+        if len(b_shape) > nd:
+            raise _Unsupported("a bias with more axes than the output")
+        full = (1,) * (nd - len(b_shape)) + tuple(b_shape)
+        if full[0] != 1:
+            raise _Unsupported("an added parameter indexed by example")
+        sum_dims = tuple(i + 1 for i in range(1, nd) if full[i] == 1 and out_shape[i] != 1)
+        numel = ref.idx.numel()
+
+        def g_of(cot: Tensor) -> Tensor:  # cot (b, O, *out[1:])
+            red = cot.sum(dim=sum_dims, keepdim=True) if sum_dims else cot
+            return red.reshape(cot.shape[0], cot.shape[1], numel)
+
+        return _Use(ref.name, "additive", -1, ref.idx.reshape(-1), ref.scale * scale, g_of=g_of)
+
+    def _bilinear(self, ref: _Ref, w_idx: Tensor, a: Tensor, sa: str, sw: str, so: str, scale: float) -> _Use:
+        """A use ``out = einsum(sa, sw -> so)(a, W)`` with ``a`` the activation (example letter ``sa[0]``)."""
+        for s in (sa, sw, so):
+            if len(set(s)) != len(s):
+                raise _Unsupported("an einsum with a repeated index")
+        bl = sa[0]
+        if not so or so[0] != bl or bl in sw:
+            raise _Unsupported("the example axis is not the leading axis of the output")
+        tl = [c for c in sa[1:] if c in so and c not in sw]
+        gl = [c for c in sa[1:] if c in so and c in sw]
+        dl = [c for c in sa[1:] if c not in so and c in sw]
+        xl = [c for c in sa[1:] if c not in so and c not in sw]
+        kl = [c for c in sw if c in so and c not in sa]
+        if any(c not in sa and c not in so for c in sw):
+            raise _Unsupported("an einsum that sums the weight over an index")
+        size = {c: int(a.shape[i]) for i, c in enumerate(sa)}
+        size.update({c: int(w_idx.shape[i]) for i, c in enumerate(sw)})
+        t, g, d, k = (math.prod(size[c] for c in group) for group in (tl, gl, dl, kl))
+        idx = w_idx.permute([sw.index(c) for c in gl + dl + kl]).reshape(g, d, k)
+        a_perm = [0] + [sa.index(c) for c in tl + gl + dl + xl]
+        n_x = len(xl)
+
+        def u_of(act: Tensor) -> Tensor:
+            v = act.permute(a_perm)
+            if n_x:
+                v = v.sum(dim=tuple(range(v.ndim - n_x, v.ndim)))
+            return v.reshape(act.shape[0], t, g, d)
+
+        g_perm = [0] + [so.index(c) + 1 for c in tl + gl] + [1] + [so.index(c) + 1 for c in kl]
+
+        def g_of(cot: Tensor) -> Tensor:  # cot (b, O, *out[1:])
+            return cot.permute(g_perm).reshape(cot.shape[0], t, g, cot.shape[1], k)
+
+        return _Use(ref.name, "bilinear", -1, idx, ref.scale * scale, (t, g, d, k), a.detach(), u_of, g_of)
+
+    def _matmul(self, name: str, x: Any, y: Any, result: Tensor) -> Tensor:
+        rx, ry = self._ref(x), self._ref(y)
+        if rx is not None and ry is not None:
+            raise _Unsupported(f"{name} of two parameters")
+        right = ry is not None
+        ref = ry if right else rx
+        assert ref is not None
+        a = self._act(x if right else y, name)
+        sa, sw, so, w_idx = _matmul_letters(tuple(a.shape), ref.idx, right)
+        return self._finish(result, [self._bilinear(ref, w_idx, a, sa, sw, so, 1.0)])
+
+    def _linear(self, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        names = ("input", "weight", "bias")
+        vals = dict(zip(names, args)) | dict(kwargs)
+        x, w, b = vals.get("input"), vals.get("weight"), vals.get("bias")
+        a = self._act(x, "linear")
+        uses = []
+        rw, rb = self._ref(w), self._ref(b)
+        if rw is not None:
+            sw = "kd" if rw.idx.ndim == 2 else "d"
+            mid = string.ascii_letters[26 : 26 + a.ndim - 2]
+            sa = "b" + mid + "d"
+            so = "b" + mid + ("k" if rw.idx.ndim == 2 else "")
+            uses.append(self._bilinear(rw, rw.idx, a, sa, sw, so, 1.0))
+        if rb is not None:
+            uses.append(self._additive(rb, tuple(rb.idx.shape), tuple(result.shape), 1.0))
+        return self._finish(result, uses)
+
+    def _addmm(self, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        vals = dict(zip(("input", "mat1", "mat2"), args)) | dict(kwargs)
+        beta, alpha = float(vals.get("beta", 1.0)), float(vals.get("alpha", 1.0))
+        inp, m1, m2 = vals["input"], vals["mat1"], vals["mat2"]
+        uses = []
+        if self._ref(m1) is not None:
+            raise _Unsupported("addmm with the parameter as first matrix")
+        r2 = self._ref(m2)
+        if r2 is not None:
+            a = self._act(m1, "addmm")
+            sa, sw, so, w_idx = _matmul_letters(tuple(a.shape), r2.idx, True)
+            uses.append(self._bilinear(r2, w_idx, a, sa, sw, so, alpha))
+        ri = self._ref(inp)
+        if ri is not None:
+            uses.append(self._additive(ri, tuple(ri.idx.shape), tuple(result.shape), beta))
+        elif isinstance(inp, Tensor) and inp.ndim == 2 and inp.shape[0] != 1:
+            self._act(inp, "addmm")
+        return self._finish(result, uses)
+
+    def _add(self, name: str, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        if set(kwargs) - {"alpha"} or len(args) != 2:
+            raise _Unsupported(f"{name} with extra arguments")
+        alpha = float(kwargs.get("alpha", 1.0))
+        x, y = args
+        rx, ry = self._ref(x), self._ref(y)
+        if rx is not None and ry is not None:
+            raise _Unsupported(f"{name} of two parameters")
+        sign = -1.0 if name in _SUB else 1.0
+        if rx is not None:
+            ref, act, scale = rx, y, 1.0
+        else:
+            assert ry is not None
+            ref, act, scale = ry, x, sign * alpha
+        a = self._act(act, name)
+        if tuple(a.shape) != tuple(result.shape):
+            raise _Unsupported(f"{name}: the parameter broadcasts the activation")
+        return self._finish(result, [self._additive(ref, tuple(ref.idx.shape), tuple(result.shape), scale)])
+
+    def _einsum(self, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        if kwargs or not isinstance(args[0], str):
+            raise _Unsupported("einsum in sublist form")
+        ops = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+        if len(ops) != 2:
+            raise _Unsupported("einsum with other than two operands")
+        terms, out = _parse_einsum(args[0], [tuple(o.shape) for o in ops])
+        r0, r1 = self._ref(ops[0]), self._ref(ops[1])
+        if (r0 is None) == (r1 is None):
+            raise _Unsupported("einsum of two parameters")
+        wi = 0 if r0 is not None else 1
+        ref = r0 if r0 is not None else r1
+        assert ref is not None
+        a = self._act(ops[1 - wi], "einsum")
+        return self._finish(result, [self._bilinear(ref, ref.idx, a, terms[1 - wi], terms[wi], out, 1.0)])
+
+    def _conv(self, nd: int, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+        vals = dict(zip(names, args)) | dict(kwargs)
+        x, w, b = vals["input"], vals["weight"], vals.get("bias")
+        if self._ref(x) is not None:
+            raise _Unsupported("a parameter as convolution input")
+        a = self._act(x, f"conv{nd}d")
+        if a.ndim != nd + 2:
+            raise _Unsupported("an unbatched convolution")
+        uses = []
+        rw, rb = self._ref(w), self._ref(b)
+        if rw is not None:
+            kernel = tuple(int(s) for s in rw.idx.shape[2:])
+            stride, dil = _tuple(vals.get("stride", 1), nd), _tuple(vals.get("dilation", 1), nd)
+            pad = _conv_padding(vals.get("padding", 0), kernel, dil, nd)
+            groups = int(vals.get("groups", 1))
+            uses.append(_conv_use(rw, a, kernel, stride, pad, dil, groups, tuple(result.shape)))
+        if rb is not None:
+            nd_out = result.ndim - 2
+            uses.append(self._additive(rb, tuple(rb.idx.shape) + (1,) * nd_out, tuple(result.shape), 1.0))
+            uses[-1].idx = rb.idx.reshape(-1)
+        return self._finish(result, uses)
+
+
+def _tuple(v: Any, nd: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in v) if isinstance(v, (tuple, list)) else (int(v),) * nd
+
+
+def _conv_padding(pad: Any, kernel: tuple[int, ...], dil: tuple[int, ...], nd: int) -> tuple[tuple[int, int], ...]:
+    if isinstance(pad, str):
+        if pad == "valid":
+            return ((0, 0),) * nd
+        if pad == "same":
+            tot = [d * (k - 1) for d, k in zip(dil, kernel)]
+            return tuple((t // 2, t - t // 2) for t in tot)
+        raise _Unsupported(f"padding {pad!r}")
+    return tuple((p, p) for p in _tuple(pad, nd))
+
+
+def _patches(a: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[tuple[int, int], ...],
+             dil: tuple[int, ...]) -> Tensor:
+    """im2col for any number of spatial axes: ``a (b, C, *S)`` -> ``(b, T, C * prod(kernel))``."""
+    nd = len(kernel)
+    flat_pad = [p for pair in reversed(pad) for p in pair]
+    if any(flat_pad):
+        a = F.pad(a, flat_pad)
+    for i in range(nd):
+        span = dil[i] * (kernel[i] - 1) + 1
+        a = a.unfold(2 + i, span, stride[i])
+        if dil[i] > 1:
+            a = a[..., :: dil[i]]
+    b, c = a.shape[:2]
+    s_out = a.shape[2 : 2 + nd]
+    perm = [0, *range(2, 2 + nd), 1, *range(2 + nd, 2 + 2 * nd)]
+    return a.permute(perm).reshape(b, math.prod(s_out), c * math.prod(kernel))
+
+
+def _conv_use(ref: _Ref, a: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...],
+              pad: tuple[tuple[int, int], ...], dil: tuple[int, ...], groups: int, out_shape: tuple[int, ...]) -> _Use:
+    c_out, c_g = int(ref.idx.shape[0]), int(ref.idx.shape[1])
+    kk = math.prod(kernel)
+    g, k_g, d = groups, c_out // groups, c_g * kk
+    t = math.prod(out_shape[2:])
+    idx = ref.idx.reshape(g, k_g, d).permute(0, 2, 1)
+
+    def u_of(act: Tensor) -> Tensor:
+        return _patches(act, kernel, stride, pad, dil).reshape(act.shape[0], t, g, d)
+
+    def g_of(cot: Tensor) -> Tensor:  # (b, O, C_out, *S) -> (b, T, G, O, K)
+        b, o = cot.shape[:2]
+        return cot.reshape(b, o, g, k_g, t).permute(0, 4, 2, 1, 3)
+
+    return _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of)
+
+
+def _matmul_letters(a_shape: tuple[int, ...], w_idx: Tensor, w_right: bool) -> tuple[str, str, str, Tensor]:
+    """Einsum letters of ``a @ W`` (``w_right``) or ``W @ a``, with broadcast weight axes removed from ``W``."""
+    na, nw = len(a_shape), w_idx.ndim
+    if na < 2:
+        raise _Unsupported("matmul with a one-dimensional activation")
+    letters = iter(string.ascii_letters)
+    if w_right:
+        m, d, k = next(letters), next(letters), next(letters)
+        a_mat, w_mat, o_mat = m + d, (d + k if nw >= 2 else d), (m + k if nw >= 2 else m)
+    else:
+        m, d, k = next(letters), next(letters), next(letters)
+        a_mat, w_mat, o_mat = d + k, (m + d if nw >= 2 else d), (m + k if nw >= 2 else k)
+    nba, nbw = na - 2, max(nw - 2, 0)
+    if nbw > nba:
+        raise _Unsupported("matmul whose weight has more batch axes than the activation")
+    batch = [next(letters) for _ in range(nba)]
+    sa = "".join(batch) + a_mat
+    sw_batch = ""
+    idx = w_idx
+    drop: list[int] = []
+    for j in range(nbw):
+        ai = nba - nbw + j
+        wsize, asize = int(w_idx.shape[j]), int(a_shape[ai])
+        if wsize == 1 or (ai == 0 and bool((w_idx == w_idx.select(j, 0).unsqueeze(j)).all())):
+            drop.append(j)  # broadcast (or an expand over the examples)
+        elif wsize == asize:
+            sw_batch += batch[ai]
+        else:
+            raise _Unsupported("matmul whose weight broadcasts the activation")
+    for j in reversed(drop):
+        idx = idx.select(j, 0)
+    return sa, sw_batch + w_mat, "".join(batch) + o_mat, idx
+
+
+def _parse_einsum(eq: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
+    eq = eq.replace(" ", "")
+    lhs, out = eq.split("->") if "->" in eq else (eq, None)
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise _Unsupported("einsum equation and operands disagree")
+    free = [c for c in string.ascii_letters if c not in eq]
+    n_ell = max([len(s) - (len(t) - 3) for t, s in zip(terms, shapes) if "..." in t], default=0)
+    ell = "".join(free[:n_ell])
+    terms = [t.replace("...", ell[n_ell - (len(s) - (len(t) - 3)) :]) if "..." in t else t
+             for t, s in zip(terms, shapes)]
+    if out is None:
+        joined = "".join(terms)
+        out = ell + "".join(sorted(c for c in set(joined) if joined.count(c) == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    return terms, out
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class ParameterRoute:
+    """How one trained parameter is differentiated (see :func:`plan_structured`).
+
+    Attributes
+    ----------
+    name : str
+        The parameter's name, as in ``model.named_parameters()``.
+    route : str
+        One of :data:`ROUTES`: ``"gram"`` (pairwise structured rule),
+        ``"grad"`` (per-example gradients from the operations' inputs and
+        cotangents) or ``"jacobian"`` (per-example Jacobians, ``vmap(jacrev)``).
+    uses : str
+        The recognised uses, e.g. ``"2 x bilinear (T=1, G=1, D=784, K=2000)"``.
+    reason : str
+        Why this route: the cheaper estimate, or the operation without a rule.
+    flops : float
+        Estimated FLOPs of this parameter's part of the Gram matrix.
+    """
+
+    name: str
+    route: str
+    uses: str
+    reason: str
+    flops: float
+
+
+@dataclass
+class StructuredPlan:
+    """The routes of every trained parameter and the cost estimate of the whole Gram matrix.
+
+    ``print(plan)`` shows one line per parameter.
+
+    Attributes
+    ----------
+    routes : dict[str, ParameterRoute]
+        By parameter name.
+    estimate : ntk_core.ntk.CostEstimate
+        FLOPs, memory and tile size of :func:`structured_ntk` on this problem
+        (method name ``"structured"``), comparable with
+        :func:`ntk_core.ntk.select_method`'s estimates.
+    cache_columns : bool
+        Whether the features of the column examples are kept between row tiles.
+    """
+
+    routes: dict[str, ParameterRoute]
+    estimate: CostEstimate
+    cache_columns: bool
+    _uses: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict, repr=False)
+
+    def names(self, route: str) -> list[str]:
+        """Parameters on ``route`` (one of :data:`ROUTES`), in the model's order."""
+        return [n for n, r in self.routes.items() if r.route == route]
+
+    def __str__(self) -> str:
+        e = self.estimate
+        head = (f"structured: {e.flops / 1e9:.2f} GFLOP, {e.memory / 2**20:.1f} MiB, tile {e.tile_size}"
+                + ("" if e.feasible else " (over memory budget)"))
+        rows = [f"  {r.name:<24} {r.route:<8} {r.flops / 1e9:10.3f} GFLOP  {r.uses}; {r.reason}"
+                for r in self.routes.values()]
+        return "\n".join([head, *rows])
+
+
+def _aranges(prob: _Problem) -> dict[str, Tensor]:
+    return {n: torch.arange(p.numel(), device=p.device).reshape(p.shape) for n, p in prob.params.items()}
+
+
+def _record(prob: _Problem, aranges: dict[str, Tensor], x: Tensor, capture: bool,
+            keep: set[str] | None = None) -> tuple[_Recorder, Tensor]:
+    rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep)
+    with rec:
+        out = prob.forward(prob.params, x)
+    return rec, out
+
+
+def _describe(sigs: list[tuple[Any, ...]]) -> str:
+    parts: dict[str, int] = {}
+    for kind, dims in sigs:
+        key = f"{kind} (T={dims[0]}, G={dims[1]}, D={dims[2]}, K={dims[3]})" if kind == "bilinear" else kind
+        parts[key] = parts.get(key, 0) + 1
+    return ", ".join(f"{c} x {k}" if c > 1 else k for k, c in parts.items()) or "no use"
+
+
+def _gram_groups(uses: list[_Use]) -> list[list[_Use]] | None:
+    """Uses grouped by identical layout, if the pairwise rule applies: bilinear only, groups disjoint."""
+    if any(u.kind != "bilinear" for u in uses):
+        return None
+    groups: list[list[_Use]] = []
+    for u in uses:
+        for grp in groups:
+            if grp[0].idx.shape == u.idx.shape and torch.equal(grp[0].idx, u.idx):
+                grp.append(u)
+                break
+        else:
+            groups.append([u])
+    flat = torch.cat([grp[0].idx.reshape(-1) for grp in groups])
+    if torch.unique(flat).numel() != flat.numel():
+        return None  # overlapping layouts (e.g. W and W.T of one matrix): per-example gradients
+    return groups
+
+
+def _plan(prob: _Problem) -> StructuredPlan:
+    """Trace the model on two small batches, find each parameter's uses and choose its route."""
+    aranges = _aranges(prob)
+    n1 = prob.x1.shape[0]
+    runs = []
+    with torch.no_grad():
+        for b in (2, 3):
+            x = prob.x1[torch.arange(b, device=prob.device) % n1]
+            runs.append(_record(prob, aranges, x, capture=False)[0])
+    unsupported = dict(runs[0].unsupported)
+    for n, why in runs[1].unsupported.items():
+        unsupported.setdefault(n, why)
+    by_name: dict[str, list[_Use]] = {n: [] for n in prob.params}
+    sigs: dict[str, list[list[tuple[Any, ...]]]] = {n: [[], []] for n in prob.params}
+    for k, rec in enumerate(runs):
+        for u in rec.uses:
+            sigs[u.name][k].append(u.signature())
+            if k == 1:
+                by_name[u.name].append(u)
+    for n in prob.params:
+        if n not in unsupported and sigs[n][0] != sigs[n][1]:
+            unsupported[n] = "its uses differ between batch sizes (the examples do not lead every axis)"
+        if n not in unsupported and not by_name[n]:
+            unsupported[n] = "no recognised use (it reaches the output by another path, or not at all)"
+
+    forward = max(_count_flops(prob, prob.x1[:1]), 2.0 * prob.n_params)
+    o, of, e, full = prob.n_out, _out_factor(prob), prob.itemsize, prob.full
+    pairs = _pairs(prob)
+    rows_est = float(prob.x1.shape[0] if prob.symmetric else prob.x1.shape[0] + prob.x2.shape[0])
+    routes: dict[str, ParameterRoute] = {}
+    per_row_flops, per_pair_flops, per_row_bytes, pair_bytes = 0.0, 0.0, 0.0, 0.0
+    structured_any, jac_numel = False, 0
+    for n, p in prob.params.items():
+        uses = by_name[n]
+        desc = _describe(sigs[n][1])
+        if n in unsupported:
+            jac_numel += p.numel()
+            flops = rows_est * 2.0 * o * forward / max(len(prob.params), 1) + pairs * 2.0 * of * p.numel()
+            routes[n] = ParameterRoute(n, "jacobian", desc, unsupported[n], flops)
+            continue
+        structured_any = True
+        grad_row = sum(2.0 * o * math.prod(u.dims) for u in uses if u.kind == "bilinear")
+        grad_row += sum(2.0 * o * u.idx.numel() for u in uses if u.kind == "additive")
+        grad_pair = 2.0 * of * p.numel()
+        grad_cost = rows_est * grad_row + pairs * grad_pair
+        groups = _gram_groups(uses)
+        gram_cost, gram_pair, gram_bytes, gram_tt = math.inf, 0.0, 0.0, 0.0
+        if groups is not None:
+            for grp in groups:
+                t = sum(u.dims[0] for u in grp)
+                _, g, d, k = grp[0].dims
+                gram_pair += 2.0 * g * t * t * (d + of * k) + (g * t * t * of if t * g > 1 else 0.0)
+                gram_bytes += t * g * (d + o * k) * e
+                gram_tt = max(gram_tt, float(t * t * g * (of if full else 1)))
+            gram_cost = pairs * gram_pair
+        if gram_cost <= grad_cost:
+            why = f"pairwise rule {gram_cost / 1e9:.3g} <= per-example gradients {grad_cost / 1e9:.3g} GFLOP"
+            routes[n] = ParameterRoute(n, "gram", desc, why, gram_cost)
+            per_pair_flops += gram_pair
+            per_row_bytes += gram_bytes
+            pair_bytes = max(pair_bytes, 3.0 * e * gram_tt if gram_tt > 1 else 0.0)
+        else:
+            why = (("an additive use (bias): its per-example gradient is the cotangent"
+                    if any(u.kind == "additive" for u in uses) else "its uses overlap in different layouts")
+                   if groups is None else
+                   f"per-example gradients {grad_cost / 1e9:.3g} < pairwise rule {gram_cost / 1e9:.3g} GFLOP")
+            routes[n] = ParameterRoute(n, "grad", desc, why, grad_cost)
+            per_row_flops += grad_row
+            per_pair_flops += grad_pair
+            per_row_bytes += o * p.numel() * e
+    if structured_any:
+        per_row_flops += (1 + o) * forward
+    if jac_numel:
+        per_row_flops += (1 + 2 * o) * forward
+        per_pair_flops += 2.0 * of * jac_numel
+        per_row_bytes += 2.0 * o * jac_numel * e
+    per_pair_mem = pair_bytes + 2.0 * e * (of if full else 1)
+    n_max = max(prob.x1.shape[0], prob.x2.shape[0])
+    col_bytes = prob.x2.shape[0] * per_row_bytes
+    cached = col_bytes <= prob.budget / 2
+    tile = _tile_fit(col_bytes if cached else 0.0, per_row_bytes, per_pair_mem, prob.budget, n_max)
+    rows = _n_rows_computed(prob, tile, cached)
+    flops = rows * per_row_flops + pairs * per_pair_flops
+    mem = int((col_bytes if cached else 0) + 2 * tile * per_row_bytes + tile * tile * per_pair_mem)
+    estimate = CostEstimate("structured", flops, mem, tile, mem <= prob.budget)
+    return StructuredPlan(routes, estimate, cached, {n: sigs[n][1] for n in prob.params})
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass
+class _Features:
+    grams: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # u (b, T, G, D), g (b, T, G, O, K)
+    jacobians: list[Tensor] = field(default_factory=list)  # (b, O, p)
+
+
+def _example_chunk(b: int, per_example: float, budget: int) -> int:
+    return int(max(1, min(b, budget // max(per_example, 1.0))))
+
+
+@dataclass
+class _OperationEngine:
+    """Features and tile kernels for :func:`ntk_core.ntk._run_tiles` (the ``_Engine`` protocol)."""
+
+    prob: _Problem
+    plan: StructuredPlan
+    name: str = "structured"
+    cache_columns: bool = False
+    _aranges: dict[str, Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cache_columns = self.plan.cache_columns
+        self._aranges = _aranges(self.prob)
+
+    def features(self, x: Tensor) -> _Features:
+        prob, plan = self.prob, self.plan
+        feats = _Features()
+        keep = set(plan.names("gram")) | set(plan.names("grad"))
+        if keep:
+            with torch.enable_grad():
+                rec, out = _record(prob, self._aranges, x, capture=True, keep=keep)
+                uses: dict[str, list[_Use]] = {n: [] for n in keep}
+                for u in rec.uses:
+                    if u.name in keep:
+                        uses[u.name].append(u)
+                for n in keep:
+                    if [u.signature() for u in uses[n]] != plan._uses[n] or n in rec.unsupported:
+                        raise RuntimeError(
+                            f"the operations that use parameter {n!r} changed between batches "
+                            f"({_describe([u.signature() for u in uses[n]])} instead of {_describe(plan._uses[n])}); "
+                            f"the model must run the same operations for every batch"
+                        )
+                cots = _cotangents(out, rec.probes, prob.n_out)
+            for n in plan.names("gram"):
+                self._gram_features(uses[n], cots, feats)
+            for n in plan.names("grad"):
+                feats.jacobians.append(self._grad_features(n, uses[n], cots, x.shape[0]))
+        jac = plan.names("jacobian")
+        if jac:
+            feats.jacobians += _per_example_jacobians(prob, jac, x).values()
+        return feats
+
+    def _gram_features(self, uses: list[_Use], cots: list[Tensor | None], feats: _Features) -> None:
+        groups = _gram_groups(uses)
+        assert groups is not None
+        for grp in groups:
+            us, gs = [], []
+            for u in grp:
+                assert u.u_of is not None and u.g_of is not None and u.act is not None
+                cot = cots[u.call]
+                assert cot is not None
+                us.append(u.u_of(u.act) * u.scale)
+                gs.append(u.g_of(cot))
+            feats.grams.append((torch.cat(us, 1) if len(us) > 1 else us[0], torch.cat(gs, 1) if len(gs) > 1 else gs[0]))
+
+    def _grad_features(self, name: str, uses: list[_Use], cots: list[Tensor | None], b: int) -> Tensor:
+        prob = self.prob
+        o = prob.n_out
+        jac = torch.zeros(b, o, prob.params[name].numel(), dtype=prob.dtype, device=prob.device)
+        for u in uses:
+            cot = cots[u.call]
+            assert cot is not None and u.g_of is not None
+            if u.kind == "additive":
+                jac.index_add_(2, u.idx, u.g_of(cot), alpha=u.scale)
+                continue
+            assert u.u_of is not None and u.act is not None
+            t, g, d, k = u.dims
+            step = _example_chunk(b, float(t * g * d * prob.itemsize), prob.budget // 8)
+            flat = u.idx.reshape(-1)
+            for s in range(0, b, step):
+                uu = u.u_of(u.act[s : s + step])  # (c, T, G, D): im2col for convolutions
+                gg = u.g_of(cot[s : s + step])  # (c, T, G, O, K)
+                grad = torch.einsum("ctgd,ctgok->cogdk", uu, gg)
+                jac[s : s + step].index_add_(2, flat, grad.reshape(grad.shape[0], o, -1), alpha=u.scale)
+        return jac
+
+    def kernel(self, f1: _Features, f2: _Features) -> Tensor:
+        full = self.prob.full
+        terms = [_gram_term(u1, g1, u2, g2, full, self.prob.budget) for (u1, g1), (u2, g2) in zip(f1.grams, f2.grams)]
+        terms += [_contract_jacobians(j1, j2, full) for j1, j2 in zip(f1.jacobians, f2.jacobians)]
+        return torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
+
+
+def _cotangents(out: Tensor, probes: list[Tensor | None], n_out: int) -> list[Tensor | None]:
+    """Per call: the cotangent ``(b, O, *out[1:])`` of every output at the call's output (None if no probe)."""
+    live = [p for p in probes if p is not None]
+    per_o: list[list[Tensor]] = []
+    if not out.requires_grad:  # no recorded use reaches the output
+        per_o = [[torch.zeros_like(p) for p in live] for _ in range(n_out)]
+    for o in range(n_out if out.requires_grad else 0):
+        grads = torch.autograd.grad(out[:, o].sum(), live, retain_graph=o < n_out - 1, allow_unused=True)
+        per_o.append([torch.zeros_like(p) if g is None else g for g, p in zip(grads, live)])
+    result: list[Tensor | None] = []
+    k = 0
+    for p in probes:
+        if p is None:
+            result.append(None)
+        else:
+            result.append(torch.stack([per_o[o][k] for o in range(n_out)], dim=1))
+            k += 1
+    return result
+
+
+def _gram_term(u1: Tensor, g1: Tensor, u2: Tensor, g2: Tensor, full: bool, budget: int) -> Tensor:
+    """``K[i, j, a, b] = sum_g sum_{t,s} <u1_itg, u2_jsg> <g1_itg^a, g2_jsg^b>`` (summed over a = b for trace)."""
+    b1, t1, gg, _ = u1.shape
+    b2, t2 = u2.shape[:2]
+    o = g1.shape[3]
+    if t1 == 1 and t2 == 1 and gg == 1:
+        uu = u1[:, 0, 0] @ u2[:, 0, 0].T
+        if full:
+            return uu[:, :, None, None] * torch.einsum("iak,jbk->ijab", g1[:, 0, 0], g2[:, 0, 0])
+        return uu * (g1.reshape(b1, -1) @ g2.reshape(b2, -1).T)
+    per_row = float(b2 * t1 * t2 * gg * (o * o if full else 1) * u1.element_size() * 3)
+    step = _example_chunk(b1, per_row, budget // 4)
+    blocks = []
+    for s in range(0, b1, step):
+        uu = torch.einsum("itgd,jsgd->ijtsg", u1[s : s + step], u2)
+        if full:
+            blocks.append(torch.einsum("ijtsg,itgak,jsgbk->ijab", uu, g1[s : s + step], g2))
+        else:
+            gp = torch.einsum("itgx,jsgx->ijtsg", g1[s : s + step].flatten(3), g2.flatten(3))
+            blocks.append((uu * gp).sum(dim=(2, 3, 4)))
+    return torch.cat(blocks, 0)
+
+
+# --------------------------------------------------------------------------- public entry points
+
+
+def plan_structured(
+    model: nn.Module,
+    x1: Tensor | np.ndarray,
+    x2: Tensor | np.ndarray | None = None,
+    *,
+    output: Output = "trace",
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    memory_budget: int | None = None,
+) -> StructuredPlan:
+    """How :func:`structured_ntk` will differentiate each trained parameter, and what it will cost.
+
+    One forward pass on two small batches (2 and 3 examples) is traced; each
+    trained parameter's uses are recognised (see the module description) and
+    its route chosen by estimated FLOPs: the pairwise rule ``"gram"``,
+    per-example gradients ``"grad"``, or per-example Jacobians
+    ``"jacobian"`` when some operation it reaches has no rule.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, as for :func:`ntk_core.ntk.empirical_ntk`.
+    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
+        The inputs (``x2=None``: ``x2 = x1``).
+    output : {"trace", "full"}
+        The kernel asked for.
+    dtype, device : torch.dtype, torch.device or str, optional
+        Compute dtype and device (default: the model's).
+    memory_budget : int, optional
+        Bytes for features and per-tile workspace (default
+        :data:`ntk_core.ntk.DEFAULT_MEMORY_BUDGET`).
+
+    Returns
+    -------
+    StructuredPlan
+        One :class:`ParameterRoute` per trained parameter and the estimate.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad inputs or options, as for :func:`ntk_core.ntk.empirical_ntk`.
+
+    Examples
+    --------
+    A raw weight used as ``x @ W.T``, a bias, and a parameter passed through
+    ``tanh`` (no structured rule: per-example Jacobians for it alone):
+
+    >>> import torch
+    >>> from torch import nn
+    >>> class Net(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.W = nn.Parameter(torch.randn(50, 5))
+    ...         self.b = nn.Parameter(torch.zeros(50))
+    ...         self.v = nn.Parameter(torch.randn(50))
+    ...     def forward(self, x):
+    ...         return torch.relu(x @ self.W.T + self.b) @ torch.tanh(self.v)
+    >>> plan = plan_structured(Net(), torch.randn(8, 5))
+    >>> {name: r.route for name, r in plan.routes.items()}
+    {'W': 'gram', 'b': 'grad', 'v': 'jacobian'}
+    """
+    prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
+    return _plan(prob)
+
+
+def structured_ntk(
+    model: nn.Module,
+    x1: Tensor | np.ndarray,
+    x2: Tensor | np.ndarray | None = None,
+    *,
+    output: Output = "trace",
+    tile_size: int | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+    out_dtype: torch.dtype | None = None,
+    memory_budget: int | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    callback: Callable[[int, int, bool], None] | None = None,
+) -> Tensor:
+    r"""Empirical NTK Gram matrix by structured derivatives of the operations the model runs.
+
+    Computes the same kernel as :func:`ntk_core.ntk.empirical_ntk`,
+    ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2), for any
+    weight layout: raw parameters in ``x @ W.T``, ``x @ W``, ``F.linear``,
+    ``F.conv1d/2d/3d``, ``torch.einsum``, modules, shared weights and biases
+    (see the module description and :func:`plan_structured`).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network f at its current parameters; only parameters with
+        ``requires_grad=True`` are differentiated. Not modified; refused in
+        training mode with an active Dropout or a BatchNorm.
+    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
+        Inputs; ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
+    output : {"trace", "full"}
+        ``"trace"``: ``(n1, n2)`` summed over the O outputs; ``"full"``:
+        ``(n1, n2, O, O)``. One-output models give ``(n1, n2)``.
+    tile_size : int, optional
+        Rows/columns per tile (default: the largest that fits the budget).
+    dtype, device : torch.dtype, torch.device or str, optional
+        Compute dtype (float32/float64) and device (default: the model's).
+    progress : bool
+        Show a tqdm progress bar over tiles.
+    out_dtype : torch.dtype, optional
+        dtype of the returned CPU tensor (default: ``dtype``).
+    memory_budget : int, optional
+        Bytes for features and per-tile workspace (default 2 GiB).
+    checkpoint_dir : str or os.PathLike, optional
+        Save finished tiles there and reuse them on a rerun, verified as in
+        :func:`ntk_core.ntk.empirical_ntk`.
+    callback : callable, optional
+        ``callback(i, j, computed)`` after tile ``(i, j)`` is placed.
+
+    Returns
+    -------
+    torch.Tensor
+        On CPU, shape ``(n1, n2)`` or ``(n1, n2, O, O)``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad inputs or options (shapes, dtypes, NaN, unknown ``output``, a
+        model that is not one fixed per-example function).
+    RuntimeError
+        The model ran different operations on a later batch than when it was
+        planned.
+
+    Examples
+    --------
+    A two-layer network written with raw parameters in the ``x @ W.T``
+    layout; the kernel equals the per-example Jacobian contraction:
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from ntk_core.ntk import empirical_ntk
+    >>> class Raw(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         g = torch.Generator().manual_seed(0)
+    ...         self.W = nn.Parameter(torch.randn(64, 5, generator=g))
+    ...         self.a = nn.Parameter(torch.randn(64, generator=g))
+    ...     def forward(self, x):
+    ...         return torch.relu(x @ self.W.T / 5**0.5) @ self.a / 64**0.5
+    >>> x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    >>> K = structured_ntk(Raw(), x, dtype=torch.float64)
+    >>> K.shape
+    torch.Size([6, 6])
+    >>> torch.allclose(K, empirical_ntk(Raw(), x, method="jacobian", dtype=torch.float64))
+    True
+    """
+    prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
+    out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
+    if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, int) or tile_size < 1):
+        raise ValueError(f"tile_size must be a positive int or None, got {tile_size!r}")
+    plan = _plan(prob)
+    tile = tile_size or plan.estimate.tile_size
+    engine = _OperationEngine(prob, plan)
+    store = None
+    if checkpoint_dir is not None:
+        identity = _identity(prob, "structured-operations", tile, out_dt)
+        meta = {"method": "structured-operations", "output": output, "tile_size": tile,
+                "n1": prob.x1.shape[0], "n2": prob.x2.shape[0]}
+        store = _TileStore(checkpoint_dir, identity, meta)
+    return _run_tiles(prob, engine, tile, out_dt, store, progress, callback)
+
+
+_ = (DEFAULT_MEMORY_BUDGET, OUTPUTS)  # re-exported names the docs refer to
