@@ -74,6 +74,7 @@ from ._checks import (
     check_unit_interval_open,
 )
 from .krr import check_kernel_matrix, krr_coefficients
+from .krr_ooc import is_on_disk, ridge_quadratic_ooc
 
 from typing import TYPE_CHECKING
 
@@ -169,8 +170,12 @@ def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike or numpy.memmap, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite. A path to a
+        ``.npy`` file or a memory map (e.g. the Gram matrix assembled by
+        :func:`ntk_core.distributed.distributed_ntk`) is solved out of core by
+        :func:`ntk_core.krr_ooc.ridge_quadratic_ooc` (conjugate gradients over
+        row blocks; K is never loaded whole).
     y : ArrayLike, shape (n,) or (n, K)
         Labels (one column per output).
 
@@ -183,7 +188,20 @@ def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
     ------
     ValueError
         K not positive definite.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from ntk_core.bounds import complexity
+    >>> K = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> round(complexity(K, np.array([1.0, 1.0])), 10)
+    0.6666666667
+    >>> path = os.path.join(tempfile.mkdtemp(), "K.npy"); np.save(path, K)
+    >>> round(complexity(path, np.array([1.0, 1.0])), 10)   # on disk, out of core
+    0.6666666667
     """
+    if is_on_disk(K):
+        return ridge_quadratic_ooc(K, y, 0.0)
     Km = check_kernel_matrix(K)
     yy = as_float64_array(y, "y", ndim=(1, 2))
     if yy.shape[0] != Km.shape[0]:
@@ -198,8 +216,9 @@ def ridge_complexity(K: ArrayLike, y: ArrayLike, lam: float) -> float:
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike or numpy.memmap, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; a ``.npy`` path or a
+        memory map is solved out of core (:func:`ntk_core.krr_ooc.ridge_quadratic_ooc`).
     y : ArrayLike, shape (n,)
         Labels.
     lam : float
@@ -210,6 +229,8 @@ def ridge_complexity(K: ArrayLike, y: ArrayLike, lam: float) -> float:
     float
     """
     yy = as_float64_array(y, "y", ndim=1)
+    if is_on_disk(K):
+        return float(ridge_quadratic_ooc(K, yy, check_positive(lam, "lam")))
     return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))
 
 
