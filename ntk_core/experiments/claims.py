@@ -6,7 +6,7 @@ the same claim is measured the same way at every scale; :data:`PAPER` quotes wha
 for each (its figures give no numbers, so those quotes are the paper's words).
 
 These functions read result tables only; they are not part of the code that computes an experiment, so
-editing them leaves cached and recorded results current (see :mod:`ntk_core.experiments._code`).
+editing them leaves cached and recorded results current (see ``ntk_core/experiments/_code.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Quick, medium and the paper side by side: what the experiment chapters show for every figure and table.
 
 The live ``quick`` run, the recorded ``medium`` run (``results/medium/``, see
-:mod:`ntk_core.experiments._record`) and the paper's own numbers go in one table, and the reader is told where
+``ntk_core/experiments/_record.py``) and the paper's own numbers go in one table, and the reader is told where
 each number comes from: :func:`medium` loads a record (``None`` when there is none yet), :func:`record_line`
 says in one line what the record is (or how to make it), :func:`side_by_side` joins per-scale summaries, and
 :func:`config_table` shows a run's configuration as a small readable table rather than a hash.
