@@ -3,11 +3,10 @@
 Each page is opened at a desktop width (:data:`DESKTOP`, 1280 px) and then a phone width (:data:`PHONE`,
 375 px). Besides console errors, requests, images and raw TeX, the report names every MathJax display
 wider than the column that holds it (a display the reader would have to scroll, or would see cut off) and
-every local file path of the machine that built the book (:data:`LOCAL_PATH`) found in the page's text.
-A display too wide at the desktop width is a problem; at the phone width it is recorded
-(:attr:`PageReport.phone_wide_displays`) but not counted as one: MathJax 3 reserves the width of an
-equation's tag on both sides of a centred display and scales its font to 127 % of the text, so a tagged
-display fits a 343 px column only below about 11 em.
+every local file path of the machine that built the book (:data:`LOCAL_PATH`) found in the page's text,
+and every block of a cell's output that scrolls sideways at the desktop width. A display too wide at either
+width is a problem (the book's stylesheet, ``book/_static/book.css``, lets MathJax use the text's own size
+and keeps the tag's width on one side only on a phone; displays too long for that are broken into lines).
 
 Used by ``tests/test_book.py``; runnable alone for a quick look:
 ``python tests/browser.py _build/html``.
@@ -51,7 +50,8 @@ class PageReport:
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
     wide_displays: list[str] = field(default_factory=list)    # at DESKTOP: "<display> (<w> px in <avail> px)"
-    phone_wide_displays: list[str] = field(default_factory=list)  # the same at PHONE (reported, not a problem)
+    phone_wide_displays: list[str] = field(default_factory=list)  # the same at PHONE
+    wide_outputs: list[str] = field(default_factory=list)     # at DESKTOP: output blocks that scroll sideways
     local_paths: list[str] = field(default_factory=list)      # page text around a local file path
     math_errors: list[str] = field(default_factory=list)      # MathJax's own errors (mjx-merror), e.g. a bad \\tag
 
@@ -64,6 +64,8 @@ class PageReport:
             out.append(f"{self.math_elements} math element(s) but no MathJax output (raw TeX shown)")
         out += [f"raw TeX left on the page: {t!r}" for t in self.raw_tex]
         out += [f"display math wider than its column at {DESKTOP} px: {w}" for w in self.wide_displays]
+        out += [f"display math wider than its column at {PHONE} px: {w}" for w in self.phone_wide_displays]
+        out += [f"cell output scrolls sideways at {DESKTOP} px: {w}" for w in self.wide_outputs]
         out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         out += [f"MathJax error: {t!r}" for t in self.math_errors]
         return out
@@ -122,6 +124,20 @@ _WIDE_JS = """
   if (width <= avail + 1 && c.scrollWidth <= c.clientWidth + 1) return [];
   const text = (c.getAttribute('aria-label') || c.textContent || '').replace(/\\s+/g, ' ').slice(0, 60);
   return [`${text} (${Math.round(width)} px in ${avail} px)`];
+})
+"""
+
+# Every block inside a cell's output (printed text, a table, an image) that the reader would have to scroll
+# sideways: content wider than the box, and the box scrolls (overflow-x auto or scroll) or clips it (hidden).
+_WIDE_OUTPUT_JS = """
+() => Array.from(document.querySelectorAll('.cell_output, .cell_output *')).flatMap(el => {
+  if (el.offsetParent === null || el.closest('mjx-container')) return [];
+  const over = el.scrollWidth - el.clientWidth;
+  if (over <= 1 || el.clientWidth === 0) return [];
+  const style = getComputedStyle(el).overflowX;
+  if (!['auto', 'scroll', 'hidden'].includes(style)) return [];
+  const text = (el.textContent || el.tagName).replace(/\\s+/g, ' ').trim().slice(0, 60);
+  return [`${el.tagName.toLowerCase()} ${text} (${el.scrollWidth} px in ${el.clientWidth} px)`];
 })
 """
 
@@ -192,6 +208,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                     "() => Array.from(document.querySelectorAll('mjx-merror')).map(e => "
                     "(e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80))")
                 report.wide_displays = page.evaluate(_WIDE_JS)
+                report.wide_outputs = page.evaluate(_WIDE_OUTPUT_JS)
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
                 report.phone_wide_displays = page.evaluate(_WIDE_JS)
@@ -223,5 +240,3 @@ if __name__ == "__main__":  # pragma: no cover - manual use
         print(rep.path, f"images={rep.images} math={rep.math_elements} typeset={rep.typeset_elements}")
         for problem in rep.problems():
             print("   ", problem)
-        for wide in rep.phone_wide_displays:
-            print(f"    (at {PHONE} px, wider than its column: {wide})")

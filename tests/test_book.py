@@ -107,12 +107,17 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
-    its column at 1280 px and a local file path are all reported; a display too wide only at 375 px is recorded."""
+    its column at 1280 px or at 375 px, a cell output that scrolls sideways and a local file path are all
+    reported; an output that wraps is not."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
         "<img src='missing.png'><img src='http://outside.invalid/outside.png'>"
-        "<pre>written to /work/main/_build/ntk_cache</pre></main></body></html>"
+        "<pre>written to /work/main/_build/ntk_cache</pre>"
+        "<div class='cell_output'><pre style='width: 300px; overflow-x: auto; white-space: pre'>"
+        + "a long printed line " * 40 + "</pre>"
+        "<pre style='width: 300px; overflow-x: auto; white-space: pre-wrap'>" + "wrapped line " * 40 + "</pre>"
+        "</div></main></body></html>"
     )
     (tmp_path / "wide.html").write_text(
         "<html><body><main>"
@@ -131,6 +136,9 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "outside the built site: http://outside.invalid/outside.png" in text
     assert "no MathJax output" in text and "raw TeX" in text
     assert "wider than its column at 1280 px: too wide (900 px in 600 px)" in text
-    assert "fits a desktop" not in text and "fits a desktop" in phone and "too wide" in phone
+    assert "1280 px: fits a desktop" not in text and "375 px: fits a desktop" in text
+    assert "fits a desktop" in phone and "too wide" in phone
+    assert "cell output scrolls sideways at 1280 px: pre a long printed line" in text
+    assert "wrapped line" not in text
     assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text

@@ -1,4 +1,7 @@
-"""Sphinx extension for this book: remove the script tags that sphinx-thebe adds twice.
+"""Sphinx extension for this book: its stylesheet, and the script tags that sphinx-thebe adds twice removed.
+
+Every page gets ``book.css`` (from ``book/_static``): output text that wraps, MathJax displays sized to fit
+a phone's column.
 
 With Sphinx 7 (pinned by Jupyter Book 1.x), sphinx-thebe 0.3.1 registers its
 configuration script on every ``env-before-read-docs`` event, so each page
@@ -34,4 +37,5 @@ def drop_duplicate_scripts(app: Any, pagename: str, templatename: str, context: 
 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
+    app.add_css_file("book.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
