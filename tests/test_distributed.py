@@ -135,3 +135,24 @@ def test_resume_by_plain_empirical_ntk_and_bad_input(tmp_path):
         distributed_ntk(net, x, checkpoint_dir=tmp_path, timeout=0)
     with pytest.raises(TypeError, match="nn.Module"):
         distributed_ntk(lambda t: t, x, checkpoint_dir=tmp_path)  # type: ignore[arg-type]
+
+
+def test_cli_under_torchrun_equals_one_process(tmp_path, shared_data):
+    """``torchrun --nproc_per_node=2 -m ntk_core gram ...`` writes the same .npy as the one-process command."""
+    import subprocess
+    import sys
+
+    from ntk_core.__main__ import main
+
+    args = ["gram", "--model", "two-layer", "--width", "64", "--data", "mnist5v8", "--n-images", "24",
+            "--dtype", "float64", "--tile-size", "8"]
+    env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                           f"--master_port={_free_port()}", "-m", "ntk_core", *args, "--backend", "gloo",
+                           "--checkpoint-dir", str(tmp_path / "two"), "--out", str(tmp_path / "two.npy")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 process(es)" in done.stdout and "rank 1/2" in done.stderr
+    assert main([*args, "--checkpoint-dir", str(tmp_path / "one"), "--out", str(tmp_path / "one.npy")]) == 0
+    assert np.array_equal(np.load(tmp_path / "two.npy"), np.load(tmp_path / "one.npy"))
+    assert main(["gram", "--model", "cnn", "--data", "mnist5v8", "--checkpoint-dir", str(tmp_path)]) == 2
