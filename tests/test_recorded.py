@@ -3,7 +3,9 @@
 ``test_recorded_result_replays`` re-runs a few cheap units of every recorded result (chosen at random per run;
 the seed is printed and can be fixed with ``NTK_REPLAY_SEED``) and checks they equal the recorded rows to 1e-6
 (CPU runs are deterministic: same config and seed, same numbers). An experiment without a record is skipped
-with the reason. The other tests record a tiny configuration into a temporary folder.
+with the reason, and so is one whose every unit took longer than the replay budget when recorded
+(``NTK_REPLAY_MAX_S``, default 150 s: the suite stays well under 30 minutes); ``NTK_REPLAY_MAX_S=inf`` replays
+those too. The other tests record a tiny configuration into a temporary folder.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import pytest
 from ntk_core import experiments
 from ntk_core.__main__ import main
 from ntk_core.experiments import _record
-from ntk_core.experiments._record import DataDiffer, RecordMissing, record_dir, recorded, replay
+from ntk_core.experiments._record import DataDiffer, RecordMissing, ReplayTooCostly, record_dir, recorded, replay
+
+#: the replay budget per unit, in seconds of recorded compute time (NTK_REPLAY_MAX_S; "inf" replays any unit)
+REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "150"))
 
 TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,),
             lams=(0.5, 2.0))
@@ -46,9 +51,11 @@ def test_recorded_result_replays(name, monkeypatch, shared_data):
     seed = int(os.environ.get("NTK_REPLAY_SEED", random.SystemRandom().randrange(2**31)))
     print(f"replaying {name} with NTK_REPLAY_SEED={seed} (stale: {result.meta['stale']})")
     try:
-        checks = replay(name, "medium", units=2, seed=seed)
+        checks = replay(name, "medium", units=2, seed=seed, max_seconds=REPLAY_MAX_S)
     except DataDiffer as differ:
         pytest.skip(str(differ))
+    except ReplayTooCostly as costly:  # e.g. Setting 3: every unit is a ResNet trained for 40 epochs
+        pytest.skip(f"{costly}; replay it with NTK_REPLAY_MAX_S=inf pytest tests/test_recorded.py -k {name}")
     assert checks
     for check in checks:
         assert not check.problems, f"{name} unit {check.key} (NTK_REPLAY_SEED={seed}): {check.problems}"
@@ -75,6 +82,9 @@ def test_record_round_trips_and_replays(data_env):
     # every unit replays to the recorded rows
     checks = replay("setting1", "quick", units=5, root=root, seed=0)
     assert len(checks) == 5 and all(not c.problems for c in checks)
+    # a replay budget below every unit's recorded time chooses nothing, and says so
+    with pytest.raises(ReplayTooCostly, match="over the replay budget of 0 s"):
+        replay("setting1", "quick", units=2, root=root, seed=0, max_seconds=0.0)
 
 
 def test_replay_detects_a_changed_value(data_env):

@@ -43,7 +43,7 @@ import pandas as pd
 from .. import _store
 from ._base import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
 
-__all__ = ["RecordMissing", "record_dir", "records_root", "record_experiment", "recorded", "replay",
+__all__ = ["RecordMissing", "record_dir", "records_root", "record_experiment", "recorded", "replay", "ReplayTooCostly",
            "UnitCheck", "compare_rows"]
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -311,6 +311,10 @@ class DataDiffer(Exception):
     """The data this machine loads are not those the record was computed from (replay is meaningless)."""
 
 
+class ReplayTooCostly(Exception):
+    """Every unit that :func:`replay` could choose took longer than its ``max_seconds`` when recorded."""
+
+
 class _ReplayDone(BaseException):
     pass
 
@@ -356,14 +360,16 @@ def _cell_default(value: Any) -> Any:
 
 def replay(name: str, profile: str = "medium", *, units: int = 2, seed: int | None = None,
            root: str | os.PathLike[str] | None = None, cheapest: float = 0.5, tol: float = 1e-6,
-           keys: list[dict[str, Any]] | None = None) -> list[UnitCheck]:
+           keys: list[dict[str, Any]] | None = None, max_seconds: float | None = None) -> list[UnitCheck]:
     """Re-run ``units`` units of the record of ``name`` (chosen at random with ``seed`` among the ``cheapest``
     fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
 
     The other units are not computed: their recorded rows are handed back, and the run stops as soon as every
     chosen unit is replayed. The torch thread count is set to the recorded one while replaying (float sums in
     another order could differ in the last bits). Raises :class:`DataDiffer` when this machine loads other
-    data than the record.
+    data than the record. With ``max_seconds``, only units whose recorded compute time is at most that are
+    chosen, and :class:`ReplayTooCostly` is raised when there is none (an experiment whose every unit is a long
+    training run: the test suite's time budget cannot hold it; replay it on purpose with a larger budget).
     """
     import torch
 
@@ -376,6 +382,13 @@ def replay(name: str, profile: str = "medium", *, units: int = 2, seed: int | No
     else:
         by_cost = sorted(units_list, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0))
         pool = by_cost[:max(units, int(len(by_cost) * cheapest))]
+        if max_seconds is not None:
+            pool = [u for u in pool if u["seconds"] is not None and u["seconds"] <= max_seconds]
+            if not pool:
+                fastest = by_cost[0]["seconds"] if by_cost else None
+                raise ReplayTooCostly(
+                    f"the cheapest unit of the {name} record took {fastest if fastest is None else round(fastest)} s "
+                    f"when recorded, over the replay budget of {max_seconds:g} s per unit")
         rng = random.Random(seed)
         chosen = {_canon(u["key"]) for u in rng.sample(pool, min(units, len(pool)))}
     config = _config_from(name, provenance)
