@@ -117,6 +117,7 @@ class _Ref:
     name: str
     idx: Tensor
     scale: float
+    injective: bool = True  # no element of the parameter appears twice
 
 
 @dataclass
@@ -137,6 +138,7 @@ class _Use:
     act: Tensor | None = None  # raw activation operand (capture only)
     u_of: Callable[[Tensor], Tensor] | None = None
     g_of: Callable[[Tensor], Tensor] | None = None
+    injective: bool = True
 
     def signature(self) -> tuple[Any, ...]:
         return (self.kind, self.dims if self.kind == "bilinear" else tuple(self.idx.shape))
@@ -148,6 +150,7 @@ _LAYOUT = {
     "select", "chunk", "split", "tensor_split", "unbind", "movedim", "moveaxis", "view_as", "reshape_as",
     "repeat", "tile", "flip", "roll", "clone", "broadcast_to",
 }
+_REPEATING = {"expand", "expand_as", "repeat", "tile", "broadcast_to"}
 _CASTS = {"to", "float", "double", "type_as", "type"}
 _MUL = {"mul", "__mul__", "__rmul__", "multiply"}
 _DIV = {"div", "__truediv__", "true_divide", "divide"}
@@ -260,13 +263,17 @@ class _Recorder(TorchFunctionMode):
         if name in _CASTS:
             if len(outs) != 1 or outs[0].dtype != args[0].dtype or outs[0].shape != args[0].shape:
                 raise _Unsupported(f"{name} changes the dtype of a parameter")
-            self._track(outs[0], _Ref(src.name, src.idx, src.scale))
+            self._track(outs[0], _Ref(src.name, src.idx, src.scale, src.injective))
             return result
         idx_out = _tensors(func(src.idx, *args[1:], **kwargs))
         if len(idx_out) != len(outs) or any(i.shape != o.shape for i, o in zip(idx_out, outs)):
             raise _Unsupported(f"{name} could not be followed")
+        injective = src.injective and name not in _REPEATING
+        if name == "__getitem__":
+            index = args[1] if isinstance(args[1], tuple) else (args[1],)
+            injective = injective and all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in index)
         for i, o in zip(idx_out, outs):
-            self._track(o, _Ref(src.name, i, src.scale))
+            self._track(o, _Ref(src.name, i, src.scale, injective))
         return result
 
     def _scale(self, name: str, args: Any, kwargs: Any, result: Tensor) -> Tensor:
@@ -289,7 +296,7 @@ class _Recorder(TorchFunctionMode):
                 raise _Unsupported(f"{name} of a parameter by {type(other).__name__}")
             factor = 1.0 / c if name in _DIV else c
         assert src is not None
-        self._track(result, _Ref(src.name, src.idx, src.scale * factor))
+        self._track(result, _Ref(src.name, src.idx, src.scale * factor, src.injective))
         return result
 
     # -- uses
@@ -366,7 +373,8 @@ class _Recorder(TorchFunctionMode):
         def g_of(cot: Tensor) -> Tensor:  # cot (b, O, *out[1:])
             return cot.permute(g_perm).reshape(cot.shape[0], t, g, cot.shape[1], k)
 
-        return _Use(ref.name, "bilinear", -1, idx, ref.scale * scale, (t, g, d, k), a.detach(), u_of, g_of)
+        return _Use(ref.name, "bilinear", -1, idx, ref.scale * scale, (t, g, d, k), a.detach(), u_of, g_of,
+                    ref.injective)
 
     def _matmul(self, name: str, x: Any, y: Any, result: Tensor) -> Tensor:
         rx, ry = self._ref(x), self._ref(y)
@@ -515,14 +523,14 @@ def _conv_use(ref: _Ref, a: Tensor, kernel: tuple[int, ...], stride: tuple[int, 
     t = math.prod(out_shape[2:])
     idx = ref.idx.reshape(g, k_g, d).permute(0, 2, 1)
 
-    def u_of(act: Tensor) -> Tensor:
+    def u_of(act: Tensor) -> Tensor:  # im2col by Tensor.unfold (faster here than F.unfold's im2col kernel)
         return _patches(act, kernel, stride, pad, dil).reshape(act.shape[0], t, g, d)
 
     def g_of(cot: Tensor) -> Tensor:  # (b, O, C_out, *S) -> (b, T, G, O, K)
         b, o = cot.shape[:2]
         return cot.reshape(b, o, g, k_g, t).permute(0, 4, 2, 1, 3)
 
-    return _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of)
+    return _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of, ref.injective)
 
 
 def _matmul_letters(a_shape: tuple[int, ...], w_idx: Tensor, w_right: bool) -> tuple[str, str, str, Tensor]:
@@ -630,6 +638,7 @@ class StructuredPlan:
     estimate: CostEstimate
     cache_columns: bool
     _uses: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict, repr=False)
+    _aranges: dict[str, Tensor] = field(default_factory=dict, repr=False)
 
     def names(self, route: str) -> list[str]:
         """Parameters on ``route`` (one of :data:`ROUTES`), in the model's order."""
@@ -664,7 +673,7 @@ def _describe(sigs: list[tuple[Any, ...]]) -> str:
     return ", ".join(f"{c} x {k}" if c > 1 else k for k, c in parts.items()) or "no use"
 
 
-def _gram_groups(uses: list[_Use]) -> list[list[_Use]] | None:
+def _gram_groups(uses: list[_Use], check_disjoint: bool = True) -> list[list[_Use]] | None:
     """Uses grouped by identical layout, if the pairwise rule applies: bilinear only, groups disjoint."""
     if any(u.kind != "bilinear" for u in uses):
         return None
@@ -676,9 +685,12 @@ def _gram_groups(uses: list[_Use]) -> list[list[_Use]] | None:
                 break
         else:
             groups.append([u])
-    flat = torch.cat([grp[0].idx.reshape(-1) for grp in groups])
-    if torch.unique(flat).numel() != flat.numel():
-        return None  # overlapping layouts (e.g. W and W.T of one matrix): per-example gradients
+    if check_disjoint and not (len(groups) == 1 and all(u.injective for u in uses)):
+        flat = torch.cat([grp[0].idx.reshape(-1) for grp in groups])
+        seen = torch.zeros(int(flat.max()) + 1, dtype=torch.bool, device=flat.device)
+        seen[flat] = True
+        if int(seen.sum()) != flat.numel():
+            return None  # overlapping layouts (e.g. W and W.T of one matrix): per-example gradients
     return groups
 
 
@@ -767,7 +779,7 @@ def _plan(prob: _Problem) -> StructuredPlan:
     flops = rows * per_row_flops + pairs * per_pair_flops
     mem = int((col_bytes if cached else 0) + 2 * tile * per_row_bytes + tile * tile * per_pair_mem)
     estimate = CostEstimate("structured", flops, mem, tile, mem <= prob.budget)
-    return StructuredPlan(routes, estimate, cached, {n: sigs[n][1] for n in prob.params})
+    return StructuredPlan(routes, estimate, cached, {n: sigs[n][1] for n in prob.params}, aranges)
 
 
 # --------------------------------------------------------------------------- the engine
@@ -777,6 +789,16 @@ def _plan(prob: _Problem) -> StructuredPlan:
 class _Features:
     grams: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # u (b, T, G, D), g (b, T, G, O, K)
     jacobians: list[Tensor] = field(default_factory=list)  # (b, O, p)
+
+
+def _axis_order(idx: Tensor) -> tuple[int, ...] | None:
+    """The axis order ``p`` with ``idx.permute(p)`` = ``arange`` in the parameter's layout, if there is one."""
+    for p in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        v = idx.permute(p)
+        flat = v.reshape(-1)
+        if int(flat[0]) == 0 and bool((flat[1:] - flat[:-1] == 1).all()):
+            return p
+    return None
 
 
 def _example_chunk(b: int, per_example: float, budget: int) -> int:
@@ -795,7 +817,7 @@ class _OperationEngine:
 
     def __post_init__(self) -> None:
         self.cache_columns = self.plan.cache_columns
-        self._aranges = _aranges(self.prob)
+        self._aranges = self.plan._aranges or _aranges(self.prob)
 
     def features(self, x: Tensor) -> _Features:
         prob, plan = self.prob, self.plan
@@ -826,7 +848,7 @@ class _OperationEngine:
         return feats
 
     def _gram_features(self, uses: list[_Use], cots: list[Tensor | None], feats: _Features) -> None:
-        groups = _gram_groups(uses)
+        groups = _gram_groups(uses, check_disjoint=False)  # checked by the plan
         assert groups is not None
         for grp in groups:
             us, gs = [], []
@@ -839,9 +861,10 @@ class _OperationEngine:
             feats.grams.append((torch.cat(us, 1) if len(us) > 1 else us[0], torch.cat(gs, 1) if len(gs) > 1 else gs[0]))
 
     def _grad_features(self, name: str, uses: list[_Use], cots: list[Tensor | None], b: int) -> Tensor:
+        """Per-example gradients ``(b, O, numel)`` of one parameter: ``sum_t u_t ⊗ δ_t`` per use, summed."""
         prob = self.prob
-        o = prob.n_out
-        jac = torch.zeros(b, o, prob.params[name].numel(), dtype=prob.dtype, device=prob.device)
+        o, numel = prob.n_out, prob.params[name].numel()
+        jac = torch.zeros(b, o, numel, dtype=prob.dtype, device=prob.device)
         for u in uses:
             cot = cots[u.call]
             assert cot is not None and u.g_of is not None
@@ -850,20 +873,32 @@ class _OperationEngine:
                 continue
             assert u.u_of is not None and u.act is not None
             t, g, d, k = u.dims
-            step = _example_chunk(b, float(t * g * d * prob.itemsize), prob.budget // 8)
+            step = _example_chunk(b, float(t * g * (d + o * k) * prob.itemsize), prob.budget // 8)
+            order = _axis_order(u.idx) if u.idx.numel() == numel else None
             flat = u.idx.reshape(-1)
             for s in range(0, b, step):
                 uu = u.u_of(u.act[s : s + step])  # (c, T, G, D): im2col for convolutions
                 gg = u.g_of(cot[s : s + step])  # (c, T, G, O, K)
-                grad = torch.einsum("ctgd,ctgok->cogdk", uu, gg)
-                jac[s : s + step].index_add_(2, flat, grad.reshape(grad.shape[0], o, -1), alpha=u.scale)
+                c = uu.shape[0]
+                if g == 1:  # one batched matrix product over positions: (c, D, T) @ (c, T, O K)
+                    grad = torch.bmm(uu[:, :, 0].transpose(1, 2), gg[:, :, 0].reshape(c, t, o * k))
+                    grad = grad.reshape(c, 1, d, o, k).permute(0, 3, 1, 2, 4)  # (c, O, G, D, K)
+                else:
+                    grad = torch.einsum("ctgd,ctgok->cogdk", uu, gg)
+                if order is not None:  # the use covers the parameter in a permuted layout: no scatter
+                    jac[s : s + step] += grad.permute(0, 1, *(2 + i for i in order)).reshape(c, o, numel) * u.scale
+                else:
+                    jac[s : s + step].index_add_(2, flat, grad.reshape(c, o, -1), alpha=u.scale)
         return jac
 
     def kernel(self, f1: _Features, f2: _Features) -> Tensor:
         full = self.prob.full
         terms = [_gram_term(u1, g1, u2, g2, full, self.prob.budget) for (u1, g1), (u2, g2) in zip(f1.grams, f2.grams)]
         terms += [_contract_jacobians(j1, j2, full) for j1, j2 in zip(f1.jacobians, f2.jacobians)]
-        return torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
+        total = terms[0]
+        for term in terms[1:]:
+            total = total + term if total is terms[0] else total.add_(term)
+        return total
 
 
 def _cotangents(out: Tensor, probes: list[Tensor | None], n_out: int) -> list[Tensor | None]:
@@ -881,7 +916,7 @@ def _cotangents(out: Tensor, probes: list[Tensor | None], n_out: int) -> list[Te
         if p is None:
             result.append(None)
         else:
-            result.append(torch.stack([per_o[o][k] for o in range(n_out)], dim=1))
+            result.append(per_o[0][k].unsqueeze(1) if n_out == 1 else torch.stack([c[k] for c in per_o], dim=1))
             k += 1
     return result
 

@@ -285,23 +285,26 @@ def test_einsum_layouts() -> None:
     assert "G=2" in plan.routes["Q"].uses
 
 
+class Views(nn.Module):
+    """Left matmul over positions, scaled views, disjoint halves, an expanded bmm weight, a partial slice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.W = nn.Parameter(randn(6, 4, seed=90))
+        self.U = nn.Parameter(randn(3, 6, seed=91))
+        self.S = nn.Parameter(randn(6, 6, seed=92) / 3)
+        self.B = nn.Parameter(randn(6, 2, seed=93))
+
+    def forward(self, x: Tensor) -> Tensor:  # x (b, 4, 5): features then positions
+        h = torch.tanh(self.W @ x / 2)  # left matmul, T = 5
+        h = h.transpose(1, 2)  # (b, 5, 6)
+        top, bottom = self.S.chunk(2, dim=0)  # disjoint halves of one parameter
+        h = torch.tanh(torch.cat([h @ (top.T * 0.5), h @ (-bottom).T / 3], -1))  # scaled weights
+        h = torch.bmm(h, self.B.unsqueeze(0).expand(h.shape[0], 6, 2))  # expanded over examples
+        return (h.reshape(h.shape[0], -1) @ self.U.flatten()[:10]).unsqueeze(-1)
+
+
 def test_views_scales_left_matmul_bmm_and_disjoint_slices() -> None:
-    class Views(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.W = nn.Parameter(randn(6, 4, seed=90))
-            self.U = nn.Parameter(randn(3, 6, seed=91))
-            self.S = nn.Parameter(randn(6, 6, seed=92) / 3)
-            self.B = nn.Parameter(randn(6, 2, seed=93))
-
-        def forward(self, x: Tensor) -> Tensor:  # x (b, 4, 5): features then positions
-            h = torch.tanh(self.W @ x / 2)  # left matmul, T = 5
-            h = h.transpose(1, 2)  # (b, 5, 6)
-            top, bottom = self.S.chunk(2, dim=0)  # disjoint halves of one parameter
-            h = torch.tanh(torch.cat([h @ top.T * 0.5, -(h @ bottom.T)], -1))
-            h = torch.bmm(h, self.B.unsqueeze(0).expand(h.shape[0], 6, 2))  # expanded over examples
-            return (h.reshape(h.shape[0], -1) @ self.U.flatten()[:10]).unsqueeze(-1)
-
     x1, x2 = randn(4, 4, 5, seed=94), randn(3, 4, 5, seed=95)
     check(Views(), x1, x2)
     plan = plan_structured(Views().double(), x1, dtype=F64)
@@ -326,6 +329,7 @@ def test_both_routes_on_positions_and_groups(route: str, monkeypatch: pytest.Mon
     check(RawCNN(), x1, x2, output="full")
     check(RawCNN(outputs=1), x1)
     check(SharedMLP(), randn(4, 5, seed=98))
+    check(Views(), randn(3, 4, 5, seed=99), randn(2, 4, 5, seed=100))
 
 
 def _uses(prob: object, name: str) -> list[object]:

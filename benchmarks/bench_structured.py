@@ -1,0 +1,249 @@
+"""Benchmark of ntk_core.structured.structured_ntk (structured derivatives found from the operations) — issue 14.
+
+Run from the repository root::
+
+    python benchmarks/bench_structured.py            # two-layer n = 512 (4 layouts), CNN n = 128
+    python benchmarks/bench_structured.py --big      # also the two-layer net at n = 2,000
+    python benchmarks/bench_structured.py --quick    # small sizes, a smoke test
+
+Everything runs side by side in this process, float32, on the CPU with
+torch's default threads. For each model it times
+
+* ``closed form``: the hand-written NTK where one exists (two-layer net with
+  the first layer trained: ``Θ = (X X'^T / d) ⊙ (S S'^T / m)``,
+  ``S = relu'(X W^T / √d) · a``);
+* ``structured_ntk``: this engine (``ntk_core.structured``);
+* ``tutorial``: the ``torch.func`` NTK tutorial's recipe, written below:
+  per-example Jacobians ``vmap(jacrev)`` of the whole batch, then ``einsum``
+  over every parameter (x2 = x1, so the Jacobian is computed once);
+* ``empirical_ntk auto``: ``ntk_core.ntk.empirical_ntk(method="auto")`` as it is
+  today (module-type structured rule, Jacobian fallback for raw parameters).
+
+Each result is checked against the first one of its model (relative
+Frobenius error printed). ``ratio`` is the row's time over the reference
+(the closed form where there is one, else the tutorial). ``LB`` is the FLOP
+lower bound of a Jacobian contraction, ``3 × forward FLOPs × n + 2 n² N``
+(N trained parameters); ``LB rate`` = LB / seconds, and ``% peak`` divides it
+by the GFLOP/s of a 2048² float32 matrix product measured in this process
+(so 100 % would be a Jacobian contraction running at matmul speed; the
+structured rules do fewer FLOPs than LB and can exceed 100 %). Runs under
+10 s are repeated once and the better time kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, jacrev, vmap
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ntk_core.ntk import _count_flops, _make_problem, empirical_ntk, select_method  # noqa: E402
+from ntk_core.structured import plan_structured, structured_ntk  # noqa: E402
+
+
+# --------------------------------------------------------------------------- models
+
+
+class TwoLayer(nn.Module):
+    """f(x) = a · relu(W x / √d) / √m, W trained, a frozen (paper, Setting 1), in one of four layouts."""
+
+    def __init__(self, layout: str, d: int, m: int, seed: int = 0) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        w = torch.randn(m, d, generator=g)
+        self.layout, self.d, self.m = layout, d, m
+        if layout == "nn.Linear":
+            self.lin = nn.Linear(d, m, bias=False)
+            with torch.no_grad():
+                self.lin.weight.copy_(w)
+        else:
+            self.W = nn.Parameter(w.T.contiguous() if layout == "x @ W" else w)
+        self.a = nn.Parameter(torch.randint(0, 2, (m,), generator=g).float() * 2 - 1, requires_grad=False)
+
+    def weight(self) -> Tensor:
+        """W as (m, d)."""
+        w = self.lin.weight if self.layout == "nn.Linear" else self.W
+        return (w.T if self.layout == "x @ W" else w).detach()
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.layout == "x @ W.T":
+            h = x @ self.W.T
+        elif self.layout == "x @ W":
+            h = x @ self.W
+        elif self.layout == "F.linear":
+            h = F.linear(x, self.W)
+        else:
+            h = self.lin(x)
+        return torch.relu(h / math.sqrt(self.d)) @ self.a / math.sqrt(self.m)
+
+
+def closed_form(net: TwoLayer, x: Tensor) -> Tensor:
+    """Θ(x, x') = (x·x'/d) (1/m) Σ_r a_r² 1[w_r·x > 0] 1[w_r·x' > 0], by two matrix products."""
+    s = (x @ net.weight().T > 0).to(x.dtype) * net.a
+    return (x @ x.T / net.d) * (s @ s.T / net.m)
+
+
+class RawCNN(nn.Module):
+    """3 conv layers of 64 channels (3×3; strides 1, 2, 2; padding 1), ReLU, raw readout: raw parameters."""
+
+    def __init__(self, channels: int = 64, seed: int = 0) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.w1 = nn.Parameter(torch.randn(channels, 3, 3, 3, generator=g))
+        self.w2 = nn.Parameter(torch.randn(channels, channels, 3, 3, generator=g))
+        self.w3 = nn.Parameter(torch.randn(channels, channels, 3, 3, generator=g))
+        self.r = nn.Parameter(torch.randn(channels * 8 * 8, generator=g))
+        self.c = channels
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = torch.relu(F.conv2d(x, self.w1, padding=1) / math.sqrt(27))
+        h = torch.relu(F.conv2d(h, self.w2, stride=2, padding=1) / math.sqrt(9 * self.c))
+        h = torch.relu(F.conv2d(h, self.w3, stride=2, padding=1) / math.sqrt(9 * self.c))
+        return h.flatten(1) @ self.r / math.sqrt(self.r.numel())
+
+
+class ModuleCNN(nn.Module):
+    """The same network with nn.Conv2d / nn.Linear modules (weights copied from a RawCNN)."""
+
+    def __init__(self, raw: RawCNN) -> None:
+        super().__init__()
+        c = raw.c
+        self.c1 = nn.Conv2d(3, c, 3, padding=1, bias=False)
+        self.c2 = nn.Conv2d(c, c, 3, stride=2, padding=1, bias=False)
+        self.c3 = nn.Conv2d(c, c, 3, stride=2, padding=1, bias=False)
+        self.out = nn.Linear(c * 64, 1, bias=False)
+        with torch.no_grad():
+            for mod, w in ((self.c1, raw.w1), (self.c2, raw.w2), (self.c3, raw.w3)):
+                mod.weight.copy_(w)
+            self.out.weight.copy_(raw.r[None])
+        self.c = c
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = torch.relu(self.c1(x) / math.sqrt(27))
+        h = torch.relu(self.c2(h) / math.sqrt(9 * self.c))
+        h = torch.relu(self.c3(h) / math.sqrt(9 * self.c))
+        return self.out(h.flatten(1)).squeeze(-1) / math.sqrt(self.out.weight.numel())
+
+
+# --------------------------------------------------------------------------- the tutorial's recipe
+
+
+def tutorial_ntk(model: nn.Module, x: Tensor) -> Tensor:
+    """torch.func tutorial: per-example Jacobians by vmap(jacrev), then einsum over parameters (trace)."""
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+    consts = {k: v.detach() for k, v in model.named_parameters() if not v.requires_grad}
+    consts.update(dict(model.named_buffers()))
+
+    def f_single(p: dict[str, Tensor], xi: Tensor) -> Tensor:
+        return functional_call(model, (p, consts), (xi.unsqueeze(0),)).reshape(-1)
+
+    jac = vmap(jacrev(f_single), (None, 0))(params, x)
+    blocks = [j.flatten(2) for j in jac.values()]
+    return torch.stack([torch.einsum("Naf,Maf->NM", j, j) for j in blocks]).sum(0)
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def timed(fn: Callable[[], Tensor]) -> tuple[float, Tensor]:
+    best, out = float("inf"), None
+    for _ in range(2):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+        if best >= 10.0:
+            break
+    assert out is not None
+    return best, out
+
+
+def gemm_gflops() -> float:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(3):
+        a @ b
+    return 3 * 2 * 2048**3 / (time.perf_counter() - t0) / 1e9
+
+
+def lower_bound(model: nn.Module, x: Tensor) -> float:
+    prob = _make_problem(model, x[:2], None, "trace", torch.float32, "cpu", None)
+    fwd = _count_flops(prob, x[:1])
+    n, p = x.shape[0], prob.n_params
+    return 3 * fwd * n + 2.0 * n * n * p
+
+
+def run_case(title: str, model: nn.Module, x: Tensor, peak: float, closed: Callable[[], Tensor] | None,
+             tutorial: bool, auto: bool) -> list[str]:
+    model.eval()
+    lb = lower_bound(model, x)
+    rows: list[tuple[str, float, Tensor, str]] = []
+    if closed is not None:
+        s, k = timed(closed)
+        rows.append(("closed form", s, k, ""))
+    s, k = timed(lambda: structured_ntk(model, x))
+    plan = plan_structured(model, x)
+    routes = ", ".join(f"{n}:{r.route}" for n, r in plan.routes.items())
+    rows.append(("structured_ntk", s, k, routes))
+    if tutorial:
+        s, k = timed(lambda: tutorial_ntk(model, x))
+        rows.append(("tutorial vmap(jacrev)+einsum", s, k, ""))
+    if auto:
+        choice = select_method(model, x).method
+        s, k = timed(lambda: empirical_ntk(model, x))
+        rows.append(("empirical_ntk auto", s, k, f"picked {choice}"))
+    ref_t, ref_k = rows[0][1], rows[0][2].double()
+    lines = []
+    for name, s, k, note in rows:
+        err = float((k.double() - ref_k).norm() / ref_k.norm())
+        rate = lb / s / 1e9
+        lines.append(
+            f"| {title} | {x.shape[0]} | {name} | {s:.3f} | {s / ref_t:.2f}x | {lb / 1e9:.1f} | {rate:.1f} | "
+            f"{100 * rate / peak:.0f}% | {err:.1e} | {note} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--big", action="store_true", help="also the two-layer net at n = 2,000")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    d, m, n, n_big, n_cnn, ch = (784, 2000, 512, 2000, 128, 64) if not args.quick else (50, 100, 32, 64, 8, 8)
+    peak = gemm_gflops()
+    print(f"# {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, float32; 2048^2 sgemm: {peak:.1f} GFLOP/s")
+    print("| model | n | method | seconds | ratio | LB GFLOP | LB rate GFLOP/s | % peak | rel. error | note |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, d, generator=g)
+    for layout in ("x @ W.T", "x @ W", "F.linear", "nn.Linear"):
+        net = TwoLayer(layout, d, m)
+        run_case(f"two-layer {layout}, d={d}, m={m}", net, x, peak, lambda: closed_form(net, x), True, True)
+    if args.big:
+        xb = torch.randn(n_big, d, generator=g)
+        for layout in ("x @ W.T", "nn.Linear"):
+            net = TwoLayer(layout, d, m)
+            run_case(f"two-layer {layout}, d={d}, m={m}", net, xb, peak, lambda: closed_form(net, xb), False,
+                     layout == "nn.Linear")
+    xc = torch.randn(n_cnn, 3, 32, 32, generator=g)
+    raw = RawCNN(ch)
+    run_case(f"CNN 3 conv x{ch}, 32x32x3, raw F.conv2d", raw, xc, peak, None, True, True)
+    run_case(f"CNN 3 conv x{ch}, 32x32x3, nn.Conv2d", ModuleCNN(raw), xc, peak, None, True, True)
+
+
+if __name__ == "__main__":
+    main()
