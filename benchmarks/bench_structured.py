@@ -27,7 +27,7 @@ lower bound of a Jacobian contraction, ``3 × forward FLOPs × n + 2 n² N``
 by the GFLOP/s of a 2048² float32 matrix product measured in this process
 (so 100 % would be a Jacobian contraction running at matmul speed; the
 structured rules do fewer FLOPs than LB and can exceed 100 %). Runs under
-10 s are repeated once and the better time kept.
+10 s are repeated (best of 3 kept): the machine is shared.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def tutorial_ntk(model: nn.Module, x: Tensor) -> Tensor:
 
 def timed(fn: Callable[[], Tensor]) -> tuple[float, Tensor]:
     best, out = float("inf"), None
-    for _ in range(2):
+    for _ in range(3):
         t0 = time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - t0)

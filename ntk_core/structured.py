@@ -253,6 +253,8 @@ class _Recorder(TorchFunctionMode):
             return self._einsum(args, kwargs, result)
         if name in _CONV:
             return self._conv(_CONV[name], args, kwargs, result)
+        if name in ("batch_norm", "layer_norm"):
+            return self._norm(name, func, args, kwargs, result)
         raise _Unsupported(f"used by {name}, which has no structured rule")
 
     def _layout(self, name: str, func: Any, args: Any, kwargs: Any, result: Any) -> Any:
@@ -286,6 +288,13 @@ class _Recorder(TorchFunctionMode):
             src, other = (self._ref(x), y) if self._ref(x) is not None else (self._ref(y), x)
             if name in _DIV and self._ref(x) is None:
                 raise _Unsupported("division by a parameter")
+            if name in _MUL and isinstance(other, Tensor) and other.ndim > 0 and self._ref(other) is None:
+                assert src is not None  # an elementwise product with an activation: a diagonal weight
+                a = self._act(other, name)
+                if tuple(a.shape) != tuple(result.shape):
+                    raise _Unsupported(f"{name}: the parameter broadcasts the activation")
+                aligned = (1,) * (a.ndim - src.idx.ndim) + tuple(src.idx.shape)
+                return self._finish(result, [self._elementwise(src, a, aligned, 1.0)])
             if isinstance(other, Tensor):
                 if other.ndim != 0 or other.requires_grad or self._ref(other) is not None:
                     raise _Unsupported(f"{name} of a parameter by a tensor")
@@ -375,6 +384,45 @@ class _Recorder(TorchFunctionMode):
 
         return _Use(ref.name, "bilinear", -1, idx, ref.scale * scale, (t, g, d, k), a.detach(), u_of, g_of,
                     ref.injective)
+
+    def _elementwise(self, ref: _Ref, a: Tensor, aligned: tuple[int, ...], scale: float) -> _Use:
+        """A use ``out = a * W`` with ``W`` (shape ``aligned``, as broadcast against ``a``): a diagonal weight."""
+        nd = a.ndim
+        if len(aligned) != nd or aligned[0] != 1 or any(w not in (1, s) for w, s in zip(aligned, a.shape)):
+            raise _Unsupported("an elementwise product that broadcasts the activation or indexes the examples")
+        letters = string.ascii_letters[:nd]
+        keep = [i for i in range(1, nd) if aligned[i] != 1 or a.shape[i] == 1]
+        w_idx = ref.idx.reshape([aligned[i] for i in keep])
+        return self._bilinear(ref, w_idx, a, letters, "".join(letters[i] for i in keep), letters, scale)
+
+    def _norm(self, name: str, func: Any, args: Any, kwargs: Any, result: Tensor) -> Tensor:
+        """Evaluation-mode batch_norm and layer_norm: ``out = xhat * weight + bias`` with xhat free of parameters."""
+        if name == "batch_norm":
+            keys = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+        else:
+            keys = ("input", "normalized_shape", "weight", "bias", "eps")
+        vals = dict(zip(keys, args)) | dict(kwargs)
+        if name == "batch_norm" and bool(vals.get("training", False)):
+            raise _Unsupported("batch_norm in training mode")
+        x, w, b = vals["input"], vals.get("weight"), vals.get("bias")
+        if any(self._ref(vals.get(k)) is not None for k in keys if k not in ("weight", "bias")):
+            raise _Unsupported(f"{name} with a trained parameter as input or statistics")
+        a = self._act(x, name)
+        nd = a.ndim
+        plain = dict(vals, weight=None, bias=None)
+        xhat = func(*[plain[k] for k in keys if k in plain])
+        uses = []
+        rw, rb = self._ref(w), self._ref(b)
+        for ref, additive in ((rw, False), (rb, True)):
+            if ref is None:
+                continue
+            shape = tuple(ref.idx.shape)
+            aligned = (1, shape[0]) + (1,) * (nd - 2) if name == "batch_norm" else (1,) * (nd - len(shape)) + shape
+            if additive:
+                uses.append(self._additive(ref, aligned[1:], tuple(result.shape), 1.0))
+            else:
+                uses.append(self._elementwise(ref, xhat, aligned, 1.0))
+        return self._finish(result, uses)
 
     def _matmul(self, name: str, x: Any, y: Any, result: Tensor) -> Tensor:
         rx, ry = self._ref(x), self._ref(y)
@@ -856,7 +904,7 @@ class _OperationEngine:
                 assert u.u_of is not None and u.g_of is not None and u.act is not None
                 cot = cots[u.call]
                 assert cot is not None
-                us.append(u.u_of(u.act) * u.scale)
+                us.append(u.u_of(u.act) * u.scale if u.scale != 1.0 else u.u_of(u.act))
                 gs.append(u.g_of(cot))
             feats.grams.append((torch.cat(us, 1) if len(us) > 1 else us[0], torch.cat(gs, 1) if len(gs) > 1 else gs[0]))
 

@@ -330,6 +330,13 @@ def test_both_routes_on_positions_and_groups(route: str, monkeypatch: pytest.Mon
     check(RawCNN(outputs=1), x1)
     check(SharedMLP(), randn(4, 5, seed=98))
     check(Views(), randn(3, 4, 5, seed=99), randn(2, 4, 5, seed=100))
+    check(CifarResNetSmall(), randn(2, 2, 8, 8, seed=101))
+
+
+def CifarResNetSmall() -> nn.Module:  # noqa: N802 - a factory named like the class it builds
+    from ntk_core.resnet import CifarResNet
+
+    return CifarResNet((1, 1, 1, 1), width=4, num_classes=2, in_channels=2, seed=0).double().eval()
 
 
 def _uses(prob: object, name: str) -> list[object]:
@@ -457,3 +464,51 @@ def test_problem_helpers_are_shared_with_ntk() -> None:
     engine = st._OperationEngine(prob, st._plan(prob))
     f = engine.features(x)
     torch.testing.assert_close(engine.kernel(f, f), oracle(net, x, x, "trace"), rtol=1e-10, atol=1e-12)
+
+
+def test_the_projects_networks() -> None:
+    """nets.py / resnet.py models: same kernel as the oracle; eval-mode BatchNorm's affine parameters are structured."""
+    from ntk_core.nets import MLP, ConvNet, DifferenceTrick, TwoLayerNet
+    from ntk_core.resnet import CifarResNet
+
+    check(TwoLayerNet(d=6, width=30, seed=0, train_second=True), randn(5, 6, seed=150))
+    check(MLP(6, [12, 10], out_dim=3, frozen=[1], seed=0), randn(4, 6, seed=151), output="full")
+    check(DifferenceTrick(ConvNet(2, 4, depth=3, seed=0)), randn(3, 2, 6, 6, seed=152))
+    resnet = CifarResNet((1, 1, 1, 1), width=4, num_classes=2, in_channels=2, seed=0).double().eval()
+    x = randn(3, 2, 8, 8, seed=153)
+    check(resnet, x)
+    routes = {n: r.route for n, r in plan_structured(resnet, x, dtype=F64).routes.items()}
+    assert all(r != "jacobian" for r in routes.values()), routes
+
+
+def test_norm_affine_and_elementwise_scales() -> None:
+    """LayerNorm / BatchNorm (eval) affine parameters and ``h * s`` gains: diagonal weights (G > 1, D = K = 1)."""
+
+    class Normed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(2, 3, 3, padding=1).double()
+            self.bn = nn.BatchNorm2d(3).double().eval()
+            with torch.no_grad():
+                self.bn.running_mean.copy_(randn(3, seed=160))
+                self.bn.running_var.copy_(randn(3, seed=161).abs() + 0.5)
+                self.bn.weight.copy_(randn(3, seed=162))
+                self.bn.bias.copy_(randn(3, seed=163))
+            self.ln = nn.LayerNorm([3, 4, 4]).double()
+            with torch.no_grad():
+                self.ln.weight.copy_(randn(3, 4, 4, seed=164))
+                self.ln.bias.copy_(randn(3, 4, 4, seed=165))
+            self.gain = nn.Parameter(randn(3, 1, 4, seed=166))
+            self.head = nn.Parameter(randn(48, 2, seed=167) / 7)
+
+        def forward(self, x: Tensor) -> Tensor:
+            h = torch.tanh(self.bn(self.conv(x)))
+            h = torch.tanh(self.ln(h) * self.gain)
+            return h.flatten(1) @ self.head
+
+    net = Normed().eval()
+    x1, x2 = randn(4, 2, 4, 4, seed=168), randn(3, 2, 4, 4, seed=169)
+    check(net, x1, x2, output="full")
+    check(net, x1)
+    plan = plan_structured(net, x1, dtype=F64)
+    assert all(r.route != "jacobian" for r in plan.routes.values()), str(plan)
