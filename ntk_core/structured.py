@@ -397,6 +397,7 @@ class _Recorder(TorchFunctionMode):
 
     def _norm(self, name: str, func: Any, args: Any, kwargs: Any, result: Tensor) -> Tensor:
         """Evaluation-mode batch_norm and layer_norm: ``out = xhat * weight + bias`` with xhat free of parameters."""
+        keys: tuple[str, ...]
         if name == "batch_norm":
             keys = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
         else:
