@@ -96,8 +96,8 @@ from .ntk import (
 
 __all__ = ["ROUTES", "ParameterRoute", "StructuredPlan", "plan_structured", "structured_ntk"]
 
-#: How a trained parameter is differentiated: pairwise structured rule, per-example gradients from
-#: the operation's input and cotangent, or per-example Jacobians (``vmap(jacrev)``).
+#: The ways a trained parameter is differentiated, in order of preference (the pairwise structured rule,
+#: per-example gradients from each use's input and cotangent, per-example Jacobians by ``vmap(jacrev)``).
 ROUTES: tuple[str, ...] = ("gram", "grad", "jacobian")
 
 Output = Literal["trace", "full"]
