@@ -128,7 +128,7 @@ def test_judge_needs_three_seeds_and_two_standard_errors():
                                            "inconclusive": "inconclusive"}[verdict]
     ledger = Ledger("t")
     claims.judge(ledger, "Table 1", "claim", paired_stats([0.5]), status="medium")
-    assert "one seed" in ledger.claims[0].value and "spread is not measured" in ledger.claims[0].value
+    assert "one seed" in ledger.claims[0].value and "needs at least 3" in ledger.claims[0].value
 
 
 def _setting3_table(overfit: list[float], aux_drop: list[float], gain: list[float], fit: float = 1.0) -> pd.DataFrame:

@@ -237,8 +237,9 @@ def judge(ledger: Ledger, ref: str, statement: str, stats: dict, *, status: Stat
     value = (f"{100 * m:+.1f} ± {100 * se:.1f} {unit} over {k} seeds" if k > 1
              else f"{100 * m:+.1f} {unit}, one seed")
     if k < min_seeds:
-        ledger.inconclusive(ref, statement, value=value, why=f"{k} seed(s): the seed-to-seed spread is not "
-                            f"measured (the rule needs {min_seeds})", paper=paper, anchor=anchor)
+        ledger.inconclusive(ref, statement, value=value, why=f"{'one seed' if k == 1 else f'{k} seeds'}: the rule "
+                            f"needs at least {min_seeds} to measure the seed-to-seed spread", paper=paper,
+                            anchor=anchor)
         return "inconclusive"
     if m > 2 * se:
         ledger.check(ref, statement, m > 2 * se, value=value, paper=paper, anchor=anchor, status=status)
