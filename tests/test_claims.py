@@ -41,6 +41,9 @@ def test_figure_4_check_needs_the_fit_and_an_effect_beyond_the_noise():
     assert ledger.claims[0].status == "medium" and "1.6 ± 0.3 points" in ledger.claims[0].value
     with pytest.raises(AssertionError, match="precondition"):
         claims.check_figure_4(Ledger("t"), {**numbers, "fits": False}, "quick")
+    assert claims.figure_4_precondition(numbers) is None
+    assert "mean training loss up to 0.014" in claims.figure_4_precondition({**numbers, "train_loss": 0.014})
+    assert "misclassifies" in claims.figure_4_precondition({**numbers, "fits": False})
     with pytest.raises(AssertionError, match="two standard errors"):
         claims.check_figure_4(Ledger("t"), {**numbers, "effect": {"mean": 0.004, "sem": 0.003, "seeds": 3}}, "quick")
     with pytest.raises(AssertionError, match="two standard errors"):
