@@ -133,6 +133,8 @@ def _gram_parser(sub: Any) -> None:
     gram.add_argument("--method", choices=("auto", *METHODS), default="auto")
     gram.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     gram.add_argument("--tile-size", type=int, default=None)
+    gram.add_argument("--memory-gib", type=float, default=None,
+                      help="working memory per rank for a tile, in GiB (default 2; on a GPU, most of its memory)")
     gram.add_argument("--checkpoint-dir", type=Path, required=True, help="folder for the tiles (shared by all ranks)")
     gram.add_argument("--out", type=Path, default=None, help="the .npy to write (default: gram.npy in the tile folder)")
     gram.add_argument("--backend", choices=BACKENDS, default=None, help="default: nccl with CUDA, else gloo")
@@ -187,13 +189,17 @@ def _gram(args: argparse.Namespace) -> int:
             model, x, what = _gram_inputs(args)
             res = distributed_ntk(model, x, checkpoint_dir=args.checkpoint_dir, out=args.out, method=args.method,
                                   tile_size=args.tile_size, device=args.device, return_matrix=False,
+                                  memory_budget=None if args.memory_gib is None else int(args.memory_gib * 2**30),
                                   dtype=torch.float64 if args.dtype == "float64" else torch.float32,
                                   progress=args.progress)
         except (ValueError, FileNotFoundError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         print(f"rank {res.rank}/{res.world_size}: {res.computed} tiles computed, {res.loaded} loaded, "
-              f"{res.seconds:.1f} s", file=sys.stderr)
+              f"{res.seconds:.2f} s, peak RSS {peak:.0f} MiB", file=sys.stderr)
         if res.rank == 0:
             print(f"{what}; method {res.method}, tile {res.tile_size}, {res.tiles} tiles, "
                   f"{res.world_size} process(es)")
