@@ -161,3 +161,38 @@ def test_table_1_numbers_and_check():
     with pytest.raises(AssertionError, match="precondition"):
         claims.check_table_1(Ledger("t"), claims.table_1_numbers(_setting3_table([0.04] * 3, [0.0] * 3, [0.0] * 3,
                                                                                   fit=0.8)), "medium")
+
+
+# --------------------------------------------------------------------------- Table 2: at convergence
+
+
+def _distance_table(loss: float = 1e-5, width_spread: float = 0.05) -> pd.DataFrame:
+    """A distance table: each factor at three values, trends as in Table 2, every run converged unless ``loss``."""
+    rows = []
+    base = {"seed": 0, "n_train": 100, "lam": 0.0, "train_loss": loss * 100, "steps": 5000, "lr": 0.1,
+            "predicted": 20.0, "test_error": 0.1}
+    for factor, values, dist in (("samples", (50, 100, 200), (10, 20, 30)), ("noise", (0.0, 0.2, 0.4), (10, 20, 25)),
+                                 ("width", (256, 512, 1024), (20 * (1 + width_spread), 20.01, 20)),
+                                 ("lr", (0.25, 0.5, 1.0), (20, 20.01, 20.02))):
+        rows += [{**base, "factor": factor, "value": v, "distance": float(d)} for v, d in zip(values, dist)]
+    rows += [{**base, "factor": "lam", "value": lam, "lam": lam, "train_loss": 30.0, "distance": 10 / lam, "lr": 0.2}
+             for lam in (0.5, 1.0, 2.0)]
+    return pd.DataFrame(rows)
+
+
+def test_table_2_needs_convergence_and_the_width_finding_asserts_its_evidence():
+    ledger = Ledger("t")
+    assert claims.table_2_precondition(_distance_table()) is None
+    claims.check_table_2(ledger, _distance_table(), "quick")
+    assert [c.status for c in ledger.claims] == ["quick"] * 5
+    with pytest.raises(AssertionError, match="precondition: 3 of 15 runs have not converged"):
+        t = _distance_table()
+        t.loc[t["factor"] == "samples", "train_loss"] = 1.0       # mean loss 0.01: not converged
+        claims.check_table_2(Ledger("t"), t, "quick")
+    with pytest.raises(AssertionError, match="does not depend on width"):
+        claims.check_table_2(Ledger("t"), _distance_table(width_spread=0.2), "quick")
+    ledger = Ledger("t")
+    claims.check_table_2(ledger, _distance_table(width_spread=0.2), "quick", width_finding=True)
+    assert [c.status for c in ledger.claims].count("not reproduced") == 1
+    with pytest.raises(AssertionError, match="finding"):       # the finding's evidence is checked too
+        claims.check_table_2(Ledger("t"), _distance_table(width_spread=0.05), "quick", width_finding=True)
