@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/bench_structured.py            # two-layer n = 512 (4 layouts), CNN n = 128
     python benchmarks/bench_structured.py --big      # also the two-layer net at n = 2,000
     python benchmarks/bench_structured.py --quick    # small sizes, a smoke test
+    python benchmarks/bench_structured.py --cnn-only # only the two CNN models
 
 Everything runs side by side in this process, float32, on the CPU with
 torch's default threads. For each model it times
@@ -220,6 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--big", action="store_true", help="also the two-layer net at n = 2,000")
+    parser.add_argument("--cnn-only", action="store_true", help="only the CNN rows")
     args = parser.parse_args()
     torch.manual_seed(0)
     d, m, n, n_big, n_cnn, ch = (784, 2000, 512, 2000, 128, 64) if not args.quick else (50, 100, 32, 64, 8, 8)
@@ -230,10 +232,10 @@ def main() -> None:
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
     g = torch.Generator().manual_seed(1)
     x = torch.randn(n, d, generator=g)
-    for layout in ("x @ W.T", "x @ W", "F.linear", "nn.Linear"):
+    for layout in ("x @ W.T", "x @ W", "F.linear", "nn.Linear") if not args.cnn_only else ():
         net = TwoLayer(layout, d, m)
         run_case(f"two-layer {layout}, d={d}, m={m}", net, x, peak, lambda: closed_form(net, x), True, True)
-    if args.big:
+    if args.big and not args.cnn_only:
         xb = torch.randn(n_big, d, generator=g)
         for layout in ("x @ W.T", "nn.Linear"):
             net = TwoLayer(layout, d, m)

@@ -139,6 +139,7 @@ class _Use:
     u_of: Callable[[Tensor], Tensor] | None = None
     g_of: Callable[[Tensor], Tensor] | None = None
     injective: bool = True
+    grad_of: Callable[[Tensor, Tensor], Tensor] | None = None  # (act, cot) -> (b, O, G, D, K), if cheaper
 
     def signature(self) -> tuple[Any, ...]:
         return (self.kind, self.dims if self.kind == "bilinear" else tuple(self.idx.shape))
@@ -531,6 +532,17 @@ class _Recorder(TorchFunctionMode):
         return self._finish(result, uses)
 
 
+def _conv_weight_grad(nd: int) -> Callable[..., Tensor]:
+    from torch.nn import grad as nn_grad
+
+    return {1: nn_grad.conv1d_weight, 2: nn_grad.conv2d_weight, 3: nn_grad.conv3d_weight}[nd]
+
+
+_CONV_WEIGHT = {nd: _conv_weight_grad(nd) for nd in (1, 2, 3)}
+#: Per-example convolution weight gradients by one grouped convolution (True) or by im2col and bmm (False).
+_GROUPED_CONV_GRADIENTS = True
+
+
 def _tuple(v: Any, nd: int) -> tuple[int, ...]:
     return tuple(int(i) for i in v) if isinstance(v, (tuple, list)) else (int(v),) * nd
 
@@ -579,7 +591,21 @@ def _conv_use(ref: _Ref, a: Tensor, kernel: tuple[int, ...], stride: tuple[int, 
         b, o = cot.shape[:2]
         return cot.reshape(b, o, g, k_g, t).permute(0, 4, 2, 1, 3)
 
-    return _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of, ref.injective)
+    def grad_of(act: Tensor, cot: Tensor) -> Tensor:
+        """Per-example weight gradients as one grouped convolution (the examples and outputs as groups)."""
+        b, o = cot.shape[:2]
+        flat_pad = [p for pair in reversed(pad) for p in pair]
+        sym = all(p0 == p1 for p0, p1 in pad)
+        x = act if sym or not any(flat_pad) else F.pad(act, flat_pad)
+        padding = tuple(p0 for p0, _ in pad) if sym else (0,) * len(kernel)
+        weight_grad = _CONV_WEIGHT[len(kernel)]
+        gw = weight_grad(x.reshape(1, -1, *x.shape[2:]), (b * o * c_out, c_g, *kernel),
+                         cot.reshape(1, b * o * c_out, *cot.shape[3:]), stride, padding, dil, b)
+        return gw.reshape(b, o, 1, c_out, d).transpose(3, 4)  # (b, O, G=1, D, K)
+
+    use = _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of, ref.injective)
+    use.grad_of = grad_of if groups == 1 and _GROUPED_CONV_GRADIENTS else None
+    return use
 
 
 def _matmul_letters(a_shape: tuple[int, ...], w_idx: Tensor, w_right: bool) -> tuple[str, str, str, Tensor]:
@@ -926,6 +952,14 @@ class _OperationEngine:
             order = _axis_order(u.idx) if u.idx.numel() == numel else None
             flat = u.idx.reshape(-1)
             for s in range(0, b, step):
+                if u.grad_of is not None:  # a convolution: grouped-convolution weight gradients, no im2col
+                    grad = u.grad_of(u.act[s : s + step], cot[s : s + step])
+                    c = grad.shape[0]
+                    if order is not None:
+                        jac[s : s + step] += grad.permute(0, 1, *(2 + i for i in order)).reshape(c, o, numel) * u.scale
+                    else:
+                        jac[s : s + step].index_add_(2, flat, grad.reshape(c, o, -1), alpha=u.scale)
+                    continue
                 uu = u.u_of(u.act[s : s + step])  # (c, T, G, D): im2col for convolutions
                 gg = u.g_of(cot[s : s + step])  # (c, T, G, O, K)
                 c = uu.shape[0]
