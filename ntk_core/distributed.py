@@ -103,8 +103,10 @@ class GramResult:
         Tiles this rank computed.
     loaded : int
         Tiles this rank found finished in the checkpoint folder (a resumed run).
-    rank, world_size : int
-        This process and the number of processes.
+    rank : int
+        This process.
+    world_size : int
+        The number of processes.
     seconds : float
         Wall time of this rank in the call.
     matrix : torch.Tensor or None
@@ -129,7 +131,7 @@ class GramResult:
         Returns
         -------
         numpy.ndarray
-            A ``numpy.memmap`` of shape :attr:`shape`.
+            A ``numpy.memmap`` of shape ``shape``.
         """
         return np.load(self.path, mmap_mode="r", allow_pickle=False)
 

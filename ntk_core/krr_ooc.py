@@ -307,10 +307,10 @@ class OutOfCoreKRR:
 
     Attributes
     ----------
-    alpha : numpy.ndarray, shape (n,) or (n, K)
-        Dual coefficients, float64, the shape of ``y``.
-    fitted : numpy.ndarray, shape (n,) or (n, K)
-        ``K α``, the predictions at the training points (eq. (8) at x = x_i).
+    alpha : numpy.ndarray
+        Dual coefficients, float64, the shape of ``y``: ``(n,)`` or ``(n, K)``.
+    fitted : numpy.ndarray
+        ``K α``, the predictions at the training points (eq. (8) at x = x_i), the shape of ``y``.
     lam : float
         λ (the ridge is λ² I).
     iterations : int
@@ -344,7 +344,7 @@ class OutOfCoreKRR:
         Parameters
         ----------
         K_test_train : path, numpy.memmap, ArrayLike, shape (m, n), optional
-            Entries k(x_test_j, x_i) (``None``: the training predictions :attr:`fitted`).
+            Entries k(x_test_j, x_i) (``None``: the training predictions, ``fitted``).
         block_rows, memory_budget : int, optional
             Rows per block, or bytes per block (default :data:`DEFAULT_OOC_MEMORY`).
 
