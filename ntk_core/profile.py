@@ -86,8 +86,10 @@ class RunInfo:
     started: float = field(default_factory=time.perf_counter)
 
     def add_data(self, description: str) -> None:
-        """Record one data source (for example ``ImageDataset.describe()``)."""
-        self.data.append(description)
+        """Record one data source (for example ``ImageDataset.describe()``); one already recorded is not
+        repeated."""
+        if description not in self.data:
+            self.data.append(description)
 
     def wall_time(self) -> float:
         """Seconds since this object was created."""
