@@ -95,7 +95,7 @@ def part_gram(n: int, tile: int, two_threads: bool = False) -> None:
     blocks = -(-n // tile)
     tiles = blocks * (blocks + 1) // 2
     print(f"\n== Part 1: distributed Gram ({what}; tile {tile}, {tiles} tiles, float32)")
-    rows = []
+    rows: list[tuple[str, float, float | None, str]] = []
     empirical_ntk(model, x[: 2 * tile], tile_size=tile)  # warm-up (first-call costs are not the baseline's)
     for threads, repeats in ((1, 2), *(((2, 1),) if two_threads else ())):
         torch.set_num_threads(threads)
@@ -109,7 +109,7 @@ def part_gram(n: int, tile: int, two_threads: bool = False) -> None:
     base = rows[0][1]
     outputs = {}
     for nproc in (1, 2):
-        best: tuple[float, float, list] = (math.inf, math.inf, [])
+        best_run: tuple[float, float, list] = (math.inf, math.inf, [])
         for _ in range(2):  # best of two, each from an empty checkpoint folder
             folder = Path(tempfile.mkdtemp(prefix=f"bench_gram{nproc}_"))
             try:
@@ -119,9 +119,9 @@ def part_gram(n: int, tile: int, two_threads: bool = False) -> None:
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
             loop = max(r[2] for r in ranks)
-            if loop < best[1]:
-                best = (wall, loop, ranks)
-        wall, loop, ranks = best
+            if loop < best_run[1]:
+                best_run = (wall, loop, ranks)
+        wall, loop, ranks = best_run
         share = " + ".join(str(r[1]) for r in ranks)
         peaks = ", ".join(f"{r[3]:.0f}" for r in ranks)
         rows.append((f"torchrun --nproc_per_node={nproc} (command wall)", wall, None,
