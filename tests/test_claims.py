@@ -158,9 +158,12 @@ def test_table_1_numbers_and_check():
     v = claims.check_table_1(ledger, q, "medium")
     assert v == {"CCE over-fits": "holds", "CCE+AUX beats early stopping": "inconclusive",
                  "CCE+AUX over-fits less": "holds"}
+    unfit = claims.table_1_numbers(_setting3_table([0.04] * 3, [0.0] * 3, [0.0] * 3, fit=0.8))
     with pytest.raises(AssertionError, match="precondition"):
-        claims.check_table_1(Ledger("t"), claims.table_1_numbers(_setting3_table([0.04] * 3, [0.0] * 3, [0.0] * 3,
-                                                                                  fit=0.8)), "medium")
+        claims.check_table_1(Ledger("t"), unfit, "medium")
+    ledger = Ledger("t")                                       # a record: the unmet precondition is reported
+    assert claims.check_table_1(ledger, unfit, "medium", require_fit=False) == {"CCE over-fits": "not run"}
+    assert [c.status for c in ledger.claims] == ["not run"] and "reaches only 80.0%" in ledger.claims[0].value
 
 
 # --------------------------------------------------------------------------- Table 2: at convergence
