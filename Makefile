@@ -33,9 +33,11 @@ _build/html/index.html: $(STAMP) $(MATHJAX) $(BOOK_SOURCES)
 	$(VENV)/bin/jupyter-book build . --builder html -W -n --keep-going
 	test -f $@ && touch $@
 
-## test: type-check ntk_core, run the docstrings' examples, then the whole test suite (builds the book
-## first: the browser test reads it)
+## test: lint and format check (ruff), type-check ntk_core, run the docstrings' examples, then the whole
+## test suite (builds the book first: the browser test reads it)
 test: $(STAMP) $(CHROMIUM) book
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q --doctest-modules ntk_core
 	$(PY) -m pytest

@@ -68,10 +68,36 @@ def _free_port() -> int:
 
 
 def _gram_command(nproc: int, n: int, tile: int, folder: Path) -> tuple[float, str, str]:
-    args = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-            f"--master_port={_free_port()}", "-m", "ntk_core", "gram", "--model", "cnn", "--depth", "8",
-            "--width", "32", "--pool", "2", "--data", "cifar2", "--n-images", str(n), "--tile-size", str(tile),
-            "--backend", "gloo", "--checkpoint-dir", str(folder), "--out", str(folder / "gram.npy")]
+    args = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        f"--master_port={_free_port()}",
+        "-m",
+        "ntk_core",
+        "gram",
+        "--model",
+        "cnn",
+        "--depth",
+        "8",
+        "--width",
+        "32",
+        "--pool",
+        "2",
+        "--data",
+        "cifar2",
+        "--n-images",
+        str(n),
+        "--tile-size",
+        str(tile),
+        "--backend",
+        "gloo",
+        "--checkpoint-dir",
+        str(folder),
+        "--out",
+        str(folder / "gram.npy"),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     start = time.perf_counter()
     done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=REPO)
@@ -124,15 +150,23 @@ def part_gram(n: int, tile: int, two_threads: bool = False) -> None:
         wall, loop, ranks = best_run
         share = " + ".join(str(r[1]) for r in ranks)
         peaks = ", ".join(f"{r[3]:.0f}" for r in ranks)
-        rows.append((f"torchrun --nproc_per_node={nproc} (command wall)", wall, None,
-                     f"tiles per rank {share}; peak RSS per rank {peaks} MiB"))
+        rows.append(
+            (
+                f"torchrun --nproc_per_node={nproc} (command wall)",
+                wall,
+                None,
+                f"tiles per rank {share}; peak RSS per rank {peaks} MiB",
+            )
+        )
         rows.append((f"torchrun --nproc_per_node={nproc} (distributed_ntk)", loop, loop / tiles, ""))
     print(f"{'run':48s} {'seconds':>9s} {'s/tile':>8s} {'baseline / run':>15s}  notes")
     for name, sec, per_tile, note in rows:
         pt = f"{per_tile:8.3f}" if per_tile is not None else " " * 8
         print(f"{name:48s} {sec:9.2f} {pt} {base / sec:14.2f}x  {note}")
-    print(f"2-process .npy equals 1-process .npy bit for bit: {np.array_equal(outputs[1], outputs[2])}; "
-          f"equals in-process empirical_ntk: {np.array_equal(outputs[1], ref.numpy())}")
+    print(
+        f"2-process .npy equals 1-process .npy bit for bit: {np.array_equal(outputs[1], outputs[2])}; "
+        f"equals in-process empirical_ntk: {np.array_equal(outputs[1], ref.numpy())}"
+    )
 
 
 #: Assumed effective FP32 rate of one H100 on this workload (about 30% of the SXM part's 67 TFLOP/s FP32
@@ -151,8 +185,10 @@ def part_scale(tile: int) -> None:
     cfg = dataclasses.replace(setting2.Config.quick(), depth=11, channels=192, pool=1)
     net = setting2.network(cfg, 0)
     params = sum(p.numel() for p in net.parameters() if p.requires_grad)
-    print(f"\n== Part 3: paper scale (Setting 2's full CNN: depth 11, 192 channels, 32 x 32 inputs, "
-          f"{params:,} trained parameters; float32)")
+    print(
+        f"\n== Part 3: paper scale (Setting 2's full CNN: depth 11, 192 channels, 32 x 32 inputs, "
+        f"{params:,} trained parameters; float32)"
+    )
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2 * tile, 3, 32, 32, generator=gen)
     cost = select_method(net, x[:tile], x[tile:], memory_budget=2 * 1024**3).estimates["jacobian"]
@@ -161,13 +197,19 @@ def part_scale(tile: int) -> None:
     empirical_ntk(net, x[:tile], x[tile:], method="jacobian", tile_size=tile)
     sec = time.perf_counter() - start
     rate = cost.flops / sec
-    print(f"measured here: one {tile} x {tile} tile (jacobian method), {sec:.2f} s on 1 thread, cost model "
-          f"{cost.flops / 1e9:.0f} GFLOP -> {rate / 1e9:.1f} GFLOP/s")
+    print(
+        f"measured here: one {tile} x {tile} tile (jacobian method), {sec:.2f} s on 1 thread, cost model "
+        f"{cost.flops / 1e9:.0f} GFLOP -> {rate / 1e9:.1f} GFLOP/s"
+    )
     budget = 40 * 1024**3
-    print(f"projected (cost model of select_method, memory budget 40 GiB per GPU, {H100_FLOPS / 1e12:.0f} TFLOP/s "
-          f"effective per H100 assumed):")
-    print(f"{'data':40s} {'n':>7s} {'tile':>5s} {'tiles':>6s} {'PFLOP':>7s} {'GiB/rank':>9s} "
-          f"{'s/tile GPU':>10s} {'h, 1 GPU':>9s} {'h, 8 GPUs':>9s} {'h, 32 GPUs':>10s} {'K float32 GB':>12s}")
+    print(
+        f"projected (cost model of select_method, memory budget 40 GiB per GPU, {H100_FLOPS / 1e12:.0f} TFLOP/s "
+        f"effective per H100 assumed):"
+    )
+    print(
+        f"{'data':40s} {'n':>7s} {'tile':>5s} {'tiles':>6s} {'PFLOP':>7s} {'GiB/rank':>9s} "
+        f"{'s/tile GPU':>10s} {'h, 1 GPU':>9s} {'h, 8 GPUs':>9s} {'h, 32 GPUs':>10s} {'K float32 GB':>12s}"
+    )
     for what, n in (("CIFAR airplane/automobile (train)", 10_000), ("all CIFAR-10 (train)", 50_000)):
         xs = torch.zeros(1, 3, 32, 32).expand(n, 3, 32, 32)
         choice = select_method(net, xs, memory_budget=budget)
@@ -175,9 +217,11 @@ def part_scale(tile: int) -> None:
         blocks = -(-n // est.tile_size)
         tiles = blocks * (blocks + 1) // 2
         hours = est.flops / H100_FLOPS / 3600
-        print(f"{what:40s} {n:7d} {est.tile_size:5d} {tiles:6d} {est.flops / 1e15:7.1f} {est.memory / 2**30:9.1f} "
-              f"{est.flops / tiles / H100_FLOPS:10.1f} {hours:9.2f} {hours / 8:9.2f} {hours / 32:10.3f} "
-              f"{n * n * 4 / 1e9:12.1f}")
+        print(
+            f"{what:40s} {n:7d} {est.tile_size:5d} {tiles:6d} {est.flops / 1e15:7.1f} {est.memory / 2**30:9.1f} "
+            f"{est.flops / tiles / H100_FLOPS:10.1f} {hours:9.2f} {hours / 8:9.2f} {hours / 32:10.3f} "
+            f"{n * n * 4 / 1e9:12.1f}"
+        )
 
 
 def _peak(fn):  # type: ignore[no-untyped-def]
@@ -200,10 +244,14 @@ def part_krr(n: int, lams: tuple[float, ...]) -> None:
         K = relu_ntk(x, depth=2)
         np.save(path, K)
         del K
-        print(f"\n== Part 2: out-of-core KRR (infinite ReLU NTK, depth 2, n = {n}; K is "
-              f"{n * n * 8 / 2**20:.0f} MiB float64 on disk; blocks of 256 rows = {256 * n * 8 / 2**20:.1f} MiB)")
-        print(f"{'λ':>6s} {'in-memory s':>12s} {'ooc s':>8s} {'ooc/mem':>8s} {'passes':>7s} {'iters':>6s} "
-              f"{'rank':>5s} {'max|Δα|/max|α|':>15s} {'peak MiB mem':>13s} {'peak MiB ooc':>13s}")
+        print(
+            f"\n== Part 2: out-of-core KRR (infinite ReLU NTK, depth 2, n = {n}; K is "
+            f"{n * n * 8 / 2**20:.0f} MiB float64 on disk; blocks of 256 rows = {256 * n * 8 / 2**20:.1f} MiB)"
+        )
+        print(
+            f"{'λ':>6s} {'in-memory s':>12s} {'ooc s':>8s} {'ooc/mem':>8s} {'passes':>7s} {'iters':>6s} "
+            f"{'rank':>5s} {'max|Δα|/max|α|':>15s} {'peak MiB mem':>13s} {'peak MiB ooc':>13s}"
+        )
         krr_coefficients(np.load(path)[:300, :300], y[:300], 1.0)  # warm-up
         krr_solve_ooc(np.load(path)[:300, :300], y[:300], 1.0)
         for lam in lams:
@@ -216,8 +264,10 @@ def part_krr(n: int, lams: tuple[float, ...]) -> None:
             _, p_mem = _peak(lambda: krr_coefficients(np.load(path), y, lam))
             _, p_ooc = _peak(lambda: krr_solve_ooc(np.load(path, mmap_mode="r"), y, lam, block_rows=256))
             err = float(np.max(np.abs(sol.alpha - a_mem)) / np.max(np.abs(a_mem)))
-            print(f"{lam:6g} {t_mem:12.2f} {t_ooc:8.2f} {t_ooc / t_mem:7.2f}x {sol.passes:7.1f} {sol.iterations:6d} "
-                  f"{sol.rank:5d} {err:15.1e} {p_mem / 2**20:13.0f} {p_ooc / 2**20:13.1f}")
+            print(
+                f"{lam:6g} {t_mem:12.2f} {t_ooc:8.2f} {t_ooc / t_mem:7.2f}x {sol.passes:7.1f} {sol.iterations:6d} "
+                f"{sol.rank:5d} {err:15.1e} {p_mem / 2**20:13.0f} {p_ooc / 2**20:13.1f}"
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -228,11 +278,16 @@ def main() -> None:
     parser.add_argument("--no-gram", action="store_true")
     parser.add_argument("--no-krr", action="store_true")
     parser.add_argument("--no-scale", action="store_true")
-    parser.add_argument("--two-threads", action="store_true",
-                        help="also time in-process empirical_ntk on 2 threads (pathologically slow on a loaded machine)")
+    parser.add_argument(
+        "--two-threads",
+        action="store_true",
+        help="also time in-process empirical_ntk on 2 threads (pathologically slow on a loaded machine)",
+    )
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), torch {torch.__version__}, "
-          f"load average {os.getloadavg()[0]:.1f} (other jobs on the cores slow the 2-process runs)")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPU(s), torch {torch.__version__}, "
+        f"load average {os.getloadavg()[0]:.1f} (other jobs on the cores slow the 2-process runs)"
+    )
     if not args.no_gram:
         part_gram(32 if args.quick else 128, 8 if args.quick else 16, args.two_threads)
     if not args.no_scale:

@@ -177,7 +177,7 @@ def _baseline_fit(case: Case, x: Tensor) -> tuple[Callable[[int], float], list[R
     xs = x[:n]
     t_total, mib, _ = timed(lambda: tutorial_ntk(case.model, xs, xs))
     t_jac, _, jacs = timed(lambda: tutorial_jacobians(case.model, xs))  # type: ignore[arg-type, return-value]
-    t_con, _, _ = timed(lambda: tutorial_contract(jacs, jacs))  # type: ignore[arg-type]
+    t_con, _, _ = timed(lambda: tutorial_contract(jacs, jacs))  # type: ignore[arg-type]  # noqa: F821 (called before del)
     del jacs
     gflop = select_method(case.model, xs, xs.clone(), output="trace").estimates["jacobian"].flops / 1e9
     note = f"Jacobians 2 x {t_jac:.3f} s + contraction {t_con:.3f} s"
@@ -198,7 +198,9 @@ def run_case(case: Case, methods_small: list[str], methods_large: list[str]) -> 
             note = f"picked {picked}" if method == "auto" else ""
             if n != case.n_small:
                 note = (note + "; " if note else "") + "baseline extrapolated"
-            rows.append(Row(case.name, n, method, seconds, choice.estimates[picked].flops / 1e9, mib, base(n) / seconds, note))
+            rows.append(
+                Row(case.name, n, method, seconds, choice.estimates[picked].flops / 1e9, mib, base(n) / seconds, note)
+            )
             print(_fmt(rows[-1:]).splitlines()[-1], flush=True)
     return rows
 
@@ -215,7 +217,7 @@ def _read_idx(path: Path) -> np.ndarray:
 
 def mnist_5_vs_8() -> tuple[Tensor, str]:
     root = os.environ.get("NTK_CORE_DATA")
-    for folder in ([Path(root) / "mnist", Path(root)] if root else []):
+    for folder in [Path(root) / "mnist", Path(root)] if root else []:
         if (folder / "train-images-idx3-ubyte.gz").exists():
             parts = []
             for prefix in ("train", "t10k"):
@@ -231,12 +233,22 @@ def run_mnist() -> Row:
     x, source = mnist_5_vs_8()
     model = TwoLayerNet(784, 10_000, seed=0)
     est = select_method(model, x)
-    run = lambda: empirical_ntk(model, x, method="auto", out_dtype=torch.float64, progress=True,  # noqa: E731
-                                device=DEVICE)
+
+    def run() -> Tensor:
+        return empirical_ntk(model, x, method="auto", out_dtype=torch.float64, progress=True, device=DEVICE)
+
     seconds, mib, k = timed(run, repeat_below=0.0)
     assert k.shape == (x.shape[0], x.shape[0]) and k.dtype == torch.float64
-    return Row("two-layer w=10k, MNIST 5v8", x.shape[0], f"auto ({est.method}), f32->f64", seconds,
-               est.estimates[est.method].flops / 1e9, mib, float("nan"), source)
+    return Row(
+        "two-layer w=10k, MNIST 5v8",
+        x.shape[0],
+        f"auto ({est.method}), f32->f64",
+        seconds,
+        est.estimates[est.method].flops / 1e9,
+        mib,
+        float("nan"),
+        source,
+    )
 
 
 # --------------------------------------------------------------------------- main
@@ -245,8 +257,16 @@ def run_mnist() -> Row:
 def cases(quick: bool) -> list[Case]:
     s = 4 if quick else 1
     return [
-        Case("two-layer d=784 w=10k (1st layer trained)", TwoLayerNet(784, 10_000, seed=0), (784,), 24 // (2 if quick else 1), 2000 // s),
-        Case("MLP d=784 4x1024 (all trained)", MLP(784, [1024] * 4, seed=0), (784,), 64 // (2 if quick else 1), 2000 // s),
+        Case(
+            "two-layer d=784 w=10k (1st layer trained)",
+            TwoLayerNet(784, 10_000, seed=0),
+            (784,),
+            24 // (2 if quick else 1),
+            2000 // s,
+        ),
+        Case(
+            "MLP d=784 4x1024 (all trained)", MLP(784, [1024] * 4, seed=0), (784,), 64 // (2 if quick else 1), 2000 // s
+        ),
         Case("CNN 3x16x16, 4 conv x32 + readout", ConvNet(3, 32, depth=5, seed=0), (3, 16, 16), 128 // s, 512 // s),
     ]
 
@@ -255,17 +275,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
     parser.add_argument("--no-mnist", action="store_true", help="skip the 13,138-point MNIST Gram matrix")
-    parser.add_argument("--device", default="cpu",
-                        help="where ntk_core's methods run: cpu (default) or cuda (the baseline stays on the CPU; "
-                             "on cuda 'peak MiB' is the host process's, not the GPU's)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where ntk_core's methods run: cpu (default) or cuda (the baseline stays on the CPU; "
+        "on cuda 'peak MiB' is the host process's, not the GPU's)",
+    )
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
     if DEVICE.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device cuda: PyTorch sees no CUDA GPU on this machine")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {DEVICE}"
-          + (f" ({torch.cuda.get_device_name()})" if DEVICE.startswith("cuda") else ""), flush=True)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {DEVICE}"
+        + (f" ({torch.cuda.get_device_name()})" if DEVICE.startswith("cuda") else ""),
+        flush=True,
+    )
     rows: list[Row] = []
     all_cases = cases(args.quick)
     for case in all_cases:
@@ -274,7 +300,9 @@ def main() -> None:
     print(_fmt(rows))
     for case in all_cases:
         for n in (case.n_small, case.n_large):
-            same = {r.method: r.seconds for r in rows if r.model == case.name and r.n == n and "baseline" not in r.method}
+            same = {
+                r.method: r.seconds for r in rows if r.model == case.name and r.n == n and "baseline" not in r.method
+            }
             print(f"{case.name}, n={n}: auto / best method = {same['auto'] / min(same.values()):.2f}")
     if not args.no_mnist:
         print()

@@ -185,8 +185,15 @@ def lower_bound(model: nn.Module, x: Tensor) -> float:
     return 3 * fwd * n + 2.0 * n * n * p
 
 
-def run_case(title: str, model: nn.Module, x: Tensor, peak: float, closed: Callable[[], Tensor] | None,
-             tutorial: bool, auto: bool) -> list[str]:
+def run_case(
+    title: str,
+    model: nn.Module,
+    x: Tensor,
+    peak: float,
+    closed: Callable[[], Tensor] | None,
+    tutorial: bool,
+    auto: bool,
+) -> list[str]:
     model.eval()
     lb = lower_bound(model, x)
     rows: list[tuple[str, float, Tensor, str]] = []
@@ -226,8 +233,10 @@ def main() -> None:
     torch.manual_seed(0)
     d, m, n, n_big, n_cnn, ch = (784, 2000, 512, 2000, 128, 64) if not args.quick else (50, 100, 32, 64, 8, 8)
     peak = gemm_gflops()
-    print(f"# {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, float32; 2048^2 sgemm: {peak:.1f} GFLOP/s")
+    print(
+        f"# {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, float32; 2048^2 sgemm: {peak:.1f} GFLOP/s"
+    )
     print("| model | n | method | seconds | ratio | LB GFLOP | LB rate GFLOP/s | % peak | rel. error | note |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
     g = torch.Generator().manual_seed(1)
@@ -239,8 +248,15 @@ def main() -> None:
         xb = torch.randn(n_big, d, generator=g)
         for layout in ("x @ W.T", "nn.Linear"):
             net = TwoLayer(layout, d, m)
-            run_case(f"two-layer {layout}, d={d}, m={m}", net, xb, peak, lambda: closed_form(net, xb), False,
-                     layout == "nn.Linear")
+            run_case(
+                f"two-layer {layout}, d={d}, m={m}",
+                net,
+                xb,
+                peak,
+                lambda: closed_form(net, xb),
+                False,
+                layout == "nn.Linear",
+            )
     xc = torch.randn(n_cnn, 3, 32, 32, generator=g)
     raw = RawCNN(ch)
     run_case(f"CNN 3 conv x{ch}, 32x32x3, raw F.conv2d", raw, xc, peak, None, True, True)

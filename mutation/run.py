@@ -31,8 +31,19 @@ sys.path.insert(0, str(REPO / "mutation"))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
 
-IGNORE = shutil.ignore_patterns(".venv", "_build", ".build", ".git", ".hypothesis", ".pytest_cache",
-                                "__pycache__", "results", "mathjax", "*.egg-info", ".mypy_cache")
+IGNORE = shutil.ignore_patterns(
+    ".venv",
+    "_build",
+    ".build",
+    ".git",
+    ".hypothesis",
+    ".pytest_cache",
+    "__pycache__",
+    "results",
+    "mathjax",
+    "*.egg-info",
+    ".mypy_cache",
+)
 
 
 def check_snippets(mutants: tuple[Mutant, ...] | list[Mutant] = MUTANTS, root: Path = REPO) -> list[str]:
@@ -65,10 +76,14 @@ def _pytest(workdir: Path, tests: tuple[str, ...], timeout: float) -> tuple[str,
     shared = REPO.parent / "shared" / "data"  # the tests' default data folder is beside the checkout, not the copy
     if "NTK_CORE_DATA" not in env and (shared / "mnist").is_dir():
         env["NTK_CORE_DATA"] = str(shared)
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(workdir),
-               PYTHONDONTWRITEBYTECODE="1", NTK_CORE_CACHE=str(workdir / "_cache"))
-    cmd = [str(REPO / ".venv" / "bin" / "python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-           *tests]
+    env.update(
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONPATH=str(workdir),
+        PYTHONDONTWRITEBYTECODE="1",
+        NTK_CORE_CACHE=str(workdir / "_cache"),
+    )
+    cmd = [str(REPO / ".venv" / "bin" / "python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
@@ -81,8 +96,14 @@ def _pytest(workdir: Path, tests: tuple[str, ...], timeout: float) -> tuple[str,
 def _check_import(workdir: Path) -> None:
     """The copy's ntk_core must be the one imported (not the editable install of this checkout)."""
     env = dict(os.environ, PYTHONPATH=str(workdir))
-    out = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", "import ntk_core; print(ntk_core.__file__)"],
-                         cwd=workdir, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-c", "import ntk_core; print(ntk_core.__file__)"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if not Path(out).resolve().is_relative_to(workdir.resolve()):
         raise SystemExit(f"mutation run: the copy imports ntk_core from {out}, not from {workdir}")
 
@@ -153,10 +174,14 @@ def _run_all(mutants: list[Mutant], snapshot: Path, timeout: float, jobs: int) -
     non_eq = len(results) - len(eq)
     killed_non_eq = sum(1 for m in killed if not m.equivalent)
     print()
-    print(f"{len(results)} mutants: {len(killed)} killed, {len(survived)} survived "
-          f"({len(eq)} marked equivalent); wall time {time.perf_counter() - start:.0f} s")
-    print(f"mutation score: {killed_non_eq}/{non_eq} non-equivalent mutants killed = "
-          f"{100.0 * killed_non_eq / max(non_eq, 1):.1f}%")
+    print(
+        f"{len(results)} mutants: {len(killed)} killed, {len(survived)} survived "
+        f"({len(eq)} marked equivalent); wall time {time.perf_counter() - start:.0f} s"
+    )
+    print(
+        f"mutation score: {killed_non_eq}/{non_eq} non-equivalent mutants killed = "
+        f"{100.0 * killed_non_eq / max(non_eq, 1):.1f}%"
+    )
     for m in survived:
         why = f"equivalent: {m.equivalent}" if m.equivalent else "MUST BE KILLED"
         print(f"  survived: {m.name} ({m.file}): {why}")

@@ -37,11 +37,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=int, nargs="+", default=None)
     run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
     run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                     help="override a config field (Python literal value); repeatable")
-    run.add_argument("--record", action="store_true",
-                     help="record the result with provenance under results/<profile>/<experiment>/ (resumable; "
-                          "commit that folder)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a config field (Python literal value); repeatable",
+    )
+    run.add_argument(
+        "--record",
+        action="store_true",
+        help="record the result with provenance under results/<profile>/<experiment>/ (resumable; commit that folder)",
+    )
     show = sub.add_parser("show", help="print a recorded result (table and provenance)")
     show.add_argument("experiment", choices=EXPERIMENTS)
     show.add_argument("--profile", choices=PROFILES, default="medium")
@@ -86,11 +94,23 @@ def main(argv: list[str] | None = None) -> int:
         except TypeError as err:  # a value of a type that the config's own checks did not foresee
             raise ValueError(f"bad --set value: {err}") from None
         if args.record:
-            result = record_experiment(args.experiment, config, get(args.experiment).compute,
-                                       use_cache=not args.no_cache, progress=True, out=sys.stderr)
+            result = record_experiment(
+                args.experiment,
+                config,
+                get(args.experiment).compute,
+                use_cache=not args.no_cache,
+                progress=True,
+                out=sys.stderr,
+            )
         else:
-            result = run_experiment(args.experiment, config, get(args.experiment).compute,
-                                    use_cache=not args.no_cache, progress=True, out=sys.stderr)
+            result = run_experiment(
+                args.experiment,
+                config,
+                get(args.experiment).compute,
+                use_cache=not args.no_cache,
+                progress=True,
+                out=sys.stderr,
+            )
     except (ValueError, FileNotFoundError) as err:  # bad configuration or missing data: no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -110,31 +130,51 @@ def _gram_parser(sub: Any) -> None:
     from .ntk import METHODS
 
     gram = sub.add_parser(
-        "gram", help="the empirical NTK Gram matrix of a model of the package on a data set (torchrun: N processes)",
+        "gram",
+        help="the empirical NTK Gram matrix of a model of the package on a data set (torchrun: N processes)",
         description="The empirical NTK Gram matrix k(x_i, x_j) of a model of the package on the first n images of a "
-                    "data set, tile by tile, checkpointed, assembled into a .npy file. Run it under "
-                    "`torchrun --nproc_per_node=N [--nnodes ...] -m ntk_core gram ...` to spread the tiles over N "
-                    "processes (gloo on CPUs, nccl with one GPU per rank); rerun the same command (any N) to resume.")
-    gram.add_argument("--model", choices=("two-layer", "cnn"), default="two-layer",
-                      help="two-layer: Setting 1's network (TwoLayerNet on flattened inputs); cnn: Setting 2's CNN "
-                           "(ConvNet, first and last layer frozen, in the difference trick)")
-    gram.add_argument("--width", type=int, default=None,
-                      help="hidden width (two-layer, default 1000) or channels (cnn, default 16)")
+        "data set, tile by tile, checkpointed, assembled into a .npy file. Run it under "
+        "`torchrun --nproc_per_node=N [--nnodes ...] -m ntk_core gram ...` to spread the tiles over N "
+        "processes (gloo on CPUs, nccl with one GPU per rank); rerun the same command (any N) to resume.",
+    )
+    gram.add_argument(
+        "--model",
+        choices=("two-layer", "cnn"),
+        default="two-layer",
+        help="two-layer: Setting 1's network (TwoLayerNet on flattened inputs); cnn: Setting 2's CNN "
+        "(ConvNet, first and last layer frozen, in the difference trick)",
+    )
+    gram.add_argument(
+        "--width", type=int, default=None, help="hidden width (two-layer, default 1000) or channels (cnn, default 16)"
+    )
     gram.add_argument("--depth", type=int, default=8, help="layers of the cnn (default 8)")
     gram.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
-    gram.add_argument("--data", choices=("mnist5v8", "cifar2", "cifar10"), default=None,
-                      help="MNIST 5 vs 8 (default for two-layer), CIFAR airplane vs automobile (default for cnn), "
-                           "or all of CIFAR-10")
+    gram.add_argument(
+        "--data",
+        choices=("mnist5v8", "cifar2", "cifar10"),
+        default=None,
+        help="MNIST 5 vs 8 (default for two-layer), CIFAR airplane vs automobile (default for cnn), or all of CIFAR-10",
+    )
     gram.add_argument("--split", choices=("train", "test"), default="train")
-    gram.add_argument("--n-images", dest="n", type=int, default=None,
-                      help="the first n images (default: all); not --n, which torchrun would take for its own --nnodes")
-    gram.add_argument("--pool", type=int, default=None,
-                      help="average-pool the images pool x pool first (default 1: full resolution)")
+    gram.add_argument(
+        "--n-images",
+        dest="n",
+        type=int,
+        default=None,
+        help="the first n images (default: all); not --n, which torchrun would take for its own --nnodes",
+    )
+    gram.add_argument(
+        "--pool", type=int, default=None, help="average-pool the images pool x pool first (default 1: full resolution)"
+    )
     gram.add_argument("--method", choices=("auto", *METHODS), default="auto")
     gram.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     gram.add_argument("--tile-size", type=int, default=None)
-    gram.add_argument("--memory-gib", type=float, default=None,
-                      help="working memory per rank for a tile, in GiB (default 2; on a GPU, most of its memory)")
+    gram.add_argument(
+        "--memory-gib",
+        type=float,
+        default=None,
+        help="working memory per rank for a tile, in GiB (default 2; on a GPU, most of its memory)",
+    )
     gram.add_argument("--checkpoint-dir", type=Path, required=True, help="folder for the tiles (shared by all ranks)")
     gram.add_argument("--out", type=Path, default=None, help="the .npy to write (default: gram.npy in the tile folder)")
     gram.add_argument("--backend", choices=BACKENDS, default=None, help="default: nccl with CUDA, else gloo")
@@ -160,10 +200,12 @@ def _gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
         images = data.mnist_5_vs_8(args.split).x
         x = setting1.mnist_features(images if args.n is None else images[: args.n], pool)
     else:
-        images = (data.cifar_airplane_vs_automobile(args.split).x if name == "cifar2"
-                  else data.load_cifar10(args.split).images)
-        config = dataclasses.replace(setting2.Config.quick(), pool=pool, depth=args.depth,
-                                     channels=args.width or 16)
+        images = (
+            data.cifar_airplane_vs_automobile(args.split).x
+            if name == "cifar2"
+            else data.load_cifar10(args.split).images
+        )
+        config = dataclasses.replace(setting2.Config.quick(), pool=pool, depth=args.depth, channels=args.width or 16)
         x = setting2.features(config)(images if args.n is None else images[: args.n])
     if args.n is not None and (args.n < 1 or args.n > x.shape[0]):
         raise ValueError(f"--n must be between 1 and {x.shape[0]} (the images of {name} {args.split}), got {args.n}")
@@ -187,22 +229,32 @@ def _gram(args: argparse.Namespace) -> int:
     try:
         try:
             model, x, what = _gram_inputs(args)
-            res = distributed_ntk(model, x, checkpoint_dir=args.checkpoint_dir, out=args.out, method=args.method,
-                                  tile_size=args.tile_size, device=args.device, return_matrix=False,
-                                  memory_budget=None if args.memory_gib is None else int(args.memory_gib * 2**30),
-                                  dtype=torch.float64 if args.dtype == "float64" else torch.float32,
-                                  progress=args.progress)
+            res = distributed_ntk(
+                model,
+                x,
+                checkpoint_dir=args.checkpoint_dir,
+                out=args.out,
+                method=args.method,
+                tile_size=args.tile_size,
+                device=args.device,
+                return_matrix=False,
+                memory_budget=None if args.memory_gib is None else int(args.memory_gib * 2**30),
+                dtype=torch.float64 if args.dtype == "float64" else torch.float32,
+                progress=args.progress,
+            )
         except (ValueError, FileNotFoundError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        print(f"rank {res.rank}/{res.world_size}: {res.computed} tiles computed, {res.loaded} loaded, "
-              f"{res.seconds:.2f} s, peak RSS {peak:.0f} MiB", file=sys.stderr)
+        print(
+            f"rank {res.rank}/{res.world_size}: {res.computed} tiles computed, {res.loaded} loaded, "
+            f"{res.seconds:.2f} s, peak RSS {peak:.0f} MiB",
+            file=sys.stderr,
+        )
         if res.rank == 0:
-            print(f"{what}; method {res.method}, tile {res.tile_size}, {res.tiles} tiles, "
-                  f"{res.world_size} process(es)")
+            print(f"{what}; method {res.method}, tile {res.tile_size}, {res.tiles} tiles, {res.world_size} process(es)")
             print(f"gram: {res.path} {res.shape}")
         return 0
     finally:

@@ -280,11 +280,7 @@ def check_transition_matrix(P: ArrayLike, name: str = "P", atol: float = 1e-8) -
     if not np.allclose(sums, 1.0, atol=atol, rtol=0.0):
         worst = int(np.argmax(np.abs(sums - 1.0)))
         row_sums_ok = np.allclose(arr.sum(axis=1), 1.0, atol=atol, rtol=0.0)
-        hint = (
-            " (its rows sum to 1: did you pass the transpose? ntk_core uses P[noisy, clean])"
-            if row_sums_ok
-            else ""
-        )
+        hint = " (its rows sum to 1: did you pass the transpose? ntk_core uses P[noisy, clean])" if row_sums_ok else ""
         raise ValueError(
             f"{name} must be column-stochastic (each column sums to 1, P[c', c] = Pr[noisy c' | clean c]); "
             f"column {worst} sums to {sums[worst]:.6g}{hint}"

@@ -61,8 +61,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT", "DamagedArtifactWarning", "Stored", "atomic_write_bytes", "canonical", "fingerprint",
-           "sha256_bytes", "save", "load", "set_aside", "file_lock"]
+__all__ = [
+    "FORMAT",
+    "DamagedArtifactWarning",
+    "Stored",
+    "atomic_write_bytes",
+    "canonical",
+    "fingerprint",
+    "sha256_bytes",
+    "save",
+    "load",
+    "set_aside",
+    "file_lock",
+]
 
 FORMAT = 1
 """Version of the file layout written by :func:`save`; a file of another version is "not mine"."""
@@ -283,8 +294,13 @@ def _check_name(name: str, what: str) -> None:
         raise ValueError(f"{what} name must match {_NAME.pattern}, got {name!r}")
 
 
-def save(path: str | os.PathLike[str], identity: Mapping[str, Any], arrays: Mapping[str, Any] | None = None,
-         blobs: Mapping[str, bytes] | None = None, meta: Mapping[str, Any] | None = None) -> None:
+def save(
+    path: str | os.PathLike[str],
+    identity: Mapping[str, Any],
+    arrays: Mapping[str, Any] | None = None,
+    blobs: Mapping[str, bytes] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> None:
     """Write one artifact: ``arrays`` and ``blobs`` with their ``identity`` and checksums, atomically.
 
     Parameters
@@ -326,9 +342,14 @@ def save(path: str | os.PathLike[str], identity: Mapping[str, Any], arrays: Mapp
             raise TypeError(f"blob {name!r} must be bytes, got {type(blob).__name__}")
         record_blobs[name] = {"sha256": sha256_bytes(bytes(blob)), "size": len(blob)}
         members[f"b.{name}"] = np.frombuffer(bytes(blob), dtype=np.uint8)
-    header: dict[str, Any] = {"format": FORMAT, "identity": json.loads(_dumps(identity)),
-                              "identity_sha256": fingerprint(identity), "arrays": record_arrays,
-                              "blobs": record_blobs, "meta": json.loads(_dumps(meta or {}))}
+    header: dict[str, Any] = {
+        "format": FORMAT,
+        "identity": json.loads(_dumps(identity)),
+        "identity_sha256": fingerprint(identity),
+        "arrays": record_arrays,
+        "blobs": record_blobs,
+        "meta": json.loads(_dumps(meta or {})),
+    }
     header["header_sha256"] = sha256_bytes(_dumps(header).encode())
     members[_HEADER] = np.frombuffer(_dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
@@ -349,9 +370,9 @@ def _seal(archive: bytes) -> bytes:
 
 
 def _unseal(data: bytes) -> bytes:
-    if len(data) < 22 + _SEAL_LEN or data[-_SEAL_LEN - 2:-_SEAL_LEN] != _SEAL_LEN.to_bytes(2, "little"):
+    if len(data) < 22 + _SEAL_LEN or data[-_SEAL_LEN - 2 : -_SEAL_LEN] != _SEAL_LEN.to_bytes(2, "little"):
         raise _Damaged("the file is truncated or has no checksum seal")
-    archive = data[:-_SEAL_LEN - 2] + b"\x00\x00"
+    archive = data[: -_SEAL_LEN - 2] + b"\x00\x00"
     if sha256_bytes(archive).encode() != data[-_SEAL_LEN:]:
         raise _Damaged("checksum mismatch: the file's bytes changed")
     return archive
@@ -371,8 +392,12 @@ def _undump(value: Any) -> Any:
     return value
 
 
-def _read(path: Path, identity_sha: str, finite: bool | Collection[str],
-          expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]] | None) -> Stored | None:
+def _read(
+    path: Path,
+    identity_sha: str,
+    finite: bool | Collection[str],
+    expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]] | None,
+) -> Stored | None:
     data = path.read_bytes()
     if not data:
         raise _Damaged("the file is empty")
@@ -399,8 +424,9 @@ def _read(path: Path, identity_sha: str, finite: bool | Collection[str],
         if a is None:
             raise _Damaged(f"array {name!r} is missing")
         if list(a.shape) != rec["shape"] or a.dtype.str != rec["dtype"]:
-            raise _Damaged(f"array {name!r} has shape {a.shape} dtype {a.dtype.str}, "
-                           f"recorded {tuple(rec['shape'])} {rec['dtype']}")
+            raise _Damaged(
+                f"array {name!r} has shape {a.shape} dtype {a.dtype.str}, recorded {tuple(rec['shape'])} {rec['dtype']}"
+            )
         if _array_fingerprint(a) != rec["sha256"]:
             raise _Damaged(f"array {name!r}: checksum mismatch (bytes changed)")
         arrays[name] = a
@@ -424,16 +450,24 @@ def _read(path: Path, identity_sha: str, finite: bool | Collection[str],
         if name not in arrays:
             raise _Damaged(f"expected array {name!r} is missing")
         a = arrays[name]
-        if shape is not None and (len(shape) != a.ndim or any(s is not None and s != n for s, n in zip(shape, a.shape))):
+        if shape is not None and (
+            len(shape) != a.ndim or any(s is not None and s != n for s, n in zip(shape, a.shape))
+        ):
             raise _Damaged(f"array {name!r} has shape {a.shape}, expected {tuple(shape)}")
         if dtype is not None and a.dtype != np.dtype(dtype):
             raise _Damaged(f"array {name!r} has dtype {a.dtype}, expected {np.dtype(dtype)}")
-    return Stored(path=path, identity=_undump(header["identity"]), arrays=arrays, blobs=blobs,
-                  meta=_undump(header["meta"]))
+    return Stored(
+        path=path, identity=_undump(header["identity"]), arrays=arrays, blobs=blobs, meta=_undump(header["meta"])
+    )
 
 
-def load(path: str | os.PathLike[str], identity: Mapping[str, Any], *, finite: bool | Collection[str] = True,
-         expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]] | None = None) -> Stored | None:
+def load(
+    path: str | os.PathLike[str],
+    identity: Mapping[str, Any],
+    *,
+    finite: bool | Collection[str] = True,
+    expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]] | None = None,
+) -> Stored | None:
     """Read back an artifact written by :func:`save`, verifying its identity and integrity.
 
     Parameters
@@ -505,8 +539,9 @@ def set_aside(path: str | os.PathLike[str], reason: str) -> Path | None:
             where = "deleted (could not be moved aside)"
         except OSError as err:
             where = f"could not be moved or deleted ({err})"
-    warnings.warn(f"damaged file {path}: {reason}; {where}; it will be recomputed",
-                  DamagedArtifactWarning, stacklevel=3)
+    warnings.warn(
+        f"damaged file {path}: {reason}; {where}; it will be recomputed", DamagedArtifactWarning, stacklevel=3
+    )
     return moved
 
 

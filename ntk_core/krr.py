@@ -133,9 +133,7 @@ def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RT
 def _check_targets(y: ArrayLike, n: int, name: str = "y") -> np.ndarray:
     arr = as_float64_array(y, name, ndim=(1, 2))
     if arr.shape[0] != n:
-        raise ValueError(
-            f"{name} must have n = {n} rows to match the kernel/feature matrix, got shape {arr.shape}"
-        )
+        raise ValueError(f"{name} must have n = {n} rows to match the kernel/feature matrix, got shape {arr.shape}")
     return arr
 
 

@@ -183,8 +183,10 @@ def _scan(K: _Blocks, side: int) -> _Scan:
         for cols in blocks[a:]:
             upper = K.read(rows, cols)
             if not np.all(np.isfinite(upper)):
-                raise ValueError(f"{K.name} holds NaN or infinite values in rows {rows.start}:{rows.stop}, "
-                                 f"columns {cols.start}:{cols.stop}; all entries must be finite")
+                raise ValueError(
+                    f"{K.name} holds NaN or infinite values in rows {rows.start}:{rows.stop}, "
+                    f"columns {cols.start}:{cols.stop}; all entries must be finite"
+                )
             scale = max(scale, float(np.max(np.abs(upper))))
             if cols == rows:
                 diag[rows] = np.diagonal(upper)
@@ -192,8 +194,10 @@ def _scan(K: _Blocks, side: int) -> _Scan:
                 continue
             lower = K.read(cols, rows)
             if not np.all(np.isfinite(lower)):
-                raise ValueError(f"{K.name} holds NaN or infinite values in rows {cols.start}:{cols.stop}, "
-                                 f"columns {rows.start}:{rows.stop}; all entries must be finite")
+                raise ValueError(
+                    f"{K.name} holds NaN or infinite values in rows {cols.start}:{cols.stop}, "
+                    f"columns {rows.start}:{rows.stop}; all entries must be finite"
+                )
             scale = max(scale, float(np.max(np.abs(lower))))
             asym = max(asym, float(np.max(np.abs(upper - lower.T))))
     return _Scan(diag, scale, asym)
@@ -266,8 +270,10 @@ def _pivoted_cholesky(K: _Blocks, scan: _Scan, lam2: float, max_rank: int, name:
     tol_psd = PSD_RTOL * n * max(scan.scale, float(np.finfo(np.float64).tiny))
     if float(np.min(d)) < -tol_psd:
         i = int(np.argmin(d))
-        raise ValueError(f"{name} is not positive semi-definite: its diagonal entry K[{i}, {i}] = {d[i]:.6g} is "
-                         f"negative (a kernel matrix k(X, X) has k(x, x) >= 0)")
+        raise ValueError(
+            f"{name} is not positive semi-definite: its diagonal entry K[{i}, {i}] = {d[i]:.6g} is "
+            f"negative (a kernel matrix k(X, X) has k(x, x) >= 0)"
+        )
     L = np.zeros((n, max_rank))
     k = 0
     stop = 1e-2 * lam2 if lam2 > 0 else 0.0
@@ -337,8 +343,9 @@ class OutOfCoreKRR:
     block_rows: int
     max_block_entries: int
 
-    def predict(self, K_test_train: Any = None, *, block_rows: int | None = None,
-                memory_budget: int | None = None) -> np.ndarray:
+    def predict(
+        self, K_test_train: Any = None, *, block_rows: int | None = None, memory_budget: int | None = None
+    ) -> np.ndarray:
         """Predictions :math:`k(x, X)^\\top \\alpha` from ``K_test_train`` streamed by row blocks.
 
         Parameters
@@ -357,8 +364,10 @@ class OutOfCoreKRR:
         Kt = _Blocks(K_test_train, "K_test_train")
         m, n = Kt.shape
         if n != self.alpha.shape[0]:
-            raise ValueError(f"K_test_train must have shape (m, n) with n = {self.alpha.shape[0]} training points "
-                             f"(entry [j, i] = k(x_test_j, x_i)), got shape {Kt.shape}")
+            raise ValueError(
+                f"K_test_train must have shape (m, n) with n = {self.alpha.shape[0]} training points "
+                f"(entry [j, i] = k(x_test_j, x_i)), got shape {Kt.shape}"
+            )
         rows = _block_rows(m, n, block_rows, memory_budget)
         A = self.alpha.reshape(n, -1)
         out = np.empty((m, A.shape[1]))
@@ -476,8 +485,19 @@ def krr_solve_ooc(
         reach = np.maximum(tol, _attainable(X, ynorm, norm_K + lam2, n))
         if not (rel > reach).any() or iterations >= iters_max:
             break
-        iterations = _pcg(apply, precond, X, R, ynorm, lambda: 0.5 * np.maximum(tol, _attainable(
-            X, ynorm, norm_K + lam2, n)), iters_max, iterations, "K_train", lam, max(scan.scale, 1e-300))
+        iterations = _pcg(
+            apply,
+            precond,
+            X,
+            R,
+            ynorm,
+            lambda: 0.5 * np.maximum(tol, _attainable(X, ynorm, norm_K + lam2, n)),
+            iters_max,
+            iterations,
+            "K_train",
+            lam,
+            max(scan.scale, 1e-300),
+        )
     if bool((rel > reach).any()):
         raise RuntimeError(
             f"conjugate gradients did not reach the relative residual tol = {tol:g} in {iterations} iterations "
@@ -486,9 +506,15 @@ def krr_solve_ooc(
         )
     shape = yy.shape
     return OutOfCoreKRR(
-        alpha=X.reshape(shape), fitted=fitted.reshape(shape), lam=lam, iterations=iterations,
-        passes=Kb.entries_read / float(n * n), residual=float(np.max(rel)) if rel.size else 0.0,
-        rank=precond.rank, block_rows=rows, max_block_entries=Kb.max_block_entries,
+        alpha=X.reshape(shape),
+        fitted=fitted.reshape(shape),
+        lam=lam,
+        iterations=iterations,
+        passes=Kb.entries_read / float(n * n),
+        residual=float(np.max(rel)) if rel.size else 0.0,
+        rank=precond.rank,
+        block_rows=rows,
+        max_block_entries=Kb.max_block_entries,
     )
 
 
@@ -504,8 +530,19 @@ def _attainable(X: np.ndarray, ynorm: np.ndarray, norm_A: float, n: int) -> np.n
     return 2.0 * eps * (norm_A * np.linalg.norm(X, axis=0) + ynorm) / safe
 
 
-def _pcg(apply: Any, precond: _Preconditioner, X: np.ndarray, R: np.ndarray, ynorm: np.ndarray, target: Any,
-         iters_max: int, iterations: int, name: str, lam: float, scale: float) -> int:
+def _pcg(
+    apply: Any,
+    precond: _Preconditioner,
+    X: np.ndarray,
+    R: np.ndarray,
+    ynorm: np.ndarray,
+    target: Any,
+    iters_max: int,
+    iterations: int,
+    name: str,
+    lam: float,
+    scale: float,
+) -> int:
     """PCG on all columns at once, from X with residual R (both updated in place); returns the iteration count."""
     safe = np.where(ynorm > 0, ynorm, 1.0)
     n = X.shape[0]
@@ -598,8 +635,7 @@ def krr_predict_ooc(
     if unknown:
         raise TypeError(f"krr_predict_ooc got unexpected option(s) {unknown}; allowed: {sorted(known)}")
     sol = krr_solve_ooc(K_train, y, lam, **options)
-    return sol.predict(K_test_train, block_rows=options.get("block_rows"),
-                       memory_budget=options.get("memory_budget"))
+    return sol.predict(K_test_train, block_rows=options.get("block_rows"), memory_budget=options.get("memory_budget"))
 
 
 def ridge_quadratic_ooc(K: Any, y: ArrayLike, lam: float = 0.0, **options: Any) -> float | np.ndarray:

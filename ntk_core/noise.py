@@ -157,8 +157,10 @@ def corrupt(labels: Any, P: Any, seed: int | np.random.Generator) -> np.ndarray:
     P = check_transition_matrix(P)
     K = P.shape[0]
     if arr.size and (arr.min() < 0 or arr.max() >= K):
-        raise ValueError(f"labels must lie in {{0, ..., {K - 1}}} for a {K}×{K} transition matrix, "
-                         f"found range [{arr.min()}, {arr.max()}]")
+        raise ValueError(
+            f"labels must lie in {{0, ..., {K - 1}}} for a {K}×{K} transition matrix, "
+            f"found range [{arr.min()}, {arr.max()}]"
+        )
     rng = check_seed(seed)
     # Inverse-CDF sampling, one uniform per example: column c of the cumulative P.
     cdf = np.cumsum(P, axis=0)

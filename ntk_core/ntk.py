@@ -322,9 +322,7 @@ def _profile(prob: _Problem) -> _Profile:
     layers = _candidate_layers(prob)
     calls: dict[str, list[tuple[torch.Size, torch.Size]]] = {l.name: [] for l in layers}
     handles = [
-        l.module.register_forward_hook(
-            lambda m, inp, out, _n=l.name: calls[_n].append((inp[0].shape, out.shape))
-        )
+        l.module.register_forward_hook(lambda m, inp, out, _n=l.name: calls[_n].append((inp[0].shape, out.shape)))
         for l in layers
     ]
     sizes: list[int] = []
@@ -820,8 +818,10 @@ def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) ->
     """Everything that determines the tiles: model, parameters, constants, inputs, method, dtypes, geometry."""
     return {
         "artifact": "empirical_ntk tile",
-        "model": {"class": f"{type(prob.model).__module__}.{type(prob.model).__qualname__}",
-                  "architecture": _store.fingerprint(repr(prob.model))},
+        "model": {
+            "class": f"{type(prob.model).__module__}.{type(prob.model).__qualname__}",
+            "architecture": _store.fingerprint(repr(prob.model)),
+        },
         "params": {n: _store.fingerprint(t) for n, t in sorted(prob.params.items())},
         "consts": {n: _store.fingerprint(t) for n, t in sorted(prob.consts.items())},
         "x1": _store.fingerprint(prob.x1),
@@ -860,8 +860,7 @@ class _TileStore:
 
     def load(self, i: int, j: int, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor | None:
         np_dtype = torch.empty((), dtype=dtype).numpy().dtype
-        found = _store.load(self._path(i, j), {**self.identity, "tile": [i, j]},
-                            expect={"tile": (shape, np_dtype)})
+        found = _store.load(self._path(i, j), {**self.identity, "tile": [i, j]}, expect={"tile": (shape, np_dtype)})
         return None if found is None else torch.from_numpy(found.arrays["tile"].copy())
 
     def save(self, i: int, j: int, tile: Tensor) -> None:

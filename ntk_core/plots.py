@@ -22,16 +22,36 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["set_style", "image_grid", "learning_curves", "weight_panels", "show_table", "METHOD_COLORS",
-           "METHOD_MARKERS", "OKABE_ITO", "DPI", "MAX_WIDTH", "method_style", "readable_log_axes",
-           "displayed_font_scale", "glue_figure"]
+__all__ = [
+    "set_style",
+    "image_grid",
+    "learning_curves",
+    "weight_panels",
+    "show_table",
+    "METHOD_COLORS",
+    "METHOD_MARKERS",
+    "OKABE_ITO",
+    "DPI",
+    "MAX_WIDTH",
+    "method_style",
+    "readable_log_axes",
+    "displayed_font_scale",
+    "glue_figure",
+]
 
 #: Okabe & Ito's colour-blind-safe palette, by name.
-OKABE_ITO = {"blue": "#0072B2", "orange": "#E69F00", "bluish green": "#009E73", "reddish purple": "#CC79A7",
-             "sky blue": "#56B4E9", "vermilion": "#D55E00", "yellow": "#F0E442", "black": "#000000"}
+OKABE_ITO = {
+    "blue": "#0072B2",
+    "orange": "#E69F00",
+    "bluish green": "#009E73",
+    "reddish purple": "#CC79A7",
+    "sky blue": "#56B4E9",
+    "vermilion": "#D55E00",
+    "yellow": "#F0E442",
+    "black": "#000000",
+}
 #: The colour cycle C0, C1, ...: Okabe-Ito without vermilion (no orange/vermilion pair), black last.
-CYCLE = [OKABE_ITO[k] for k in ("blue", "orange", "bluish green", "reddish purple", "sky blue", "black",
-                                 "yellow")]
+CYCLE = [OKABE_ITO[k] for k in ("blue", "orange", "bluish green", "reddish purple", "sky blue", "black", "yellow")]
 #: Resolution of the book's figures (dots per inch).
 DPI = 110
 #: Widest figure (inches) shown at its own size in the book's text column (about 690 px at 1280 px).
@@ -47,13 +67,25 @@ def set_style() -> None:
     from cycler import cycler
 
     sns.set_theme(style="whitegrid", context="notebook", palette=CYCLE)
-    mpl.rcParams.update({
-        "figure.dpi": DPI, "savefig.dpi": DPI, "figure.autolayout": True, "figure.figsize": (6.2, 4.0),
-        "axes.prop_cycle": cycler(color=CYCLE),
-        "font.size": 10.5, "axes.labelsize": 10.5, "axes.titlesize": 11, "figure.titlesize": 11.5,
-        "xtick.labelsize": 10, "ytick.labelsize": 10, "legend.fontsize": 9.5, "legend.title_fontsize": 9.5,
-        "legend.framealpha": 0.9, "lines.markersize": 5,
-    })
+    mpl.rcParams.update(
+        {
+            "figure.dpi": DPI,
+            "savefig.dpi": DPI,
+            "figure.autolayout": True,
+            "figure.figsize": (6.2, 4.0),
+            "axes.prop_cycle": cycler(color=CYCLE),
+            "font.size": 10.5,
+            "axes.labelsize": 10.5,
+            "axes.titlesize": 11,
+            "figure.titlesize": 11.5,
+            "xtick.labelsize": 10,
+            "ytick.labelsize": 10,
+            "legend.fontsize": 9.5,
+            "legend.title_fontsize": 9.5,
+            "legend.framealpha": 0.9,
+            "lines.markersize": 5,
+        }
+    )
 
 
 def displayed_font_scale(fig: Any, column_px: int = _COLUMN_PX) -> float:
@@ -72,8 +104,10 @@ def readable_log_axes(fig: Any) -> None:
     from matplotlib.ticker import LogLocator, NullFormatter, NullLocator, ScalarFormatter
 
     for ax in fig.axes:
-        for axis, scale, lim in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(),
-                                                                             ax.get_ylim())):
+        for axis, scale, lim in (
+            (ax.xaxis, ax.get_xscale(), ax.get_xlim()),
+            (ax.yaxis, ax.get_yscale(), ax.get_ylim()),
+        ):
             if scale != "log":
                 continue
             low, high = sorted(lim)
@@ -99,8 +133,9 @@ def glue_figure(name: str, fig: Any) -> None:
     plt.close(fig)
 
 
-def image_grid(images: np.ndarray, titles: Sequence[str], ncols: int = 8, scale: float = 1.3,
-               suptitle: str | None = None):
+def image_grid(
+    images: np.ndarray, titles: Sequence[str], ncols: int = 8, scale: float = 1.3, suptitle: str | None = None
+):
     """Show uint8 images in a grid, one title under each.
 
     ``images`` is ``(N, H, W)`` (grey) or ``(N, 3, H, W)`` (RGB, channels first as
@@ -130,11 +165,29 @@ def image_grid(images: np.ndarray, titles: Sequence[str], ncols: int = 8, scale:
 
 #: one colour per training method across the experiment figures; its regularised variants (RDI, AUX)
 #: share the colour of the method and differ by marker (:data:`METHOD_MARKERS`)
-METHOD_COLORS = {"SGD": "C0", "SGD+AUX": "C1", "SGD+RDI": "C1", "GD": "C0", "GD+AUX": "C1", "GD+RDI": "C1",
-                 "GD+ES": "C2", "SGD+ES": "C2", "KRR": "C3"}
+METHOD_COLORS = {
+    "SGD": "C0",
+    "SGD+AUX": "C1",
+    "SGD+RDI": "C1",
+    "GD": "C0",
+    "GD+AUX": "C1",
+    "GD+RDI": "C1",
+    "GD+ES": "C2",
+    "SGD+ES": "C2",
+    "KRR": "C3",
+}
 #: the marker of each method: RDI circle, AUX square, the unregularised method a triangle
-METHOD_MARKERS = {"SGD": "^", "GD": "^", "SGD+AUX": "s", "GD+AUX": "s", "SGD+RDI": "o", "GD+RDI": "o",
-                  "GD+ES": "D", "SGD+ES": "D", "KRR": "x"}
+METHOD_MARKERS = {
+    "SGD": "^",
+    "GD": "^",
+    "SGD+AUX": "s",
+    "GD+AUX": "s",
+    "SGD+RDI": "o",
+    "GD+RDI": "o",
+    "GD+ES": "D",
+    "SGD+ES": "D",
+    "KRR": "x",
+}
 
 
 def method_style(method: str) -> dict[str, str]:
@@ -189,5 +242,8 @@ def show_table(rows, digits: int = 3) -> None:
 
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     cells = [("padding", "0.2em 0.9em"), ("text-align", "right")]
-    display(df.style.hide(axis="index").format(precision=digits, thousands=",")
-            .set_table_styles([{"selector": "th", "props": cells}, {"selector": "td", "props": cells}]))
+    display(
+        df.style.hide(axis="index")
+        .format(precision=digits, thousands=",")
+        .set_table_styles([{"selector": "th", "props": cells}, {"selector": "td", "props": cells}])
+    )

@@ -108,8 +108,17 @@ class Ledger:
             raise ValueError("a claim needs the paper's reference and a statement")
         self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter))
 
-    def check(self, ref: str, statement: str, holds: Any, *, value: str, paper: str = "", anchor: str = "",
-              status: Status = "verified") -> None:
+    def check(
+        self,
+        ref: str,
+        statement: str,
+        holds: Any,
+        *,
+        value: str,
+        paper: str = "",
+        anchor: str = "",
+        status: Status = "verified",
+    ) -> None:
         """Record that the claim holds; raise ``AssertionError`` (failing the build) if ``holds`` is false.
 
         ``status`` says how it holds: ``verified`` (default), ``vacuous``, ``quick`` or ``medium``.
@@ -120,15 +129,17 @@ class Ledger:
             raise AssertionError(f"{ref}: {statement} ({value})")
         self._add(ref, statement, status, value, paper, anchor)
 
-    def finding(self, ref: str, statement: str, evidence: Any, *, value: str, paper: str = "",
-                anchor: str = "") -> None:
+    def finding(
+        self, ref: str, statement: str, evidence: Any, *, value: str, paper: str = "", anchor: str = ""
+    ) -> None:
         """Record that the claim does not hold here; ``evidence`` (that it fails, measured) must be true."""
         if not bool(evidence):
             raise AssertionError(f"{ref}: the finding '{statement}' is not supported by this build ({value})")
         self._add(ref, statement, "not reproduced", value, paper, anchor)
 
-    def inconclusive(self, ref: str, statement: str, *, value: str, why: str, paper: str = "",
-                     anchor: str = "") -> None:
+    def inconclusive(
+        self, ref: str, statement: str, *, value: str, why: str, paper: str = "", anchor: str = ""
+    ) -> None:
         """Record a claim measured here whose outcome is within the noise of this scale; ``why`` says which."""
         if not why:
             raise ValueError("an inconclusive claim needs the reason (which noise it is within)")
@@ -140,8 +151,10 @@ class Ledger:
 
     def table(self) -> list[dict[str, str]]:
         """The claims as rows for :func:`ntk_core.plots.show_table`."""
-        return [{"paper": c.ref, "claim": c.statement, "status": c.status, "this build": c.value,
-                 "paper's number": c.paper} for c in self.claims]
+        return [
+            {"paper": c.ref, "claim": c.statement, "status": c.status, "this build": c.value, "paper's number": c.paper}
+            for c in self.claims
+        ]
 
     def show(self) -> None:
         """Display the chapter's "Checks" list (one row per claim) and save it (see :meth:`save`)."""

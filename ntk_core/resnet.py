@@ -89,8 +89,15 @@ class CifarResNet(nn.Module):
         Draws the initial weights.
     """
 
-    def __init__(self, blocks: Sequence[int] = (3, 4, 6, 3), width: int = 64, num_classes: int = 10, *,
-                 in_channels: int = 3, seed: int | torch.Generator = 0) -> None:
+    def __init__(
+        self,
+        blocks: Sequence[int] = (3, 4, 6, 3),
+        width: int = 64,
+        num_classes: int = 10,
+        *,
+        in_channels: int = 3,
+        seed: int | torch.Generator = 0,
+    ) -> None:
         super().__init__()
         blocks = tuple(blocks)
         if len(blocks) != 4 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in blocks):
@@ -104,7 +111,7 @@ class CifarResNet(nn.Module):
         stages: list[nn.Module] = []
         c = width
         for i, n_blocks in enumerate(blocks):
-            c_out = width * 2 ** i
+            c_out = width * 2**i
             layers = []
             for j in range(n_blocks):
                 layers.append(BasicBlock(c, c_out, stride=2 if (i > 0 and j == 0) else 1))

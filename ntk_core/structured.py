@@ -146,10 +146,39 @@ class _Use:
 
 
 _LAYOUT = {
-    "t", "T", "mT", "transpose", "swapaxes", "swapdims", "permute", "reshape", "view", "flatten",
-    "unflatten", "squeeze", "unsqueeze", "contiguous", "expand", "expand_as", "__getitem__", "narrow",
-    "select", "chunk", "split", "tensor_split", "unbind", "movedim", "moveaxis", "view_as", "reshape_as",
-    "repeat", "tile", "flip", "roll", "clone", "broadcast_to",
+    "t",
+    "T",
+    "mT",
+    "transpose",
+    "swapaxes",
+    "swapdims",
+    "permute",
+    "reshape",
+    "view",
+    "flatten",
+    "unflatten",
+    "squeeze",
+    "unsqueeze",
+    "contiguous",
+    "expand",
+    "expand_as",
+    "__getitem__",
+    "narrow",
+    "select",
+    "chunk",
+    "split",
+    "tensor_split",
+    "unbind",
+    "movedim",
+    "moveaxis",
+    "view_as",
+    "reshape_as",
+    "repeat",
+    "tile",
+    "flip",
+    "roll",
+    "clone",
+    "broadcast_to",
 }
 _REPEATING = {"expand", "expand_as", "repeat", "tile", "broadcast_to"}
 _CASTS = {"to", "float", "double", "type_as", "type"}
@@ -181,12 +210,16 @@ class _Recorder(TorchFunctionMode):
     parameter in ``keep``; the probe's gradient is the cotangent there.
     """
 
-    def __init__(self, params: dict[str, Tensor], aranges: dict[str, Tensor], batch: int,
-                 capture: bool = False, keep: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: dict[str, Tensor],
+        aranges: dict[str, Tensor],
+        batch: int,
+        capture: bool = False,
+        keep: set[str] | None = None,
+    ) -> None:
         super().__init__()
-        self.refs: dict[int, tuple[Tensor, _Ref]] = {
-            id(t): (t, _Ref(n, aranges[n], 1.0)) for n, t in params.items()
-        }
+        self.refs: dict[int, tuple[Tensor, _Ref]] = {id(t): (t, _Ref(n, aranges[n], 1.0)) for n, t in params.items()}
         self.batch = batch
         self.capture = capture
         self.keep = keep
@@ -383,8 +416,9 @@ class _Recorder(TorchFunctionMode):
         def g_of(cot: Tensor) -> Tensor:  # cot (b, O, *out[1:])
             return cot.permute(g_perm).reshape(cot.shape[0], t, g, cot.shape[1], k)
 
-        return _Use(ref.name, "bilinear", -1, idx, ref.scale * scale, (t, g, d, k), a.detach(), u_of, g_of,
-                    ref.injective)
+        return _Use(
+            ref.name, "bilinear", -1, idx, ref.scale * scale, (t, g, d, k), a.detach(), u_of, g_of, ref.injective
+        )
 
     def _elementwise(self, ref: _Ref, a: Tensor, aligned: tuple[int, ...], scale: float) -> _Use:
         """A use ``out = a * W`` with ``W`` (shape ``aligned``, as broadcast against ``a``): a diagonal weight."""
@@ -558,8 +592,9 @@ def _conv_padding(pad: Any, kernel: tuple[int, ...], dil: tuple[int, ...], nd: i
     return tuple((p, p) for p in _tuple(pad, nd))
 
 
-def _patches(a: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[tuple[int, int], ...],
-             dil: tuple[int, ...]) -> Tensor:
+def _patches(
+    a: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[tuple[int, int], ...], dil: tuple[int, ...]
+) -> Tensor:
     """im2col for any number of spatial axes: ``a (b, C, *S)`` -> ``(b, T, C * prod(kernel))``."""
     nd = len(kernel)
     flat_pad = [p for pair in reversed(pad) for p in pair]
@@ -576,8 +611,16 @@ def _patches(a: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], pad: t
     return a.permute(perm).reshape(b, math.prod(s_out), c * math.prod(kernel))
 
 
-def _conv_use(ref: _Ref, a: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...],
-              pad: tuple[tuple[int, int], ...], dil: tuple[int, ...], groups: int, out_shape: tuple[int, ...]) -> _Use:
+def _conv_use(
+    ref: _Ref,
+    a: Tensor,
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    pad: tuple[tuple[int, int], ...],
+    dil: tuple[int, ...],
+    groups: int,
+    out_shape: tuple[int, ...],
+) -> _Use:
     c_out, c_g = int(ref.idx.shape[0]), int(ref.idx.shape[1])
     kk = math.prod(kernel)
     g, k_g, d = groups, c_out // groups, c_g * kk
@@ -599,8 +642,15 @@ def _conv_use(ref: _Ref, a: Tensor, kernel: tuple[int, ...], stride: tuple[int, 
         x = act if sym or not any(flat_pad) else F.pad(act, flat_pad)
         padding = tuple(p0 for p0, _ in pad) if sym else (0,) * len(kernel)
         weight_grad = _CONV_WEIGHT[len(kernel)]
-        gw = weight_grad(x.reshape(1, -1, *x.shape[2:]), (b * o * c_out, c_g, *kernel),
-                         cot.reshape(1, b * o * c_out, *cot.shape[3:]), stride, padding, dil, b)
+        gw = weight_grad(
+            x.reshape(1, -1, *x.shape[2:]),
+            (b * o * c_out, c_g, *kernel),
+            cot.reshape(1, b * o * c_out, *cot.shape[3:]),
+            stride,
+            padding,
+            dil,
+            b,
+        )
         return gw.reshape(b, o, 1, c_out, d).transpose(3, 4)  # (b, O, G=1, D, K)
 
     use = _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of, ref.injective)
@@ -651,8 +701,9 @@ def _parse_einsum(eq: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], st
     free = [c for c in string.ascii_letters if c not in eq]
     n_ell = max([len(s) - (len(t) - 3) for t, s in zip(terms, shapes) if "..." in t], default=0)
     ell = "".join(free[:n_ell])
-    terms = [t.replace("...", ell[n_ell - (len(s) - (len(t) - 3)) :]) if "..." in t else t
-             for t, s in zip(terms, shapes)]
+    terms = [
+        t.replace("...", ell[n_ell - (len(s) - (len(t) - 3)) :]) if "..." in t else t for t, s in zip(terms, shapes)
+    ]
     if out is None:
         joined = "".join(terms)
         out = ell + "".join(sorted(c for c in set(joined) if joined.count(c) == 1 and c not in ell))
@@ -721,10 +772,13 @@ class StructuredPlan:
 
     def __str__(self) -> str:
         e = self.estimate
-        head = (f"structured: {e.flops / 1e9:.2f} GFLOP, {e.memory / 2**20:.1f} MiB, tile {e.tile_size}"
-                + ("" if e.feasible else " (over memory budget)"))
-        rows = [f"  {r.name:<24} {r.route:<8} {r.flops / 1e9:10.3f} GFLOP  {r.uses}; {r.reason}"
-                for r in self.routes.values()]
+        head = f"structured: {e.flops / 1e9:.2f} GFLOP, {e.memory / 2**20:.1f} MiB, tile {e.tile_size}" + (
+            "" if e.feasible else " (over memory budget)"
+        )
+        rows = [
+            f"  {r.name:<24} {r.route:<8} {r.flops / 1e9:10.3f} GFLOP  {r.uses}; {r.reason}"
+            for r in self.routes.values()
+        ]
         return "\n".join([head, *rows])
 
 
@@ -732,8 +786,9 @@ def _aranges(prob: _Problem) -> dict[str, Tensor]:
     return {n: torch.arange(p.numel(), device=p.device).reshape(p.shape) for n, p in prob.params.items()}
 
 
-def _record(prob: _Problem, aranges: dict[str, Tensor], x: Tensor, capture: bool,
-            keep: set[str] | None = None) -> tuple[_Recorder, Tensor]:
+def _record(
+    prob: _Problem, aranges: dict[str, Tensor], x: Tensor, capture: bool, keep: set[str] | None = None
+) -> tuple[_Recorder, Tensor]:
     rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep)
     with rec:
         out = prob.forward(prob.params, x)
@@ -831,10 +886,15 @@ def _plan(prob: _Problem) -> StructuredPlan:
             per_row_bytes += gram_bytes
             pair_bytes = max(pair_bytes, 3.0 * e * gram_tt if gram_tt > 1 else 0.0)
         else:
-            why = (("an additive use (bias): its per-example gradient is the cotangent"
-                    if any(u.kind == "additive" for u in uses) else "its uses overlap in different layouts")
-                   if groups is None else
-                   f"per-example gradients {grad_cost / 1e9:.3g} < pairwise rule {gram_cost / 1e9:.3g} GFLOP")
+            why = (
+                (
+                    "an additive use (bias): its per-example gradient is the cotangent"
+                    if any(u.kind == "additive" for u in uses)
+                    else "its uses overlap in different layouts"
+                )
+                if groups is None
+                else f"per-example gradients {grad_cost / 1e9:.3g} < pairwise rule {gram_cost / 1e9:.3g} GFLOP"
+            )
             routes[n] = ParameterRoute(n, "grad", desc, why, grad_cost)
             per_row_flops += grad_row
             per_pair_flops += grad_pair
@@ -1192,8 +1252,13 @@ def structured_ntk(
     store = None
     if checkpoint_dir is not None:
         identity = _identity(prob, "structured-operations", tile, out_dt)
-        meta = {"method": "structured-operations", "output": output, "tile_size": tile,
-                "n1": prob.x1.shape[0], "n2": prob.x2.shape[0]}
+        meta = {
+            "method": "structured-operations",
+            "output": output,
+            "tile_size": tile,
+            "n1": prob.x1.shape[0],
+            "n2": prob.x2.shape[0],
+        }
         store = _TileStore(checkpoint_dir, identity, meta)
     return _run_tiles(prob, engine, tile, out_dt, store, progress, callback)
 

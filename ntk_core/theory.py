@@ -133,7 +133,8 @@ def sample_classes(labels: ArrayLike, classes: Sequence[int], per_class: int, se
             raise ValueError(
                 f"class {c} has only {pool.size} examples, {per_class} requested; the embedded MNIST subset "
                 "holds 400 training and 100 test digits per class: set NTK_CORE_DATA to a folder with the "
-                "official files or allow the download")
+                "official files or allow the download"
+            )
         out.append(rng.choice(pool, per_class, replace=False))
     idx = np.concatenate(out)
     rng.shuffle(idx)
@@ -336,8 +337,13 @@ def lemma_monte_carlo(
     hkz = np.linalg.norm(filt * ce, axis=1)
     A = (U * filt) @ U.T
     return LemmaMonteCarlo(
-        lam=lam, sigma=sigma, delta=delta, noise=noise,
-        train_dist=train_dist, rkhs=rkhs, hkz=hkz,
+        lam=lam,
+        sigma=sigma,
+        delta=delta,
+        noise=noise,
+        train_dist=train_dist,
+        rkhs=rkhs,
+        hkz=hkz,
         c1_bound=lemma_c1_bound(Km, yy, lam, sigma, delta).total,
         c2_bound=lemma_c2_bound(Km, yy, lam, sigma, delta).total,
         hkz_bound=hsu_kakade_zhang_bound(A, sigma, delta),
@@ -374,7 +380,14 @@ def rademacher_monte_carlo(K: ArrayLike, draws: int, seed: int) -> tuple[float, 
 
 
 def additive_test_loss(
-    K: ArrayLike, K_test: ArrayLike, y: ArrayLike, y_test: ArrayLike, lams: Sequence[float], sigma: float, draws: int, seed: int
+    K: ArrayLike,
+    K_test: ArrayLike,
+    y: ArrayLike,
+    y_test: ArrayLike,
+    lams: Sequence[float],
+    sigma: float,
+    draws: int,
+    seed: int,
 ) -> np.ndarray:
     """Theorem 5.1's left side, measured: mean over test points of min(|f*(x) − y|, 1).
 
@@ -419,7 +432,14 @@ def additive_test_loss(
 
 
 def binary_error_grid(
-    K: ArrayLike, K_test: ArrayLike, y: ArrayLike, y_test: ArrayLike, ps: Sequence[float], lams: Sequence[float], draws: int, seed: int
+    K: ArrayLike,
+    K_test: ArrayLike,
+    y: ArrayLike,
+    y_test: ArrayLike,
+    ps: Sequence[float],
+    lams: Sequence[float],
+    draws: int,
+    seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Clean test error and clean-test ramp loss of KRR trained on labels flipped with rate p.
 
@@ -472,8 +492,14 @@ def binary_error_grid(
 
 
 def multiclass_error_grid(
-    K: ArrayLike, K_test: ArrayLike, labels: ArrayLike, labels_test: ArrayLike, Ps: Sequence[Any], lams: Sequence[float],
-    draws: int, seed: int,
+    K: ArrayLike,
+    K_test: ArrayLike,
+    labels: ArrayLike,
+    labels_test: ArrayLike,
+    Ps: Sequence[Any],
+    lams: Sequence[float],
+    draws: int,
+    seed: int,
 ) -> np.ndarray:
     """Clean top-1 test error of K-output KRR on one-hot noisy labels, per transition matrix and λ.
 
@@ -578,7 +604,9 @@ class WidthSweep:
         return loglog_slope(self.widths, self.mean)
 
 
-def ntk_width_sweep(x: ArrayLike, widths: Sequence[int], seeds: Sequence[int], train_second: bool = False) -> WidthSweep:
+def ntk_width_sweep(
+    x: ArrayLike, widths: Sequence[int], seeds: Sequence[int], train_second: bool = False
+) -> WidthSweep:
     """Empirical NTK of :class:`~ntk_core.nets.TwoLayerNet` at each width and seed against the infinite one.
 
     ``train_second=False`` is Setting 1 (NTK ``relu_ntk(depth=1, trained="first")``);
@@ -688,8 +716,15 @@ class TrainVsKRR:
 
 
 def train_vs_krr(
-    x: ArrayLike, y: ArrayLike, x_test: ArrayLike, widths: Sequence[int], lam: float, steps: int, seed: int = 0,
-    methods: Sequence[str] = ("rdi", "aux"), lr: float | None = None,
+    x: ArrayLike,
+    y: ArrayLike,
+    x_test: ArrayLike,
+    widths: Sequence[int],
+    lam: float,
+    steps: int,
+    seed: int = 0,
+    methods: Sequence[str] = ("rdi", "aux"),
+    lr: float | None = None,
 ) -> TrainVsKRR:
     """Train :class:`~ntk_core.nets.DifferenceTrick` (Setting-1 two-layer net) with RDI/AUX by full-batch GD.
 
@@ -726,8 +761,7 @@ def train_vs_krr(
     -------
     TrainVsKRR
     """
-    from .krr import (gd_aux_kernel, gd_kernel_closed_form, gd_rdi_kernel, gd_unregularized_kernel,
-                      learning_rate_bound)
+    from .krr import gd_aux_kernel, gd_kernel_closed_form, gd_rdi_kernel, gd_unregularized_kernel, learning_rate_bound
     from .nets import DifferenceTrick, TwoLayerNet
     from .ntk import empirical_ntk
     from .train import predict
@@ -760,8 +794,9 @@ def train_vs_krr(
                 out = predict(net, Xt).numpy().astype(np.float64)
                 outs[method] = out
                 if method == "vanilla":  # plain GD: eq. (2) stopped at step `steps`, no ridge
-                    lin = _final_test(gd_unregularized_kernel(K0, yy.numpy(), eta, steps, K_test_train=K0t,
-                                                              record_every=steps))
+                    lin = _final_test(
+                        gd_unregularized_kernel(K0, yy.numpy(), eta, steps, K_test_train=K0t, record_every=steps)
+                    )
                     ref = gd_kernel_closed_form(K_inf, yy.numpy(), eta, steps, 0.0, K_test_train=Kt_inf)
                 else:
                     gd = gd_rdi_kernel if method == "rdi" else gd_aux_kernel
@@ -775,20 +810,29 @@ def train_vs_krr(
                 rdi_vs_aux[i] = np.linalg.norm(outs["rdi"] - outs["aux"]) / np.linalg.norm(outs["rdi"])
     finally:
         torch.set_default_dtype(old_dtype)
-    return TrainVsKRR(np.asarray(widths, dtype=np.int64), methods, dist_krr, dist_lin, kernel_err, rdi_vs_aux,
-                      move, krr_test)
+    return TrainVsKRR(
+        np.asarray(widths, dtype=np.int64), methods, dist_krr, dist_lin, kernel_err, rdi_vs_aux, move, krr_test
+    )
 
 
-def _train_binary(net: nn.Module, X: torch.Tensor, y: torch.Tensor, method: str, lam: float, eta: float,
-                  steps: int) -> None:
+def _train_binary(
+    net: nn.Module, X: torch.Tensor, y: torch.Tensor, method: str, lam: float, eta: float, steps: int
+) -> None:
     """Full-batch GD on eq. (3) (RDI) or eq. (4) (AUX) with ±1 labels, by the library trainer."""
     from .train import Method, TrainConfig, train
 
     labels = torch.where(y >= 0, 1, -1)
     if not torch.equal(labels.to(y.dtype), y):
         raise ValueError("train_vs_krr trains on binary labels in {-1, +1}")
-    cfg = TrainConfig(method=cast(Method, method), lam=None if method == "vanilla" else lam, loss="l2", epochs=steps, lr=eta,
-                      batch_size=None, eval_every=steps)
+    cfg = TrainConfig(
+        method=cast(Method, method),
+        lam=None if method == "vanilla" else lam,
+        loss="l2",
+        epochs=steps,
+        lr=eta,
+        batch_size=None,
+        eval_every=steps,
+    )
     train(net, X, labels, cfg)
 
 
@@ -939,8 +983,9 @@ def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Gene
     if not isinstance(k, (int, np.integer)) or k < 2:
         raise ValueError(f"k must be an int >= 2, got {k!r}")
     if not isinstance(d, (int, np.integer)) or d < k + 2:
-        raise ValueError(f"d must be an int >= k + 2 = {k + 2} (the sphere of the remaining axes must not be "
-                         f"two points), got {d!r}")
+        raise ValueError(
+            f"d must be an int >= k + 2 = {k + 2} (the sphere of the remaining axes must not be two points), got {d!r}"
+        )
     theta = _check_real_in(theta, "theta", 0.0, math.pi / 2)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     w, _ = sphere_sample(n, d - k, rng)
@@ -1190,7 +1235,9 @@ class LemmaC2Chain:
     noise_quad_mean: float
 
 
-def lemma_c2_chain(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, draws: int, seed: int) -> LemmaC2Chain:
+def lemma_c2_chain(
+    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, draws: int, seed: int
+) -> LemmaC2Chain:
     """Draw Gaussian noise ε ~ N(0, σ²I), fit KRR with :func:`ntk_core.krr.krr_coefficients`, and
     evaluate every step of the proof of Lemma C.2 (see :class:`LemmaC2Chain`).
 
@@ -1221,9 +1268,9 @@ def lemma_c2_chain(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: 
     delta = check_unit_interval_open(delta, "delta")
     n = Km.shape[0]
     eps = sigma * np.random.default_rng(seed).standard_normal((n, draws))
-    alpha = krr_coefficients(Km, yy[:, None] + eps, lam)                  # (n, draws), the package's solver
+    alpha = krr_coefficients(Km, yy[:, None] + eps, lam)  # (n, draws), the package's solver
     s, U = np.linalg.eigh(Km)
-    w = 1.0 / (np.clip(s, 0.0, None) + lam**2)                             # eigenvalues of (K + λ²I)⁻¹
+    w = 1.0 / (np.clip(s, 0.0, None) + lam**2)  # eigenvalues of (K + λ²I)⁻¹
     cy, ce = U.T @ yy, U.T @ eps
     quad_y = float(np.sum(w * cy**2))
     noise_quad = np.sum(w[:, None] * ce**2, axis=0)

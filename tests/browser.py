@@ -30,8 +30,14 @@ DESKTOP, PHONE = 1280, 375
 LOCAL_PATH = r"(/work/|/root/|/home/|/tmp/)"
 # Flags for a sandbox with no network: no background connections, no first-run work.
 CHROMIUM_ARGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 
@@ -44,16 +50,16 @@ class PageReport:
     console_errors: list[str] = field(default_factory=list)
     outside_requests: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
-    math_elements: int = 0          # elements that should be typeset (.math, MathJax-processed)
-    typeset_elements: int = 0       # MathJax 3 output (mjx-container)
+    math_elements: int = 0  # elements that should be typeset (.math, MathJax-processed)
+    typeset_elements: int = 0  # MathJax 3 output (mjx-container)
     raw_tex: list[str] = field(default_factory=list)
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
-    wide_displays: list[str] = field(default_factory=list)    # at DESKTOP: "<display> (<w> px in <avail> px)"
+    wide_displays: list[str] = field(default_factory=list)  # at DESKTOP: "<display> (<w> px in <avail> px)"
     phone_wide_displays: list[str] = field(default_factory=list)  # the same at PHONE
-    wide_outputs: list[str] = field(default_factory=list)     # at DESKTOP: output blocks that scroll sideways
-    local_paths: list[str] = field(default_factory=list)      # page text around a local file path
-    math_errors: list[str] = field(default_factory=list)      # MathJax's own errors (mjx-merror), e.g. a bad \\tag
+    wide_outputs: list[str] = field(default_factory=list)  # at DESKTOP: output blocks that scroll sideways
+    local_paths: list[str] = field(default_factory=list)  # page text around a local file path
+    math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -179,16 +185,28 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
             for rel in pages:
                 report = PageReport(rel)
                 page = browser.new_page(viewport={"width": DESKTOP, "height": 900})
-                page.on("console", lambda msg, r=report: r.console_errors.append(
-                    f"{msg.text} [{msg.location.get('url', '')}]") if msg.type == "error" else None)
+                page.on(
+                    "console",
+                    lambda msg, r=report: (
+                        r.console_errors.append(f"{msg.text} [{msg.location.get('url', '')}]")
+                        if msg.type == "error"
+                        else None
+                    ),
+                )
                 page.on("pageerror", lambda exc, r=report: r.console_errors.append(str(exc)))
                 # Requests for anything outside the built site are recorded and aborted before
                 # they leave the machine; the page must work without them.
                 page.route("**/*", lambda route, request, r=report: _route(route, base, r))
-                page.on("requestfailed", lambda req, r=report: r.failed_requests.append(req.url)
-                        if req.url.startswith(base) else None)
-                page.on("response", lambda resp, r=report: r.failed_requests.append(f"{resp.status} {resp.url}")
-                        if resp.status >= 400 else None)
+                page.on(
+                    "requestfailed",
+                    lambda req, r=report: r.failed_requests.append(req.url) if req.url.startswith(base) else None,
+                )
+                page.on(
+                    "response",
+                    lambda resp, r=report: (
+                        r.failed_requests.append(f"{resp.status} {resp.url}") if resp.status >= 400 else None
+                    ),
+                )
                 page.goto(base + rel, wait_until="load")
                 # MathJax 3 typesets asynchronously: wait for its startup promise when it is on the page.
                 page.evaluate("""async () => {
@@ -206,7 +224,8 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.local_paths = page.evaluate(_PATHS_JS, LOCAL_PATH)
                 report.math_errors = page.evaluate(
                     "() => Array.from(document.querySelectorAll('mjx-merror')).map(e => "
-                    "(e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80))")
+                    "(e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80))"
+                )
                 report.wide_displays = page.evaluate(_WIDE_JS)
                 report.wide_outputs = page.evaluate(_WIDE_OUTPUT_JS)
                 page.set_viewport_size({"width": PHONE, "height": 800})
@@ -228,7 +247,8 @@ def is_redirect(page: Path) -> bool:
 def content_pages(site: Path) -> list[str]:
     """Paths, relative to ``site``, of every HTML page a reader can open (redirects and assets excluded)."""
     return sorted(
-        str(p.relative_to(site)) for p in site.rglob("*.html")
+        str(p.relative_to(site))
+        for p in site.rglob("*.html")
         if "_static" not in p.parts and "_sources" not in p.parts and not is_redirect(p)
     )
 

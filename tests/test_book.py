@@ -23,8 +23,14 @@ pytestmark = pytest.mark.book
 #: API pages whose display equations (from ntk_core's docstrings) are still wider than a phone's column
 #: (375 px): they are checked at 1280 px only until their docstrings break those displays into lines
 #: (``aligned``); take a page out of this set once it fits. Every other page must fit at 375 px too.
-PHONE_WIDE_PENDING = {"book/api/bounds.html", "book/api/kernels.html", "book/api/krr.html", "book/api/nets.html",
-                      "book/api/noise.html", "book/api/structured.html"}
+PHONE_WIDE_PENDING = {
+    "book/api/bounds.html",
+    "book/api/kernels.html",
+    "book/api/krr.html",
+    "book/api/nets.html",
+    "book/api/noise.html",
+    "book/api/structured.html",
+}
 
 
 def _toc_files() -> list[str]:
@@ -67,7 +73,7 @@ def test_every_chapter_is_built(site):
         page = site / f"{chapter}.html"
         assert page.exists(), f"{chapter} is in _toc.yml but {page} was not built"
         assert "Traceback" not in page.read_text(encoding="utf-8"), f"{chapter} shows a traceback"
-    assert 'url=book/intro.html' in (site / "index.html").read_text()
+    assert "url=book/intro.html" in (site / "index.html").read_text()
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
@@ -75,8 +81,10 @@ def test_pages_in_headless_chromium(site):
     pages = content_pages(site)
     assert {f"{c}.html" for c in _toc_files()} <= set(pages)
     reports = inspect_site(site, pages)
-    problems = {r.path: [p for p in r.problems() if not (r.path in PHONE_WIDE_PENDING and f"at {PHONE} px" in p)]
-                for r in reports}
+    problems = {
+        r.path: [p for p in r.problems() if not (r.path in PHONE_WIDE_PENDING and f"at {PHONE} px" in p)]
+        for r in reports
+    }
     problems = {path: found for path, found in problems.items() if found}
     assert not problems, problems
     by_path = {r.path: r for r in reports}
@@ -102,8 +110,9 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
         f"assert {ok}, 'the claim does not hold'\n```\n"
     )
     jb = Path(sys.executable).parent / "jupyter-book"
-    result = subprocess.run([str(jb), "build", str(root), "-W", "-n", "--keep-going"],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(jb), "build", str(root), "-W", "-n", "--keep-going"], capture_output=True, text=True, timeout=600
+    )
     output = result.stdout + result.stderr
     if ok:
         assert result.returncode == 0, output[-3000:]
@@ -122,7 +131,9 @@ def test_browser_check_catches_what_it_should(tmp_path):
         "<img src='missing.png'><img src='http://outside.invalid/outside.png'>"
         "<pre>written to /work/main/_build/ntk_cache</pre>"
         "<div class='cell_output'><pre style='width: 300px; overflow-x: auto; white-space: pre'>"
-        + "a long printed line " * 40 + "</pre>"
+        + "a long printed line "
+        * 40
+        + "</pre>"
         "<pre style='width: 300px; overflow-x: auto; white-space: pre-wrap'>" + "wrapped line " * 40 + "</pre>"
         "</div></main></body></html>"
     )

@@ -331,8 +331,14 @@ def test_theorem_5_1_explicit_constants_match_the_printed_shape() -> None:
         sum(
             getattr(b, f)
             for f in (
-                "train_bias", "train_noise", "train_tail", "rademacher_signal",
-                "rademacher_noise", "rademacher_tail", "rademacher_net", "concentration",
+                "train_bias",
+                "train_noise",
+                "train_tail",
+                "rademacher_signal",
+                "rademacher_noise",
+                "rademacher_tail",
+                "rademacher_net",
+                "concentration",
             )
         )
     )
@@ -613,9 +619,9 @@ def test_ramp_loss_by_value() -> None:
     np.testing.assert_allclose(ramp_loss(-u, -1.0, p), expected, atol=1e-12)
 
 
-_P3 = np.array([[0.55, 0.10, 0.05],
-                [0.05, 0.80, 0.15],
-                [0.40, 0.10, 0.80]])  # column-stochastic, not symmetric; P[c', c] = Pr[noisy c' | clean c]
+_P3 = np.array(
+    [[0.55, 0.10, 0.05], [0.05, 0.80, 0.15], [0.40, 0.10, 0.80]]
+)  # column-stochastic, not symmetric; P[c', c] = Pr[noisy c' | clean c]
 
 
 def test_gap_q_and_sigmas_with_a_non_symmetric_P() -> None:

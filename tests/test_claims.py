@@ -8,9 +8,24 @@ import pytest
 from ntk_core.experiments import claims
 from ntk_core.report import Ledger
 
-FIG_1A = {"noise": 0.4, "GD": 0.27, "GD+ES": 0.10, "GD+RDI": 0.114, "GD+AUX": 0.121, "KRR": 0.11,
-          "gd_memorised": 0.9, "es_stops_early": True, "rdi_aux": 0.007, "converged": 9, "krr_gap": 0.006,
-          "lam_converged": 2.0, "aux_fits": True, "aux_net": 0.3, "aux_net_all": 0.7, "clean_max": 0.024}
+FIG_1A = {
+    "noise": 0.4,
+    "GD": 0.27,
+    "GD+ES": 0.10,
+    "GD+RDI": 0.114,
+    "GD+AUX": 0.121,
+    "KRR": 0.11,
+    "gd_memorised": 0.9,
+    "es_stops_early": True,
+    "rdi_aux": 0.007,
+    "converged": 9,
+    "krr_gap": 0.006,
+    "lam_converged": 2.0,
+    "aux_fits": True,
+    "aux_net": 0.3,
+    "aux_net_all": 0.7,
+    "clean_max": 0.024,
+}
 
 
 def test_figure_1a_checks_record_every_claim_and_each_one_can_fail():
@@ -18,24 +33,31 @@ def test_figure_1a_checks_record_every_claim_and_each_one_can_fail():
     claims.check_figure_1a(ledger, FIG_1A, "quick")
     assert len(ledger.claims) == 6 and {c.status for c in ledger.claims} == {"quick"}
     assert {c.anchor for c in ledger.claims} == {"exp-figure-1a"}
-    for broken, match in (({"gd_memorised": 0.5}, "precondition"),
-                          ({"GD+ES": 0.3}, "early stopping beats it"),
-                          ({"es_stops_early": False}, "early stopping beats it"),
-                          ({"GD+RDI": 0.3}, "GD\\+RDI and GD\\+AUX beat GD"),
-                          ({"GD+AUX": 0.16}, "match GD\\+ES within 5 points"),
-                          ({"rdi_aux": 0.02}, "same test error within 1 point"),
-                          ({"converged": 0}, "within 3 points of KRR"),
-                          ({"krr_gap": 0.05}, "within 3 points of KRR"),
-                          ({"aux_fits": False}, "auxiliary variables"),
-                          ({"aux_net": 0.7}, "auxiliary variables"),
-                          ({"clean_max": 0.2}, "clean labels")):
+    for broken, match in (
+        ({"gd_memorised": 0.5}, "precondition"),
+        ({"GD+ES": 0.3}, "early stopping beats it"),
+        ({"es_stops_early": False}, "early stopping beats it"),
+        ({"GD+RDI": 0.3}, "GD\\+RDI and GD\\+AUX beat GD"),
+        ({"GD+AUX": 0.16}, "match GD\\+ES within 5 points"),
+        ({"rdi_aux": 0.02}, "same test error within 1 point"),
+        ({"converged": 0}, "within 3 points of KRR"),
+        ({"krr_gap": 0.05}, "within 3 points of KRR"),
+        ({"aux_fits": False}, "auxiliary variables"),
+        ({"aux_net": 0.7}, "auxiliary variables"),
+        ({"clean_max": 0.2}, "clean labels"),
+    ):
         with pytest.raises(AssertionError, match=match):
             claims.check_figure_1a(Ledger("t"), {**FIG_1A, **broken}, "medium")
 
 
 def test_figure_4_check_needs_the_fit_and_an_effect_beyond_the_noise():
-    numbers = {"train_loss": 1e-5, "fits": True, "first": 0.071, "last": 0.055,
-               "effect": {"mean": 0.016, "sem": 0.003, "seeds": 3}}
+    numbers = {
+        "train_loss": 1e-5,
+        "fits": True,
+        "first": 0.071,
+        "last": 0.055,
+        "effect": {"mean": 0.016, "sem": 0.003, "seeds": 3},
+    }
     ledger = Ledger("t")
     claims.check_figure_4(ledger, numbers, "medium")
     assert ledger.claims[0].status == "medium" and "1.6 ± 0.3 points" in ledger.claims[0].value
@@ -51,9 +73,15 @@ def test_figure_4_check_needs_the_fit_and_an_effect_beyond_the_noise():
 
 
 def test_figure_4_numbers_from_a_table():
-    table = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "alpha": [0.0, 0.5] * 3,
-                          "test_error": [0.08, 0.05, 0.07, 0.06, 0.09, 0.05], "train_error": [0.0] * 6,
-                          "train_loss": [0.01, 0.02, 0.01, 0.01, 0.03, 0.01]})
+    table = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 1, 2, 2],
+            "alpha": [0.0, 0.5] * 3,
+            "test_error": [0.08, 0.05, 0.07, 0.06, 0.09, 0.05],
+            "train_error": [0.0] * 6,
+            "train_loss": [0.01, 0.02, 0.01, 0.01, 0.03, 0.01],
+        }
+    )
     numbers = claims.figure_4(table, n_train=100)
     assert numbers["fits"] and numbers["train_loss"] == pytest.approx(3e-4)
     assert numbers["first"] == pytest.approx(0.08) and numbers["last"] == pytest.approx(0.16 / 3)
@@ -65,8 +93,15 @@ def test_table_1_puts_the_paper_beside_each_scale():
     for seed in (0, 1):
         for method in ("Normal CCE (early stop)", "CCE+AUX (last)"):
             for noise in (0.0, 0.4):
-                rows.append({"part": "summary", "seed": seed, "method": method, "noise": noise,
-                             "test_acc": 0.5 + 0.1 * seed - noise / 2})
+                rows.append(
+                    {
+                        "part": "summary",
+                        "seed": seed,
+                        "method": method,
+                        "noise": noise,
+                        "test_acc": 0.5 + 0.1 * seed - noise / 2,
+                    }
+                )
     quick = pd.DataFrame(rows)
     both = claims.table_1(quick)
     assert both.columns.tolist() == ["method", "noise", "quick", "medium", "paper (ResNet-34)"]
@@ -83,22 +118,44 @@ def _setting2_summary(gains: dict[str, list[float]], sgd_train: float = 0.0, see
     AUX/RDI at λ = 1 and 4, λ = 1 with the lower validation error."""
     rows = []
     for i, seed in enumerate(seeds):
-        rows.append({"part": "summary", "seed": seed, "noise": 0.2, "method": "SGD", "lam": 0.0,
-                     "train_error": sgd_train, "train_error_clean": 0.2, "val_error": 0.3, "test_error": 0.30})
+        rows.append(
+            {
+                "part": "summary",
+                "seed": seed,
+                "noise": 0.2,
+                "method": "SGD",
+                "lam": 0.0,
+                "train_error": sgd_train,
+                "train_error_clean": 0.2,
+                "val_error": 0.3,
+                "test_error": 0.30,
+            }
+        )
         for method, lam in (("SGD+ES", 0.0), ("SGD+AUX", 1.0), ("SGD+AUX", 4.0), ("SGD+RDI", 1.0), ("SGD+RDI", 4.0)):
             key = method if lam != 1.0 else f"{method} λ1"
-            rows.append({"part": "summary", "seed": seed, "noise": 0.2, "method": method, "lam": lam,
-                         "train_error": 0.3, "train_error_clean": 0.2, "val_error": 0.2 if lam == 1.0 else 0.25,
-                         "test_error": 0.30 - gains.get(key, [0.0] * len(seeds))[i]})
+            rows.append(
+                {
+                    "part": "summary",
+                    "seed": seed,
+                    "noise": 0.2,
+                    "method": method,
+                    "lam": lam,
+                    "train_error": 0.3,
+                    "train_error_clean": 0.2,
+                    "val_error": 0.2 if lam == 1.0 else 0.25,
+                    "test_error": 0.30 - gains.get(key, [0.0] * len(seeds))[i],
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_figure_1b_numbers_pair_by_seed_and_select_lambda_by_validation():
-    t = _setting2_summary({"SGD+ES": [0.05, 0.04, 0.06], "SGD+AUX": [0.01, -0.01, 0.0],
-                           "SGD+AUX λ1": [0.03, 0.03, 0.04]})
+    t = _setting2_summary(
+        {"SGD+ES": [0.05, 0.04, 0.06], "SGD+AUX": [0.01, -0.01, 0.0], "SGD+AUX λ1": [0.03, 0.03, 0.04]}
+    )
     q = claims.figure_1b(t, curve_lam=4.0)
     assert q["noise"] == 0.2 and q["seeds"] == 3 and q["sgd_train_max"] == 0.0
-    assert q["memorised_min"] == pytest.approx(1.0)          # err_noisy 0, err_clean 0.2 at p = 0.2: every flip fitted
+    assert q["memorised_min"] == pytest.approx(1.0)  # err_noisy 0, err_clean 0.2 at p = 0.2: every flip fitted
     assert q["SGD+ES"]["mean"] == pytest.approx(0.05) and q["SGD+AUX"]["lam"] == 4.0
     assert q["SGD+AUX (selected λ)"]["lam"] == 1.0 and q["SGD+AUX (selected λ)"]["mean"] == pytest.approx(0.10 / 3)
     assert q["test"]["SGD+ES"] == pytest.approx(0.25)
@@ -107,28 +164,53 @@ def test_figure_1b_numbers_pair_by_seed_and_select_lambda_by_validation():
 
 
 def test_figure_1b_check_asserts_the_precondition_then_judges_each_claim():
-    t = _setting2_summary({"SGD+ES": [0.05, 0.04, 0.06], "SGD+AUX": [0.01, -0.01, 0.0],
-                           "SGD+RDI": [-0.10, -0.12, -0.11], "SGD+AUX λ1": [0.03, 0.03, 0.04]})
+    t = _setting2_summary(
+        {
+            "SGD+ES": [0.05, 0.04, 0.06],
+            "SGD+AUX": [0.01, -0.01, 0.0],
+            "SGD+RDI": [-0.10, -0.12, -0.11],
+            "SGD+AUX λ1": [0.03, 0.03, 0.04],
+        }
+    )
     ledger = Ledger("t")
     v = claims.check_figure_1b(ledger, claims.figure_1b(t, 4.0), "medium")
-    assert v == {"SGD+ES": "holds", "SGD+AUX": "inconclusive", "SGD+RDI": "the opposite holds",
-                 "SGD+AUX (selected λ)": "holds", "SGD+RDI (selected λ)": "inconclusive"}
-    status = {c.statement.split(" ")[0] + (" sel" if "selected" in c.statement else ""): c.status for c in ledger.claims}
-    assert status == {"SGD+ES": "medium", "SGD+AUX": "inconclusive", "SGD+RDI": "not reproduced",
-                      "SGD+AUX sel": "medium", "SGD+RDI sel": "inconclusive"}
-    with pytest.raises(AssertionError, match="precondition"):      # SGD did not fit the noisy labels
+    assert v == {
+        "SGD+ES": "holds",
+        "SGD+AUX": "inconclusive",
+        "SGD+RDI": "the opposite holds",
+        "SGD+AUX (selected λ)": "holds",
+        "SGD+RDI (selected λ)": "inconclusive",
+    }
+    status = {
+        c.statement.split(" ")[0] + (" sel" if "selected" in c.statement else ""): c.status for c in ledger.claims
+    }
+    assert status == {
+        "SGD+ES": "medium",
+        "SGD+AUX": "inconclusive",
+        "SGD+RDI": "not reproduced",
+        "SGD+AUX sel": "medium",
+        "SGD+RDI sel": "inconclusive",
+    }
+    with pytest.raises(AssertionError, match="precondition"):  # SGD did not fit the noisy labels
         claims.check_figure_1b(Ledger("t"), claims.figure_1b(_setting2_summary({}, sgd_train=0.08), 4.0), "medium")
 
 
 def test_judge_needs_three_seeds_and_two_standard_errors():
     from ntk_core.experiments._base import paired_stats
-    for diffs, verdict in (([0.05, 0.04, 0.06], "holds"), ([-0.05, -0.04, -0.06], "the opposite holds"),
-                           ([0.05, -0.04, 0.02], "inconclusive"), ([0.05, 0.06], "inconclusive"),
-                           ([0.5], "inconclusive")):
+
+    for diffs, verdict in (
+        ([0.05, 0.04, 0.06], "holds"),
+        ([-0.05, -0.04, -0.06], "the opposite holds"),
+        ([0.05, -0.04, 0.02], "inconclusive"),
+        ([0.05, 0.06], "inconclusive"),
+        ([0.5], "inconclusive"),
+    ):
         ledger = Ledger("t")
         assert claims.judge(ledger, "Table 1", "claim", paired_stats(diffs), status="medium") == verdict
-        assert ledger.claims[0].status == {"holds": "medium", "the opposite holds": "not reproduced",
-                                           "inconclusive": "inconclusive"}[verdict]
+        assert (
+            ledger.claims[0].status
+            == {"holds": "medium", "the opposite holds": "not reproduced", "inconclusive": "inconclusive"}[verdict]
+        )
     ledger = Ledger("t")
     claims.judge(ledger, "Table 1", "claim", paired_stats([0.5]), status="medium")
     assert "one seed" in ledger.claims[0].value and "needs at least 3" in ledger.claims[0].value
@@ -142,8 +224,18 @@ def _setting3_table(overfit: list[float], aux_drop: list[float], gain: list[floa
         acc = {"Normal CCE (last)": last, "Normal CCE (early stop)": last + o, "CCE+AUX (last)": last + o + g}
         acc["CCE+AUX (best)"] = acc["CCE+AUX (last)"] + a
         rows += [{"part": "summary", "seed": seed, "noise": 0.4, "method": m, "test_acc": v} for m, v in acc.items()]
-        rows += [{"part": "curves", "seed": seed, "noise": 0.4, "epoch": 40, "loss": "CCE", "aux": aux,
-                  "train_acc": fit if not aux else 0.5} for aux in (False, True)]
+        rows += [
+            {
+                "part": "curves",
+                "seed": seed,
+                "noise": 0.4,
+                "epoch": 40,
+                "loss": "CCE",
+                "aux": aux,
+                "train_acc": fit if not aux else 0.5,
+            }
+            for aux in (False, True)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -156,12 +248,15 @@ def test_table_1_numbers_and_check():
     assert c["less_overfit"]["mean"] == pytest.approx(0.044)
     ledger = Ledger("t")
     v = claims.check_table_1(ledger, q, "medium")
-    assert v == {"CCE over-fits": "holds", "CCE+AUX beats early stopping": "inconclusive",
-                 "CCE+AUX over-fits less": "holds"}
+    assert v == {
+        "CCE over-fits": "holds",
+        "CCE+AUX beats early stopping": "inconclusive",
+        "CCE+AUX over-fits less": "holds",
+    }
     unfit = claims.table_1_numbers(_setting3_table([0.04] * 3, [0.0] * 3, [0.0] * 3, fit=0.8))
     with pytest.raises(AssertionError, match="precondition"):
         claims.check_table_1(Ledger("t"), unfit, "medium")
-    ledger = Ledger("t")                                       # a record: the unmet precondition is reported
+    ledger = Ledger("t")  # a record: the unmet precondition is reported
     assert claims.check_table_1(ledger, unfit, "medium", require_fit=False) == {"CCE over-fits": "not run"}
     assert [c.status for c in ledger.claims] == ["not run"] and "reaches only 80.0%" in ledger.claims[0].value
 
@@ -172,14 +267,27 @@ def test_table_1_numbers_and_check():
 def _distance_table(loss: float = 1e-5, width_spread: float = 0.05) -> pd.DataFrame:
     """A distance table: each factor at three values, trends as in Table 2, every run converged unless ``loss``."""
     rows = []
-    base = {"seed": 0, "n_train": 100, "lam": 0.0, "train_loss": loss * 100, "steps": 5000, "lr": 0.1,
-            "predicted": 20.0, "test_error": 0.1}
-    for factor, values, dist in (("samples", (50, 100, 200), (10, 20, 30)), ("noise", (0.0, 0.2, 0.4), (10, 20, 25)),
-                                 ("width", (256, 512, 1024), (20 * (1 + width_spread), 20.01, 20)),
-                                 ("lr", (0.25, 0.5, 1.0), (20, 20.01, 20.02))):
+    base = {
+        "seed": 0,
+        "n_train": 100,
+        "lam": 0.0,
+        "train_loss": loss * 100,
+        "steps": 5000,
+        "lr": 0.1,
+        "predicted": 20.0,
+        "test_error": 0.1,
+    }
+    for factor, values, dist in (
+        ("samples", (50, 100, 200), (10, 20, 30)),
+        ("noise", (0.0, 0.2, 0.4), (10, 20, 25)),
+        ("width", (256, 512, 1024), (20 * (1 + width_spread), 20.01, 20)),
+        ("lr", (0.25, 0.5, 1.0), (20, 20.01, 20.02)),
+    ):
         rows += [{**base, "factor": factor, "value": v, "distance": float(d)} for v, d in zip(values, dist)]
-    rows += [{**base, "factor": "lam", "value": lam, "lam": lam, "train_loss": 30.0, "distance": 10 / lam, "lr": 0.2}
-             for lam in (0.5, 1.0, 2.0)]
+    rows += [
+        {**base, "factor": "lam", "value": lam, "lam": lam, "train_loss": 30.0, "distance": 10 / lam, "lr": 0.2}
+        for lam in (0.5, 1.0, 2.0)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -190,12 +298,12 @@ def test_table_2_needs_convergence_and_the_width_finding_asserts_its_evidence():
     assert [c.status for c in ledger.claims] == ["quick"] * 5
     with pytest.raises(AssertionError, match="precondition: 3 of 15 runs have not converged"):
         t = _distance_table()
-        t.loc[t["factor"] == "samples", "train_loss"] = 1.0       # mean loss 0.01: not converged
+        t.loc[t["factor"] == "samples", "train_loss"] = 1.0  # mean loss 0.01: not converged
         claims.check_table_2(Ledger("t"), t, "quick")
     with pytest.raises(AssertionError, match="does not depend on width"):
         claims.check_table_2(Ledger("t"), _distance_table(width_spread=0.2), "quick")
     ledger = Ledger("t")
     claims.check_table_2(ledger, _distance_table(width_spread=0.2), "quick", width_finding=True)
     assert [c.status for c in ledger.claims].count("not reproduced") == 1
-    with pytest.raises(AssertionError, match="finding"):       # the finding's evidence is checked too
+    with pytest.raises(AssertionError, match="finding"):  # the finding's evidence is checked too
         claims.check_table_2(Ledger("t"), _distance_table(width_spread=0.05), "quick", width_finding=True)

@@ -66,7 +66,7 @@ def test_partial_cifar10_is_accepted_and_reported(shared_data):
     assert train.labels[:10].tolist() == [6, 9, 9, 4, 1, 1, 2, 7, 8, 3]
     assert test.labels[:10].tolist() == [3, 8, 8, 0, 6, 6, 1, 6, 3, 1]
     assert train.images[0, 0, 0, :5].tolist() == [59, 43, 50, 68, 98]  # red plane, row 0
-    assert train.images[0, :, 0, 0].tolist() == [59, 62, 63]            # pixel 0 as RGB
+    assert train.images[0, :, 0, 0].tolist() == [59, 62, 63]  # pixel 0 as RGB
     assert test.images[0, 0, 0, :4].tolist() == [158, 159, 165, 166]
     assert np.bincount(train.labels, minlength=10).tolist() == [396, 366, 420, 384, 422, 393, 414, 385, 407, 413]
 
@@ -222,7 +222,9 @@ def test_mnist_download_is_verified_and_atomic(empty_data_dir, shared_data, tmp_
     ds = data.load_mnist("test")
     assert ds.source == "download" and len(ds) == 10_000 and not ds.partial
     assert sorted(p.name for p in (empty_data_dir / "mnist").iterdir()) == [
-        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    ]
     assert _leftovers(empty_data_dir) == []
     assert data.load_mnist("test").source == "data_dir"  # the next call finds the verified files
 
@@ -264,10 +266,12 @@ def _serve_cifar(tmp_path: Path, monkeypatch, payload: bytes, md5: str | None = 
 
 
 def test_cifar_download_is_verified_extracted_and_cleaned(empty_data_dir, tmp_path, monkeypatch):
-    payload = _tarball({
-        "cifar-10-batches-bin/data_batch_1.first4.bin": _cifar_records([0, 1, 2, 3]),
-        "cifar-10-batches-bin/test_batch.first2.bin": _cifar_records([5, 6]),
-    })
+    payload = _tarball(
+        {
+            "cifar-10-batches-bin/data_batch_1.first4.bin": _cifar_records([0, 1, 2, 3]),
+            "cifar-10-batches-bin/test_batch.first2.bin": _cifar_records([5, 6]),
+        }
+    )
     _serve_cifar(tmp_path, monkeypatch, payload)
     ds = data.load_cifar10("train")
     assert ds.source == "download" and ds.labels.tolist() == [0, 1, 2, 3] and ds.partial
@@ -319,8 +323,12 @@ def test_normalisation_errors():
 
 
 def test_cifar_standardisation_matches_published_statistics(shared_data):
-    x = data.standardize(data.load_cifar10("train", data_dir=shared_data, download=False).images,
-                         data.CIFAR10_MEAN, data.CIFAR10_STD, dtype=np.float64)
+    x = data.standardize(
+        data.load_cifar10("train", data_dir=shared_data, download=False).images,
+        data.CIFAR10_MEAN,
+        data.CIFAR10_STD,
+        dtype=np.float64,
+    )
     # 4,000 of the 50,000 images: per-channel mean near 0 and std near 1
     np.testing.assert_allclose(x.mean(axis=(0, 2, 3)), 0.0, atol=0.03)
     np.testing.assert_allclose(x.std(axis=(0, 2, 3)), 1.0, atol=0.03)

@@ -33,8 +33,7 @@ def _free_port() -> int:
 
 def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    return torch.randn(N, 6, generator=gen, dtype=torch.float64), torch.randn(12, 6, generator=gen,
-                                                                             dtype=torch.float64)
+    return torch.randn(N, 6, generator=gen, dtype=torch.float64), torch.randn(12, 6, generator=gen, dtype=torch.float64)
 
 
 def _worker(rank: int, world: int, port: int, folder: str, sleep: dict, kill_after: dict) -> None:
@@ -52,12 +51,30 @@ def _worker(rank: int, world: int, port: int, folder: str, sleep: dict, kill_aft
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(sleep.get(rank, 0.0))
 
-    res = distributed_ntk(TwoLayerNet(d=6, width=32, seed=1), x, checkpoint_dir=Path(folder) / "tiles",
-                          tile_size=TILE, dtype=torch.float64, callback=callback)
-    full = distributed_ntk(MLP(6, (16, 16), 3, seed=2), x, x2, checkpoint_dir=Path(folder) / "tiles",
-                           output="full", tile_size=TILE, dtype=torch.float64)
-    stats = {"computed": res.computed, "loaded": res.loaded, "path": str(res.path), "full": str(full.path),
-             "full_computed": full.computed}
+    res = distributed_ntk(
+        TwoLayerNet(d=6, width=32, seed=1),
+        x,
+        checkpoint_dir=Path(folder) / "tiles",
+        tile_size=TILE,
+        dtype=torch.float64,
+        callback=callback,
+    )
+    full = distributed_ntk(
+        MLP(6, (16, 16), 3, seed=2),
+        x,
+        x2,
+        checkpoint_dir=Path(folder) / "tiles",
+        output="full",
+        tile_size=TILE,
+        dtype=torch.float64,
+    )
+    stats = {
+        "computed": res.computed,
+        "loaded": res.loaded,
+        "path": str(res.path),
+        "full": str(full.path),
+        "full_computed": full.computed,
+    }
     if rank == 0:
         assert res.matrix is not None and full.matrix is not None
         torch.save({"trace": res.matrix, "full": full.matrix}, Path(folder) / "rank0.pt")
@@ -67,8 +84,13 @@ def _worker(rank: int, world: int, port: int, folder: str, sleep: dict, kill_aft
 
 def _spawn(folder: Path, sleep: dict | None = None, kill_after: dict | None = None) -> None:
     # fork: the children start at once, without importing torch and ntk_core again (seconds on a busy CPU)
-    mp.start_processes(_worker, args=(2, _free_port(), str(folder), sleep or {}, kill_after or {}), nprocs=2,
-                       join=True, start_method="fork")
+    mp.start_processes(
+        _worker,
+        args=(2, _free_port(), str(folder), sleep or {}, kill_after or {}),
+        nprocs=2,
+        join=True,
+        start_method="fork",
+    )
 
 
 def _tile_files(folder: Path) -> set[tuple[int, int]]:
@@ -83,8 +105,7 @@ def test_two_gloo_processes_equal_single_process_bit_for_bit(tmp_path):
     _spawn(tmp_path, sleep={0: 0.02, 1: 0.02})
     x, x2 = _inputs()
     ref = empirical_ntk(TwoLayerNet(d=6, width=32, seed=1), x, tile_size=TILE, dtype=torch.float64)
-    ref_full = empirical_ntk(MLP(6, (16, 16), 3, seed=2), x, x2, output="full", tile_size=TILE,
-                             dtype=torch.float64)
+    ref_full = empirical_ntk(MLP(6, (16, 16), 3, seed=2), x, x2, output="full", tile_size=TILE, dtype=torch.float64)
     got = torch.load(tmp_path / "rank0.pt", weights_only=True)
     assert torch.equal(got["trace"], ref) and torch.equal(got["full"], ref_full)
     stats = [json.loads((tmp_path / f"stats{r}.json").read_text()) for r in (0, 1)]
@@ -124,8 +145,14 @@ def test_resume_by_plain_empirical_ntk_and_bad_input(tmp_path):
     net = TwoLayerNet(d=6, width=32, seed=1)
     first = distributed_ntk(net, x, checkpoint_dir=tmp_path, tile_size=TILE, dtype=torch.float64)
     flags: list[bool] = []
-    again = empirical_ntk(net, x, tile_size=TILE, dtype=torch.float64, checkpoint_dir=tmp_path,
-                          callback=lambda i, j, computed: flags.append(computed))
+    again = empirical_ntk(
+        net,
+        x,
+        tile_size=TILE,
+        dtype=torch.float64,
+        checkpoint_dir=tmp_path,
+        callback=lambda i, j, computed: flags.append(computed),
+    )
     assert not any(flags) and len(flags) == TILES and torch.equal(again, first.matrix)
     with pytest.raises(ValueError, match="method"):
         distributed_ntk(net, x, checkpoint_dir=tmp_path, method="fast")
@@ -144,13 +171,44 @@ def test_cli_under_torchrun_equals_one_process(tmp_path, shared_data):
 
     from ntk_core.__main__ import main
 
-    args = ["gram", "--model", "two-layer", "--width", "64", "--data", "mnist5v8", "--n-images", "24",
-            "--dtype", "float64", "--tile-size", "8"]
+    args = [
+        "gram",
+        "--model",
+        "two-layer",
+        "--width",
+        "64",
+        "--data",
+        "mnist5v8",
+        "--n-images",
+        "24",
+        "--dtype",
+        "float64",
+        "--tile-size",
+        "8",
+    ]
     env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                           f"--master_port={_free_port()}", "-m", "ntk_core", *args, "--backend", "gloo",
-                           "--checkpoint-dir", str(tmp_path / "two"), "--out", str(tmp_path / "two.npy")],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={_free_port()}",
+            "-m",
+            "ntk_core",
+            *args,
+            "--backend",
+            "gloo",
+            "--checkpoint-dir",
+            str(tmp_path / "two"),
+            "--out",
+            str(tmp_path / "two.npy"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "2 process(es)" in done.stdout and "rank 1/2" in done.stderr
     assert main([*args, "--checkpoint-dir", str(tmp_path / "one"), "--out", str(tmp_path / "one.npy")]) == 0

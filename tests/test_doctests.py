@@ -47,6 +47,11 @@ def test_entry_point_has_runnable_example(dotted):
 
 
 def test_make_test_runs_the_doctests():
-    dry_run = subprocess.run(["make", "-n", "-o", ".venv/.installed", "-o", "book", "-o", "/usr/bin/chromium", "test"],
-                             cwd=REPO, capture_output=True, text=True, check=True).stdout
+    dry_run = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", "-o", "book", "-o", "/usr/bin/chromium", "test"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "pytest -q --doctest-modules ntk_core" in dry_run

@@ -52,8 +52,17 @@ def _errors(pred: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.where(pred >= 0, 1, -1) != y))
 
 
-SETTING1 = dict(n_train=60, n_val=30, n_test=60, width=32, steps=20, eval_every=5, noise_levels=(0.41,),
-                lams=(0.7, 2.5), lr_scale=0.8)
+SETTING1 = dict(
+    n_train=60,
+    n_val=30,
+    n_test=60,
+    width=32,
+    steps=20,
+    eval_every=5,
+    noise_levels=(0.41,),
+    lams=(0.7, 2.5),
+    lr_scale=0.8,
+)
 
 
 def test_setting1_krr_rows_and_learning_rates_by_value(cache):
@@ -61,8 +70,17 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
     table = experiments.run("setting1", "quick", use_cache=False, **SETTING1).table
     seed, p = config.seeds[0], config.noise_levels[0]
     train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    split = make_split(_features(train_task.x, config), train_task.y, _features(test_task.x, config), test_task.y,
-                       n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed, what="test")
+    split = make_split(
+        _features(train_task.x, config),
+        train_task.y,
+        _features(test_task.x, config),
+        test_task.y,
+        n_train=config.n_train,
+        n_val=config.n_val,
+        n_test=config.n_test,
+        seed=seed,
+        what="test",
+    )
     y_train = split.y_train.numpy()
     y_noisy = noise.flip_binary(y_train, p, seed=1000 * seed, exact=True)  # noise level index 0
     assert int((y_noisy != y_train).sum()) == round(p * config.n_train) == 25  # 24.6 -> 25
@@ -83,7 +101,9 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
         assert row["norm_K"] == pytest.approx(norm_K, rel=1e-6)
         clean = K_eval @ np.linalg.solve(K + lam**2 * np.eye(n), y_train.astype(float))
         differs_from_clean |= (_errors(clean[:nv], y_val), _errors(clean[nv:], y_test)) != (
-            row["val_error"], row["test_error"])
+            row["val_error"],
+            row["test_error"],
+        )
     assert differs_from_clean  # the check has power: fitting the clean labels gives other errors
     # Theorem 4.1's learning rate, with λ² (λ = 0 for plain GD)
     trained = table[table.method != "KRR"]
@@ -118,8 +138,17 @@ def test_distance_prediction_and_schedule_by_value(shared_data, monkeypatch):
 
 
 def test_setting3_train_config_is_the_batch_mean_one_rescaled():
-    config = setting3.Config(batch_size=20, lr=0.3, weight_decay=1e-3, aux_weight_decay=0.05, lam=2.5,
-                             mse_scale=3.0, momentum=0.8, epochs=6, lr_milestones=(2, 4))
+    config = setting3.Config(
+        batch_size=20,
+        lr=0.3,
+        weight_decay=1e-3,
+        aux_weight_decay=0.05,
+        lam=2.5,
+        mse_scale=3.0,
+        momentum=0.8,
+        epochs=6,
+        lr_milestones=(2, 4),
+    )
     b = 20
     for loss, s in (("ce", 1.0), ("mse", 3.0)):
         for aux in (False, True):

@@ -12,11 +12,20 @@ from ntk_core.__main__ import main
 from ntk_core.experiments import difference_trick, distance, setting1
 
 TINY = {
-    "setting1": dict(n_train=60, n_val=30, n_test=60, width=32, steps=30, eval_every=5,
-                     noise_levels=(0.0, 0.4), lams=(0.5, 2.0)),
+    "setting1": dict(
+        n_train=60, n_val=30, n_test=60, width=32, steps=30, eval_every=5, noise_levels=(0.0, 0.4), lams=(0.5, 2.0)
+    ),
     "difference_trick": dict(n_train=60, n_test=60, width=32, steps=20, alphas=(0.0, 0.25, 0.5), seeds=(0,)),
-    "distance": dict(n_train=40, width=32, steps=20, samples_grid=(20, 40), noise_grid=(0.0, 0.4),
-                     width_grid=(32, 64), lam_grid=(0.5, 2.0), lr_grid=(0.5, 1.0)),
+    "distance": dict(
+        n_train=40,
+        width=32,
+        steps=20,
+        samples_grid=(20, 40),
+        noise_grid=(0.0, 0.4),
+        width_grid=(32, 64),
+        lam_grid=(0.5, 2.0),
+        lr_grid=(0.5, 1.0),
+    ),
 }
 
 
@@ -70,7 +79,7 @@ def test_selection_brackets_only_strictly_inside_the_grid():
             rows.append({"seed": 0, "noise": 0.2, "method": method, "lam": lam, "val_error": err, "val_mse": mse})
     t = setting1._mark_selected(pd.DataFrame(rows))
     chosen = setting1.selection(t)
-    assert list(chosen["lam"]) == [2.0, 2.0] and chosen["bracketed"].all()   # the tie goes to the lower MSE
+    assert list(chosen["lam"]) == [2.0, 2.0] and chosen["bracketed"].all()  # the tie goes to the lower MSE
     edge = t.assign(val_mse=np.where(t["lam"] == 4.0, 0.0, t["val_mse"]), val_error=0.1)
     assert not setting1.selection(setting1._mark_selected(edge))["bracketed"].any()
 
@@ -82,8 +91,8 @@ def test_memorised_fraction_counts_reproduced_flips():
     flipped = rng.choice(1000, size=200, replace=False)
     noisy[flipped] *= -1
     pred = clean.copy()
-    pred[flipped[:150]] = noisy[flipped[:150]]      # reproduces 150 of the 200 flips
-    pred[np.setdiff1d(np.arange(1000), flipped)[:40]] *= -1   # and errs on 40 clean examples
+    pred[flipped[:150]] = noisy[flipped[:150]]  # reproduces 150 of the 200 flips
+    pred[np.setdiff1d(np.arange(1000), flipped)[:40]] *= -1  # and errs on 40 clean examples
     m = experiments.memorised_fraction(np.mean(pred != noisy), np.mean(pred != clean), 0.2)
     assert m == pytest.approx(0.75)
     with pytest.raises(ValueError, match="noise_rate"):
@@ -101,8 +110,9 @@ def test_difference_trick_initial_output_scales_as_the_lemma_says(cache):
 
 
 def test_difference_trick_paired_effect():
-    t = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "alpha": [0.0, 0.5] * 3,
-                      "test_error": [0.10, 0.06, 0.12, 0.07, 0.09, 0.06]})
+    t = pd.DataFrame(
+        {"seed": [0, 0, 1, 1, 2, 2], "alpha": [0.0, 0.5] * 3, "test_error": [0.10, 0.06, 0.12, 0.07, 0.09, 0.06]}
+    )
     e = difference_trick.paired_effect(t)
     np.testing.assert_allclose(e["differences"], [0.04, 0.05, 0.03])
     assert e["mean"] == pytest.approx(0.04) and e["std"] == pytest.approx(0.01)
@@ -152,17 +162,20 @@ def test_interrupted_experiment_resumes_where_it_stopped(cache, monkeypatch):
     assert not reference.equals(resumed.table)  # another learning rate, another result
 
 
-@pytest.mark.parametrize("name, overrides, match", [
-    ("setting1", {"noise_levels": (0.1, 0.5)}, r"noise level must lie in \[0.0, 0.5\)"),
-    ("setting1", {"lams": (0.0,)}, r"λ \(lams\) must lie in \(0.0"),
-    ("setting1", {"width": 0}, "width must be an int >= 1"),
-    ("setting1", {"pool": 3}, "pool must be a divisor of 28"),
-    ("distance", {"pool": 5}, "pool must be a divisor of 28"),
-    ("difference_trick", {"alphas": (1.5,)}, r"α \(alphas\)"),
-    ("distance", {"lam_grid": (-1.0,)}, "λ"),
-    ("setting1", {"seeds": ()}, "seeds"),
-    ("setting1", {"device": "tpu"}, "device must be"),
-])
+@pytest.mark.parametrize(
+    "name, overrides, match",
+    [
+        ("setting1", {"noise_levels": (0.1, 0.5)}, r"noise level must lie in \[0.0, 0.5\)"),
+        ("setting1", {"lams": (0.0,)}, r"λ \(lams\) must lie in \(0.0"),
+        ("setting1", {"width": 0}, "width must be an int >= 1"),
+        ("setting1", {"pool": 3}, "pool must be a divisor of 28"),
+        ("distance", {"pool": 5}, "pool must be a divisor of 28"),
+        ("difference_trick", {"alphas": (1.5,)}, r"α \(alphas\)"),
+        ("distance", {"lam_grid": (-1.0,)}, "λ"),
+        ("setting1", {"seeds": ()}, "seeds"),
+        ("setting1", {"device": "tpu"}, "device must be"),
+    ],
+)
 def test_bad_configuration_is_refused_before_training(name, overrides, match):
     with pytest.raises(ValueError, match=match):
         experiments.make_config(name, "quick", **overrides)
@@ -178,7 +191,7 @@ def test_unknown_experiment_field_and_profile():
 
 
 def test_missing_data_is_a_clear_error_before_training(tmp_path, monkeypatch):
-    monkeypatch.setenv("NTK_CORE_DATA", str(tmp_path))          # nothing there
+    monkeypatch.setenv("NTK_CORE_DATA", str(tmp_path))  # nothing there
     monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(data, "MNIST_MIRRORS", ["file:///nonexistent/"])  # no network in tests
     with pytest.raises(ValueError, match="only 800 examples.*NTK_CORE_DATA"):
@@ -186,8 +199,15 @@ def test_missing_data_is_a_clear_error_before_training(tmp_path, monkeypatch):
 
 
 def test_command_line(cache, tmp_path, capsys):
-    code = main(["run", "difference_trick", "--out", str(tmp_path / "out"),
-                 *[f"--set={k}={v!r}" for k, v in TINY["difference_trick"].items()]])
+    code = main(
+        [
+            "run",
+            "difference_trick",
+            "--out",
+            str(tmp_path / "out"),
+            *[f"--set={k}={v!r}" for k, v in TINY["difference_trick"].items()],
+        ]
+    )
     assert code == 0
     table = pd.read_csv(tmp_path / "out" / "difference_trick-quick.csv")
     assert len(table) == 3 and "test_error" in table

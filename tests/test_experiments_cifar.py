@@ -76,47 +76,55 @@ def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
     assert torch.allclose(model(x), torch.zeros(3), atol=1e-6)  # difference trick: f(θ(0), x) = 0
     # output_scale multiplies each copy's output on top of the ReLU gain (the NTK by its square)
     for scale, gain in ((4.0, True), (1.0, True), (3.0, False)):
-        net = setting2.network(make_config("setting2", "quick", depth=depth, channels=5, output_scale=scale,
-                                           relu_gain=gain), seed=2)
+        net = setting2.network(
+            make_config("setting2", "quick", depth=depth, channels=5, output_scale=scale, relu_gain=gain), seed=2
+        )
         expected = scale * (2.0 ** ((depth - 1) / 2) if gain else 1.0)
         torch.testing.assert_close(net.g1(x), expected * g(x))
-    plain = setting2.network(make_config("setting2", "quick", depth=depth, channels=5, output_scale=1.0,
-                                         relu_gain=False), seed=2)
+    plain = setting2.network(
+        make_config("setting2", "quick", depth=depth, channels=5, output_scale=1.0, relu_gain=False), seed=2
+    )
     assert isinstance(plain.g1, ConvNet)  # no factor at all: the bare network
 
 
 # --------------------------------------------------------------------------- configs
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"noise": 0.5}, "noise"),
-    ({"noise": -0.1}, "noise"),
-    ({"lams": (0.0, 1.0), "curve_lam": 1.0}, "lams"),
-    ({"lams": (-1.0,), "curve_lam": -1.0}, "lams"),
-    ({"curve_lam": 3.0}, "curve_lam"),
-    ({"depth": 2}, "depth"),
-    ({"lr": 1.0, "lams": (2.0,), "curve_lam": 2.0}, "unstable"),
-    ({"lr": 0.05}, "unstable"),                       # λ = 8 of the paper's grid needs lr < 1/32
-    ({"pool": 3}, "pool"),
-    ({"eval_every": 0}, "eval_every"),
-    ({"output_scale": 0.0}, "output_scale"),
-    ({"output_scale": float("inf")}, "output_scale"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"noise": 0.5}, "noise"),
+        ({"noise": -0.1}, "noise"),
+        ({"lams": (0.0, 1.0), "curve_lam": 1.0}, "lams"),
+        ({"lams": (-1.0,), "curve_lam": -1.0}, "lams"),
+        ({"curve_lam": 3.0}, "curve_lam"),
+        ({"depth": 2}, "depth"),
+        ({"lr": 1.0, "lams": (2.0,), "curve_lam": 2.0}, "unstable"),
+        ({"lr": 0.05}, "unstable"),  # λ = 8 of the paper's grid needs lr < 1/32
+        ({"pool": 3}, "pool"),
+        ({"eval_every": 0}, "eval_every"),
+        ({"output_scale": 0.0}, "output_scale"),
+        ({"output_scale": float("inf")}, "output_scale"),
+    ],
+)
 def test_setting2_rejects_bad_configs(overrides, message) -> None:
     with pytest.raises(ValueError, match=message):
         make_config("setting2", "quick", **overrides)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"noise_levels": (0.9,)}, "noise"),
-    ({"noise_levels": (-0.1,)}, "noise"),
-    ({"noise_levels": ()}, "noise"),
-    ({"lam": 0.0}, "lam"),
-    ({"losses": ("hinge",)}, "losses"),
-    ({"lr_milestones": (3, 2)}, "milestones"),
-    ({"lr_milestones": (30,)}, "milestones"),          # must lie before the last epoch (quick: 30)
-    ({"blocks": (1, 1, 1)}, "blocks"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"noise_levels": (0.9,)}, "noise"),
+        ({"noise_levels": (-0.1,)}, "noise"),
+        ({"noise_levels": ()}, "noise"),
+        ({"lam": 0.0}, "lam"),
+        ({"losses": ("hinge",)}, "losses"),
+        ({"lr_milestones": (3, 2)}, "milestones"),
+        ({"lr_milestones": (30,)}, "milestones"),  # must lie before the last epoch (quick: 30)
+        ({"blocks": (1, 1, 1)}, "blocks"),
+    ],
+)
 def test_setting3_rejects_bad_configs(overrides, message) -> None:
     with pytest.raises(ValueError, match=message):
         make_config("setting3", "quick", **overrides)
@@ -144,7 +152,7 @@ def test_quick_and_medium_profiles_of_settings_2_and_3() -> None:
     assert (q2.n_train, q2.pool, q2.depth, q2.channels, q2.output_scale) == (100, 4, 8, 16, 4.0)
     assert (q2.epochs, q2.batch_size, q2.lr, q2.seeds) == (150, 4, 0.025, (0, 1))
     # per-step stability with the NTK scaled by output_scale² (constant mode ≈ 0.87 per pair) and AUX at λ = 8
-    assert q2.lr * q2.batch_size * 0.87 * q2.output_scale ** 2 < 2 and q2.lr * max(q2.lams) ** 2 < 2
+    assert q2.lr * q2.batch_size * 0.87 * q2.output_scale**2 < 2 and q2.lr * max(q2.lams) ** 2 < 2
     assert m2.profile == "medium" and m2.n_train + m2.n_val <= 762  # airplane/auto in the partial CIFAR-10
     # the quick network on 4x the images, trained longer, three seeds (sized by trials: setting2.Config.medium)
     assert (m2.depth, m2.channels, m2.pool, m2.output_scale) == (q2.depth, q2.channels, q2.pool, q2.output_scale)
@@ -175,9 +183,25 @@ def cifar_env(shared_data, tmp_path, monkeypatch):
 
 
 def test_setting2_tiny_end_to_end(cifar_env) -> None:
-    result = run("setting2", "quick", use_cache=False, n_train=40, n_val=20, n_test=40, depth=4, channels=4,
-                 epochs=2, eval_every=1, batch_size=10, lams=(0.3, 3.0), curve_lam=0.3, clean_lams=(0.3,),
-                 pool=4, seeds=(0,), download=False)
+    result = run(
+        "setting2",
+        "quick",
+        use_cache=False,
+        n_train=40,
+        n_val=20,
+        n_test=40,
+        depth=4,
+        channels=4,
+        epochs=2,
+        eval_every=1,
+        batch_size=10,
+        lams=(0.3, 3.0),
+        curve_lam=0.3,
+        clean_lams=(0.3,),
+        pool=4,
+        seeds=(0,),
+        download=False,
+    )
     t = result.table
     assert set(t["part"]) == {"curves", "layers", "summary", "spectrum"}
     assert set(t["noise"]) == {0.0, 0.2}
@@ -205,11 +229,14 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
     # ‖W(0)‖_F of a 4-channel 3x3 NTK convolution: N(0, 1) weights, 4·4·9 of them, both copies identical
     init = layers[layers["epoch"] == 0]["norm"]
     assert init.between(0.5 * 12, 1.5 * 12).all()
-    assert layers[layers["epoch"] == 0].groupby(["seed", "noise", "method", "lam", "layer"])["norm"].nunique().eq(1).all()
+    assert (
+        layers[layers["epoch"] == 0].groupby(["seed", "noise", "method", "lam", "layer"])["norm"].nunique().eq(1).all()
+    )
     # layer_curves joins the two copies: √(‖W₁‖² + ‖W₂‖²), and relative = dist / ‖W(0)‖
     lc = setting2.layer_curves(t, 0.2, 0.3, 3)
-    raw = layers[(layers["noise"] == 0.2) & (layers["layer"] == 3) & (layers["method"] == "SGD")
-                 & (layers["epoch"] == 2)]
+    raw = layers[
+        (layers["noise"] == 0.2) & (layers["layer"] == 3) & (layers["method"] == "SGD") & (layers["epoch"] == 2)
+    ]
     got = lc[(lc["method"] == "SGD") & (lc["epoch"] == 2)].iloc[0]
     assert got["norm"] == pytest.approx(float(np.sqrt((raw["norm"] ** 2).sum())))
     assert got["dist"] == pytest.approx(float(np.sqrt((raw["dist"] ** 2).sum())))
@@ -229,13 +256,34 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
 
 
 def test_setting3_tiny_end_to_end(cifar_env) -> None:
-    result = run("setting3", "quick", use_cache=False, n_train=64, n_val=32, n_test=64, width=4, epochs=3,
-                 lr_milestones=(1, 2), batch_size=32, noise_levels=(0.0, 0.4), seeds=(0,), download=False)
+    result = run(
+        "setting3",
+        "quick",
+        use_cache=False,
+        n_train=64,
+        n_val=32,
+        n_test=64,
+        width=4,
+        epochs=3,
+        lr_milestones=(1, 2),
+        batch_size=32,
+        noise_levels=(0.0, 0.4),
+        seeds=(0,),
+        download=False,
+    )
     t = result.table
     assert set(t["part"]) == {"curves", "summary"}
     summary = t[t["part"] == "summary"]
-    expected = {"Normal CCE (early stop)", "Normal MSE (early stop)", "Normal CCE (last)", "Normal MSE (last)",
-                "CCE+AUX (last)", "CCE+AUX (best)", "MSE+AUX (last)", "MSE+AUX (best)"}
+    expected = {
+        "Normal CCE (early stop)",
+        "Normal MSE (early stop)",
+        "Normal CCE (last)",
+        "Normal MSE (last)",
+        "CCE+AUX (last)",
+        "CCE+AUX (best)",
+        "MSE+AUX (last)",
+        "MSE+AUX (best)",
+    }
     for p in (0.0, 0.4):
         assert set(summary[summary["noise"] == p]["method"]) == expected
     for col in ("test_acc", "val_acc", "best_test_acc"):
@@ -257,9 +305,9 @@ def test_setting3_corrupts_an_exact_fraction_to_other_classes() -> None:
     clean = np.repeat(np.arange(10), 100)
     noisy = setting3.corrupt_exact(clean, 0.37, 10, seed=3)
     changed = noisy != clean
-    assert changed.sum() == 370                               # exactly round(0.37 · 1000)
+    assert changed.sum() == 370  # exactly round(0.37 · 1000)
     counts = np.bincount((noisy[changed] - clean[changed]) % 10, minlength=10)
-    assert counts[0] == 0 and counts[1:].min() > 20          # every other class is reachable, never the clean one
+    assert counts[0] == 0 and counts[1:].min() > 20  # every other class is reachable, never the clean one
     np.testing.assert_array_equal(noisy, setting3.corrupt_exact(clean, 0.37, 10, seed=3))
     assert (setting3.corrupt_exact(clean, 0.0, 10, seed=0) == clean).all()
     with pytest.raises(ValueError, match="labels"):
@@ -269,9 +317,11 @@ def test_setting3_corrupts_an_exact_fraction_to_other_classes() -> None:
 def test_setting3_paired_gain() -> None:
     import pandas as pd
 
-    rows = [{"part": "summary", "noise": 0.4, "seed": seed, "method": m, "test_acc": acc}
-            for seed, a, b in ((0, 0.30, 0.25), (1, 0.28, 0.26), (2, 0.33, 0.27))
-            for m, acc in (("CCE+AUX (last)", a), ("Normal CCE (early stop)", b))]
+    rows = [
+        {"part": "summary", "noise": 0.4, "seed": seed, "method": m, "test_acc": acc}
+        for seed, a, b in ((0, 0.30, 0.25), (1, 0.28, 0.26), (2, 0.33, 0.27))
+        for m, acc in (("CCE+AUX (last)", a), ("Normal CCE (early stop)", b))
+    ]
     g = setting3.paired_gain(pd.DataFrame(rows), 0.4, "CCE+AUX (last)", "Normal CCE (early stop)")
     np.testing.assert_allclose(g["differences"], [0.05, 0.02, 0.06])
     assert g["mean"] == pytest.approx(13 / 300) and g["std"] == pytest.approx(np.std([0.05, 0.02, 0.06], ddof=1))
@@ -283,12 +333,13 @@ def test_setting3_paired_gain() -> None:
 def test_setting2_fitted_by_linear_sgd_reads_the_spectrum() -> None:
     import pandas as pd
 
-    table = pd.DataFrame({"part": "spectrum", "seed": 0, "index": [0, 1, 2],
-                          "eigenvalue": [100.0, 1.0, 0.01], "energy": [0.5, 0.3, 0.2]})
+    table = pd.DataFrame(
+        {"part": "spectrum", "seed": 0, "index": [0, 1, 2], "eigenvalue": [100.0, 1.0, 0.01], "energy": [0.5, 0.3, 0.2]}
+    )
     lin = setting2.fitted_by_linear_sgd(table, {"lr": 0.01, "epochs": 10})
     # lr μ E = 10, 0.1, 0.001: one direction fitted; shrink (1 − lr μ)^{2E} = 0, 0.99^20, 0.9999^20
     assert lin["directions"] == 1 and lin["energy"] == pytest.approx(0.5) and lin["threshold"] == pytest.approx(10)
-    expected = 0.5 + 0.3 * (1 - 0.99 ** 20) + 0.2 * (1 - 0.9999 ** 20)
+    expected = 0.5 + 0.3 * (1 - 0.99**20) + 0.2 * (1 - 0.9999**20)
     assert lin["fitted"] == pytest.approx(expected)
 
 
@@ -327,9 +378,16 @@ def test_plot_helpers_draw_the_papers_panels() -> None:
 
     from ntk_core import plots
 
-    curves = pd.DataFrame({"method": ["SGD"] * 3 + ["SGD+AUX"] * 3, "epoch": [0, 1, 2] * 2,
-                           "norm": [5.0, 5.1, 5.2, 5.0, 5.0, 5.05], "dist": [0.0, 0.2, 0.3, 0.0, 0.1, 0.1],
-                           "train_error": [0.5, 0.3, 0.1] * 2, "test_error": [0.5, 0.4, 0.45] * 2})
+    curves = pd.DataFrame(
+        {
+            "method": ["SGD"] * 3 + ["SGD+AUX"] * 3,
+            "epoch": [0, 1, 2] * 2,
+            "norm": [5.0, 5.1, 5.2, 5.0, 5.0, 5.05],
+            "dist": [0.0, 0.2, 0.3, 0.0, 0.1, 0.1],
+            "train_error": [0.5, 0.3, 0.1] * 2,
+            "test_error": [0.5, 0.4, 0.45] * 2,
+        }
+    )
     fig = plots.weight_panels(curves, 4, suptitle="Figure 3")
     left, right = fig.axes
     assert [ln.get_label() for ln in right.get_lines()] == ["SGD", "SGD+AUX"]
@@ -340,7 +398,7 @@ def test_plot_helpers_draw_the_papers_panels() -> None:
     plots.learning_curves(ax, curves, title="λ = 4")
     lines = ax.get_lines()
     assert len(lines) == 4 and [ln.get_linestyle() for ln in lines[:2]] == ["--", "-"]  # train dashed, test solid
-    np.testing.assert_allclose(lines[1].get_ydata(), [50.0, 40.0, 45.0])              # in percent
+    np.testing.assert_allclose(lines[1].get_ydata(), [50.0, 40.0, 45.0])  # in percent
     plt.close("all")
 
 

@@ -209,12 +209,19 @@ def _wrong_shape(path: Path) -> None:
         _resave(path, blobs={"rows": b'{"test_error": 0.5}'})
 
 
-DAMAGE = {"truncate": _truncate, "flip": _flip, "empty": _empty, "nan": _nan, "no-rows": _no_rows,
-          "wrong-shape": _wrong_shape}
+DAMAGE = {
+    "truncate": _truncate,
+    "flip": _flip,
+    "empty": _empty,
+    "nan": _nan,
+    "no-rows": _no_rows,
+    "wrong-shape": _wrong_shape,
+}
 
 
-@pytest.mark.parametrize("artifact, kind", [(a, k) for a in ("result", "unit") for k in sorted(DAMAGE)
-                                             if (a, k) != ("result", "no-rows")])  # a result has no rows blob
+@pytest.mark.parametrize(
+    "artifact, kind", [(a, k) for a in ("result", "unit") for k in sorted(DAMAGE) if (a, k) != ("result", "no-rows")]
+)  # a result has no rows blob
 def test_damage_is_detected_named_and_recomputed(cache, reference, artifact, kind):
     result_file = _result_file(cache)
     if artifact == "unit":
@@ -275,8 +282,9 @@ def test_no_cache_recomputes_and_repairs_a_damaged_cache(cache, reference, tmp_p
         _no_rows(unit)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DamagedArtifactWarning)  # --no-cache reads nothing
-        code = main(["run", NAME, "--no-cache", "--out", str(tmp_path / "out"),
-                     *[f"--set={k}={v!r}" for k, v in TINY.items()]])
+        code = main(
+            ["run", NAME, "--no-cache", "--out", str(tmp_path / "out"), *[f"--set={k}={v!r}" for k, v in TINY.items()]]
+        )
     assert code == 0
     with warnings.catch_warnings():
         warnings.simplefilter("error", DamagedArtifactWarning)
@@ -291,8 +299,21 @@ def test_no_cache_recomputes_and_repairs_a_damaged_cache(cache, reference, tmp_p
 # --------------------------------------------------------------------------- fault 6: bad --set values
 
 
-@pytest.mark.parametrize("value", ["alphas=abc", "alphas=0.2", "lr_scale=nan", "seeds=5", "lr_scale=1e999",
-                                   "width=2.5", "alphas=(0.1, 'x')", "noise=True", "n_train=None", "width=[1]"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "alphas=abc",
+        "alphas=0.2",
+        "lr_scale=nan",
+        "seeds=5",
+        "lr_scale=1e999",
+        "width=2.5",
+        "alphas=(0.1, 'x')",
+        "noise=True",
+        "n_train=None",
+        "width=[1]",
+    ],
+)
 def test_bad_set_values_give_one_line_and_exit_code_2(tmp_path, value, capsys):
     code = main(["run", NAME, "--out", str(tmp_path / "out"), "--set", value])
     err = capsys.readouterr().err
@@ -303,8 +324,14 @@ def test_bad_set_values_give_one_line_and_exit_code_2(tmp_path, value, capsys):
 
 def test_bad_set_values_through_the_shell(tmp_path):
     env = {**os.environ, "NTK_CORE_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "ntk_core", "run", NAME, "--set", "seeds=5"], cwd=REPO,
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ntk_core", "run", NAME, "--set", "seeds=5"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "seeds" in proc.stderr
 
 
@@ -339,8 +366,9 @@ print(json.dumps({{"cached": r.meta["cached"], "computed": r.meta["units_compute
 def _child(cache: Path, data_dir: Path, **extra) -> subprocess.Popen:
     env = {**os.environ, "NTK_CORE_CACHE": str(cache), "NTK_CORE_DATA": str(data_dir), "PYTHONHASHSEED": "0"}
     code = _CHILD.format(name=NAME, tiny={**TINY, **extra})
-    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _wait_for(cache: Path, units: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:

@@ -88,7 +88,9 @@ def _gram_problem() -> tuple[nn.Module, torch.Tensor, dict[str, Any]]:
     return model, x, kwargs
 
 
-def _tile_run(model: nn.Module, x: torch.Tensor, folder: Path, **kwargs: Any) -> tuple[torch.Tensor, list[tuple[int, int, bool]]]:
+def _tile_run(
+    model: nn.Module, x: torch.Tensor, folder: Path, **kwargs: Any
+) -> tuple[torch.Tensor, list[tuple[int, int, bool]]]:
     seen: list[tuple[int, int, bool]] = []
     k = empirical_ntk(model, x, checkpoint_dir=folder, callback=lambda i, j, c: seen.append((i, j, c)), **kwargs)
     return k, seen
@@ -292,8 +294,13 @@ def _run_and_kill(tmp_path: Path, kind: str, where: Path, after: int, sig: int, 
     script = tmp_path / "worker.py"
     script.write_text(_WORKER.format(tests=str(REPO / "tests")))
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, str(script), kind, str(where)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), kind, str(where)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         seen = 0
@@ -340,5 +347,6 @@ def test_killed_training_resumes_to_the_uninterrupted_result(tmp_path: Path, sig
     for p, q in zip(result.model.parameters(), reference.model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
     assert list(result.history.columns) == list(reference.history.columns)
-    np.testing.assert_allclose(result.history.to_numpy(dtype=float), reference.history.to_numpy(dtype=float),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        result.history.to_numpy(dtype=float), reference.history.to_numpy(dtype=float), rtol=1e-9, atol=1e-12
+    )

@@ -60,7 +60,7 @@ def test_the_glance_table_shows_every_saved_claim(built):
     groups = [g for _, g in found]
     rows = 0
     for chapter, group in found:
-        tables = re.findall(r'<table[^>]*glance-table.*?</table>', group, re.S)
+        tables = re.findall(r"<table[^>]*glance-table.*?</table>", group, re.S)
         assert len(tables) == 1, "one table per chapter"
         assert tables[0].count("<tr") - 1 == len(ledgers[chapter]), chapter  # minus the header row
         rows += tables[0].count("<tr") - 1
@@ -78,10 +78,21 @@ def test_each_chapter_summary_counts_its_claims(built):
     from collections import Counter
 
     page, ledgers = built
-    short = {"verified": "verified", "vacuous": "vacuous", "quick": "quick scale", "medium": "medium scale",
-             "not reproduced": "not reproduced", "inconclusive": "inconclusive", "not run": "not run"}
-    found = re.findall(r'<details class="glance-group" id="glance-([^"]+)">\s*<summary class="glance-summary">'
-                       r'(.*?)</summary>', page, re.S)
+    short = {
+        "verified": "verified",
+        "vacuous": "vacuous",
+        "quick": "quick scale",
+        "medium": "medium scale",
+        "not reproduced": "not reproduced",
+        "inconclusive": "inconclusive",
+        "not run": "not run",
+    }
+    found = re.findall(
+        r'<details class="glance-group" id="glance-([^"]+)">\s*<summary class="glance-summary">'
+        r"(.*?)</summary>",
+        page,
+        re.S,
+    )
     assert sorted(c for c, _ in found) == sorted(ledgers)
     for chapter, summary in found:
         m = re.search(r"— (\d+) claims?: (.*)$", _text(summary).strip())

@@ -89,9 +89,7 @@ def test_krr_predict_is_invariant_under_kernel_and_ridge_scaling() -> None:
     # K -> aK, λ -> √a λ leaves K (K + λ²I)^{-1} unchanged: a property, not a number
     _, _, K, Kt, y = problem(5)
     a = 13.0
-    np.testing.assert_allclose(
-        krr_predict(a * K, y, np.sqrt(a) * 0.6, a * Kt), krr_predict(K, y, 0.6, Kt), atol=1e-10
-    )
+    np.testing.assert_allclose(krr_predict(a * K, y, np.sqrt(a) * 0.6, a * Kt), krr_predict(K, y, 0.6, Kt), atol=1e-10)
 
 
 # --------------------------------------------------------------------------- λ path
@@ -170,7 +168,7 @@ def test_theorem_4_1_linear_convergence_to_krr(lam: float) -> None:
     theta_star = theta0 + Z.T @ krr_coefficients(K, y, lam)
     err = np.linalg.norm(traj.theta - theta_star, axis=1)
     # the linear-rate inequality at every step
-    assert np.all(err <= rho ** traj.steps * err[0] * (1 + 1e-9) + 1e-12)
+    assert np.all(err <= rho**traj.steps * err[0] * (1 + 1e-9) + 1e-12)
     # the limit's outputs are the KRR predictions, at training and at new points
     np.testing.assert_allclose(Z @ (traj.theta[-1] - theta0), krr_predict(K, y, lam), atol=1e-10)
     np.testing.assert_allclose(Zt @ (traj.theta[-1] - theta0), krr_predict(K, y, lam, Kt), atol=1e-10)
@@ -221,11 +219,7 @@ def test_function_space_gd_converges_to_krr() -> None:
 def test_closed_form_matches_the_iteration(lam: float) -> None:
     _, _, K, Kt, y = problem(14, outputs=3)
     eta = learning_rate_bound(K, lam)
-    it = (
-        gd_unregularized_kernel(K, y, eta, 50, Kt)
-        if lam == 0
-        else gd_rdi_kernel(K, y, lam, eta, 50, Kt)
-    )
+    it = gd_unregularized_kernel(K, y, eta, 50, Kt) if lam == 0 else gd_rdi_kernel(K, y, lam, eta, 50, Kt)
     for t in (0, 1, 17, 50):
         np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, t, lam), it.train[t], atol=1e-10)
         np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, t, lam, Kt), it.test[t], atol=1e-10)

@@ -174,7 +174,6 @@ def test_bounds_complexity_on_disk(problem, tmp_path):
     np.save(path, Kpd)
     assert is_on_disk(path) and is_on_disk(np.load(path, mmap_mode="r")) and not is_on_disk(Kpd)
     assert bounds.complexity(path, y) == pytest.approx(bounds.complexity(Kpd, y), rel=1e-9)
-    np.testing.assert_allclose(bounds.complexity(np.load(path, mmap_mode="r"), Y), bounds.complexity(Kpd, Y),
-                               rtol=1e-9)
+    np.testing.assert_allclose(bounds.complexity(np.load(path, mmap_mode="r"), Y), bounds.complexity(Kpd, Y), rtol=1e-9)
     assert bounds.ridge_complexity(path, y, 0.3) == pytest.approx(bounds.ridge_complexity(Kpd, y, 0.3), rel=1e-9)
     assert ridge_quadratic_ooc(K, y, 0.3) == pytest.approx(float(y @ krr_coefficients(K, y, 0.3)), rel=1e-9)

@@ -67,8 +67,7 @@ def _wait_for_server(url: str, proc: subprocess.Popen, log: Path, timeout: float
 
 
 def _shutdown(base: str, token: str, proc: subprocess.Popen) -> None:
-    request = urllib.request.Request(f"{base}api/shutdown", method="POST",
-                                     headers={"Authorization": f"token {token}"})
+    request = urllib.request.Request(f"{base}api/shutdown", method="POST", headers={"Authorization": f"token {token}"})
     try:
         urllib.request.urlopen(request, timeout=10).close()
     except OSError:
@@ -92,22 +91,42 @@ def test_make_lab_opens_and_runs_a_chapter(tmp_path: Path) -> None:
     port, token = _free_port(), secrets.token_hex(16)
     base = f"http://127.0.0.1:{port}/"
     env = dict(os.environ)
-    env.update({
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-    })
-    lab_args = " ".join([
-        "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}", "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-    ])
+    env.update(
+        {
+            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        }
+    )
+    lab_args = " ".join(
+        [
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ]
+    )
     log = tmp_path / "lab.log"
     with log.open("w") as out:
         # `-o .venv/.installed`: use the environment as it is (never reinstall from inside a test).
         proc = subprocess.Popen(
-            ["make", "--no-print-directory", "-o", ".venv/.installed", "lab",
-             f"LAB_DIR={root}", f"LAB_ARGS={lab_args}"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                "make",
+                "--no-print-directory",
+                "-o",
+                ".venv/.installed",
+                "lab",
+                f"LAB_DIR={root}",
+                f"LAB_ARGS={lab_args}",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         _wait_for_server(f"{base}api/status?token={token}", proc, log)
@@ -164,7 +183,9 @@ def test_built_book_offers_each_chapter_for_download() -> None:
     site = REPO / "_build" / "html"
     if not (site / "index.html").exists():
         pytest.skip("the book is not built (make book; make test builds it first)")
-    chapters = [p for p in sorted((REPO / "book").glob("*.md")) if p.read_text(encoding="utf-8").startswith("---\njupytext:")]
+    chapters = [
+        p for p in sorted((REPO / "book").glob("*.md")) if p.read_text(encoding="utf-8").startswith("---\njupytext:")
+    ]
     assert chapters
     for source in chapters:
         page = site / "book" / f"{source.stem}.html"

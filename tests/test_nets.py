@@ -42,7 +42,7 @@ def test_two_layer_net_formula_and_freezing() -> None:
 
 def test_seeds_are_reproducible() -> None:
     a, b, c = MLP(4, [8, 8], 2, seed=7), MLP(4, [8, 8], 2, seed=7), MLP(4, [8, 8], 2, seed=8)
-    for (pa, pb, pc) in zip(a.parameters(), b.parameters(), c.parameters()):
+    for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
         assert torch.equal(pa, pb)
     assert not all(torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()))
     gen = torch.Generator().manual_seed(5)

@@ -24,7 +24,7 @@ def test_flip_rate_matches_p_within_binomial_error():
 def test_flips_are_independent_of_the_label():
     y = np.repeat([1, -1], N // 2)
     flipped = noise.flip_binary(y, 0.3, seed=3) != y
-    pos, neg = flipped[: N // 2].mean(), flipped[N // 2:].mean()
+    pos, neg = flipped[: N // 2].mean(), flipped[N // 2 :].mean()
     assert abs(pos - neg) < 5 * np.sqrt(2 * 0.3 * 0.7 / (N // 2))
 
 
@@ -62,10 +62,7 @@ def test_flip_binary_type_and_label_errors():
 
 def test_corrupt_matches_transition_matrix():
     K = 4
-    P = np.array([[0.7, 0.1, 0.0, 0.25],
-                  [0.1, 0.6, 0.2, 0.25],
-                  [0.1, 0.3, 0.8, 0.25],
-                  [0.1, 0.0, 0.0, 0.25]])
+    P = np.array([[0.7, 0.1, 0.0, 0.25], [0.1, 0.6, 0.2, 0.25], [0.1, 0.3, 0.8, 0.25], [0.1, 0.0, 0.0, 0.25]])
     clean = np.repeat(np.arange(K), N // K)
     noisy = noise.corrupt(clean, P, seed=5)
     P_hat = noise.empirical_transition(clean, noisy, K)
@@ -176,17 +173,18 @@ def test_corrupt_follows_columns_of_a_deterministic_P():
 
 def test_symmetric_and_pairflip_matrices_by_value():
     r = 0.3
-    np.testing.assert_allclose(noise.symmetric_transition(4, r),
-                               [[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]],
-                               atol=1e-15)
-    np.testing.assert_allclose(noise.pairflip_transition(3, r),
-                               [[0.7, 0.0, 0.3], [0.3, 0.7, 0.0], [0.0, 0.3, 0.7]], atol=1e-15)
+    np.testing.assert_allclose(
+        noise.symmetric_transition(4, r),
+        [[0.7, 0.1, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]],
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        noise.pairflip_transition(3, r), [[0.7, 0.0, 0.3], [0.3, 0.7, 0.0], [0.0, 0.3, 0.7]], atol=1e-15
+    )
 
 
 def test_empirical_transition_by_value():
     clean = [0, 0, 0, 0, 1, 1, 2, 2, 2]
     noisy = [0, 1, 1, 2, 1, 0, 2, 2, 2]
-    expected = np.array([[0.25, 0.5, 0.0],
-                         [0.50, 0.5, 0.0],
-                         [0.25, 0.0, 1.0]])  # [noisy, clean], columns sum to 1
+    expected = np.array([[0.25, 0.5, 0.0], [0.50, 0.5, 0.0], [0.25, 0.0, 1.0]])  # [noisy, clean], columns sum to 1
     np.testing.assert_allclose(noise.empirical_transition(clean, noisy, 3), expected, atol=1e-15)

@@ -180,7 +180,9 @@ def test_memory_budget_bounds_tile_size() -> None:
 def test_checkpoint_resume_recomputes_only_missing_tiles(tmp_path) -> None:  # type: ignore[no-untyped-def]
     model = MLP(5, [16], 2, seed=2)
     x = _data((5,), 10, 7)
-    kwargs = dict(method="structured", dtype=torch.float32, out_dtype=torch.float64, tile_size=3, checkpoint_dir=tmp_path)
+    kwargs = dict(
+        method="structured", dtype=torch.float32, out_dtype=torch.float64, tile_size=3, checkpoint_dir=tmp_path
+    )
     n_tiles = 10  # 4 row blocks, upper triangle
     seen: list[tuple[int, int, bool]] = []
 

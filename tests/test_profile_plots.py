@@ -54,15 +54,16 @@ def test_style_is_colour_blind_safe_and_readable():
 
     plots.set_style()
     cycle = [c.lower() for c in mpl.rcParams["axes.prop_cycle"].by_key()["color"]]
-    assert cycle[:5] == [plots.OKABE_ITO[k].lower() for k in ("blue", "orange", "bluish green", "reddish purple",
-                                                               "sky blue")]
-    assert plots.OKABE_ITO["vermilion"].lower() not in cycle          # never orange and vermilion in one figure
+    assert cycle[:5] == [
+        plots.OKABE_ITO[k].lower() for k in ("blue", "orange", "bluish green", "reddish purple", "sky blue")
+    ]
+    assert plots.OKABE_ITO["vermilion"].lower() not in cycle  # never orange and vermilion in one figure
     sizes = [mpl.rcParams[k] for k in ("font.size", "axes.labelsize", "legend.fontsize", "xtick.labelsize")]
     assert min(float(s) for s in sizes) >= 9
     import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=(plots.MAX_WIDTH, 4))
-    assert plots.displayed_font_scale(fig) == 1.0                     # shown at its own size in the text column
+    assert plots.displayed_font_scale(fig) == 1.0  # shown at its own size in the text column
     assert plots.displayed_font_scale(plt.figure(figsize=(12, 4))) < 0.55
     plt.close("all")
 
@@ -85,8 +86,11 @@ def test_a_short_log_axis_gets_two_tick_labels():
     fig.canvas.draw()
     for axis in (ax.xaxis, ax.yaxis):
         low, high = sorted(axis.get_view_interval())
-        labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text() and low <= t.get_position()[
-            0 if axis is ax.xaxis else 1] <= high]
+        labels = [
+            t.get_text()
+            for t in axis.get_ticklabels()
+            if t.get_text() and low <= t.get_position()[0 if axis is ax.xaxis else 1] <= high
+        ]
         assert len(labels) >= 2, labels
     plt.close(fig)
 

@@ -26,8 +26,7 @@ from ntk_core.experiments._record import DataDiffer, RecordMissing, ReplayTooCos
 #: the replay budget per unit, in seconds of recorded compute time (NTK_REPLAY_MAX_S; "inf" replays any unit)
 REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "150"))
 
-TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,),
-            lams=(0.5, 2.0))
+TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,), lams=(0.5, 2.0))
 
 
 @pytest.fixture
@@ -72,8 +71,19 @@ def test_record_round_trips_and_replays(data_env):
     ordinary = experiments.run("setting1", "quick", **TINY)
     pd.testing.assert_frame_equal(again.table, ordinary.table, check_exact=True, check_dtype=False)
     meta = again.meta
-    for field in ("config", "config_hash", "code", "git", "data", "data_fingerprints", "machine", "versions",
-                  "wall_time_s", "recorded_at", "files"):
+    for field in (
+        "config",
+        "config_hash",
+        "code",
+        "git",
+        "data",
+        "data_fingerprints",
+        "machine",
+        "versions",
+        "wall_time_s",
+        "recorded_at",
+        "files",
+    ):
         assert field in meta, field
     assert meta["units"] == 1 + 2 * 2 and meta["units_computed"] == 5 and meta["units_resumed"] == 0
     # a quick config overridden is not the quick profile: stale, with the command that refreshes it
@@ -178,15 +188,22 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
 
     # documentation, comments and annotations (and the import of a type alias used only in annotations)
     krr = package / "krr.py"
-    krr.write_text(re.sub(r"def check_kernel_matrix\(K: [^,]+,", "def check_kernel_matrix(K: 'SomeArray',",
-                          krr.read_text(), count=1))
-    edit("krr.py", "from __future__ import annotations\n",
-         "from __future__ import annotations\n\nfrom ._typing import ArrayLike  # a type alias\n")
+    krr.write_text(
+        re.sub(
+            r"def check_kernel_matrix\(K: [^,]+,", "def check_kernel_matrix(K: 'SomeArray',", krr.read_text(), count=1
+        )
+    )
+    edit(
+        "krr.py",
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n\nfrom ._typing import ArrayLike  # a type alias\n",
+    )
     (package / "_typing.py").write_text("import numpy\nArrayLike = numpy.ndarray\n")
     edit("experiments/setting1.py", '"""', '"""Reworded. ')
     # a new function in a module distance imports from, that distance does not call
-    (package / "experiments" / "setting1.py").write_text((package / "experiments" / "setting1.py").read_text()
-                                                         + "\n\ndef headline(table):\n    return table.mean()\n")
+    (package / "experiments" / "setting1.py").write_text(
+        (package / "experiments" / "setting1.py").read_text() + "\n\ndef headline(table):\n    return table.mean()\n"
+    )
     (package / "theory.py").write_text((package / "theory.py").read_text() + "\nX = 1\n")
     assert fp() == before
     assert fp(None) != whole  # the whole package did change

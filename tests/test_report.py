@@ -39,8 +39,10 @@ def test_finding_needs_its_evidence_and_not_run_says_why():
     with pytest.raises(ValueError, match="needs the reason"):
         ledger.inconclusive("Figure 1b", "AUX beats SGD", value="+1.0", why="")
     assert [(c.status, c.value) for c in ledger.claims] == [
-        ("not reproduced", "12% vs 11%"), ("not run", "no medium record yet"),
-        ("inconclusive", "+1.0 ± 2.0 points (within seed spread)")]
+        ("not reproduced", "12% vs 11%"),
+        ("not run", "no medium record yet"),
+        ("inconclusive", "+1.0 ± 2.0 points (within seed spread)"),
+    ]
     assert set(c.status for c in ledger.claims) <= set(STATUSES)
 
 
@@ -52,8 +54,9 @@ def test_save_writes_only_where_the_build_asks_and_round_trips(tmp_path, monkeyp
     monkeypatch.setenv("NTK_BOOK_LEDGER", str(tmp_path / "claims"))
     path = ledger.save()
     assert path == tmp_path / "claims" / "binary.json"
-    assert load_ledgers(tmp_path / "claims") == {"binary": [Claim("Theorem 5.2", "bound ≥ ramp loss", "verified",
-                                                                  "0.70 ≥ 0.11", "—", "thm-5-2", "binary")]}
+    assert load_ledgers(tmp_path / "claims") == {
+        "binary": [Claim("Theorem 5.2", "bound ≥ ramp loss", "verified", "0.70 ≥ 0.11", "—", "thm-5-2", "binary")]
+    }
 
 
 def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
@@ -63,7 +66,9 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(BOOK_EXT)!r})\nextensions = ['glance']\n")
-    (src / "index.rst").write_text("Home\n====\n\n.. results-at-a-glance::\n\n.. toctree::\n\n   one\n   two\n   three\n")
+    (src / "index.rst").write_text(
+        "Home\n====\n\n.. results-at-a-glance::\n\n.. toctree::\n\n   one\n   two\n   three\n"
+    )
     (src / "one.rst").write_text(".. _sec-one:\n\nSection one\n===========\n\nText.\n")
     (src / "two.rst").write_text("Two\n===\n\nA chapter with a ``{code-cell}`` that saved no ledger.\n")
     (src / "three.rst").write_text("Three\n=====\n\nA page without code (errata, say): nothing to record.\n")
@@ -78,8 +83,9 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     stale = tmp_path / "build" / "claims"
     stale.mkdir(parents=True)
     (stale / "old.json").write_text(json.dumps({"chapter": "old", "claims": []}))
-    app = Sphinx(str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=sys.stderr,
-                 freshenv=True)
+    app = Sphinx(
+        str(src), str(src), str(out), str(tmp_path / "doctrees"), "html", status=None, warning=sys.stderr, freshenv=True
+    )
     app.connect("env-before-read-docs", chapters_run)
     app.build()
     html = (out / "index.html").read_text()

@@ -22,13 +22,21 @@ IDENTITY = {"experiment": "demo", "config": {"lam": 0.5, "seeds": (0, 1)}, "code
 
 def _arrays() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    return {"x": rng.standard_normal((4, 3)), "n": np.arange(5, dtype=np.int32),
-            "f32": rng.standard_normal(7).astype(np.float32)}
+    return {
+        "x": rng.standard_normal((4, 3)),
+        "n": np.arange(5, dtype=np.int32),
+        "f32": rng.standard_normal(7).astype(np.float32),
+    }
 
 
 def _write(path: Path, **kw) -> None:
-    _store.save(path, IDENTITY, arrays=kw.get("arrays", _arrays()), blobs=kw.get("blobs", {"b": b"\x00\x01raw"}),
-                meta=kw.get("meta", {"note": "hi"}))
+    _store.save(
+        path,
+        IDENTITY,
+        arrays=kw.get("arrays", _arrays()),
+        blobs=kw.get("blobs", {"b": b"\x00\x01raw"}),
+        meta=kw.get("meta", {"note": "hi"}),
+    )
 
 
 def _damaged(path: Path, **kw) -> str:
@@ -103,8 +111,13 @@ def test_damaged_bytes_are_detected_named_and_set_aside(tmp_path, kind):
     path = tmp_path / "a.npz"
     _write(path)
     data = path.read_bytes()
-    damaged = {"empty": b"", "truncate-half": data[: len(data) // 2], "truncate-1": data[:-1],
-               "garbage": b"not an archive at all", "zero-page": data[:100] + bytes(200) + data[300:]}[kind]
+    damaged = {
+        "empty": b"",
+        "truncate-half": data[: len(data) // 2],
+        "truncate-1": data[:-1],
+        "garbage": b"not an archive at all",
+        "zero-page": data[:100] + bytes(200) + data[300:],
+    }[kind]
     path.write_bytes(damaged)
     _damaged(path)
     _write(path)  # the caller recomputes and writes again: the resume is not blocked
@@ -117,13 +130,12 @@ def test_every_single_byte_flip_is_detected(tmp_path):
     _store.save(path, IDENTITY, arrays=arrays, blobs={"b": b"blob"})
     data = path.read_bytes()
     for i in range(len(data)):
-        path.write_bytes(data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:])
+        path.write_bytes(data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1 :])
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             stored = _store.load(path, IDENTITY)
         assert stored is None, f"flip at byte {i} of {len(data)} not detected"
-        assert any(issubclass(w.category, DamagedArtifactWarning) and str(path) in str(w.message)
-                   for w in record), i
+        assert any(issubclass(w.category, DamagedArtifactWarning) and str(path) in str(w.message) for w in record), i
         for p in tmp_path.glob("a.npz.damaged-*"):
             p.unlink()
 
@@ -147,12 +159,15 @@ def _rewrite_member(path: Path, name: str, value: np.ndarray) -> None:
     _write_members(path, members)
 
 
-@pytest.mark.parametrize("value,what", [
-    (np.arange(12.0).reshape(3, 4), "shape"),
-    (np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32), "dtype"),
-    (np.full((4, 3), np.nan), "checksum"),
-    (np.random.default_rng(1).standard_normal((4, 3)), "checksum"),
-])
+@pytest.mark.parametrize(
+    "value,what",
+    [
+        (np.arange(12.0).reshape(3, 4), "shape"),
+        (np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32), "dtype"),
+        (np.full((4, 3), np.nan), "checksum"),
+        (np.random.default_rng(1).standard_normal((4, 3)), "checksum"),
+    ],
+)
 def test_wrong_shape_dtype_or_values_are_detected(tmp_path, value, what):
     path = tmp_path / "a.npz"
     _write(path)

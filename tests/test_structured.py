@@ -54,8 +54,14 @@ def randn(*shape: int, seed: int = 0) -> Tensor:
     return torch.randn(*shape, generator=gen(seed), dtype=F64)
 
 
-def check(model: nn.Module, x1: Tensor, x2: Tensor | None = None, output: str = "trace",
-          routes: dict[str, str] | None = None, **kw: object) -> Tensor:
+def check(
+    model: nn.Module,
+    x1: Tensor,
+    x2: Tensor | None = None,
+    output: str = "trace",
+    routes: dict[str, str] | None = None,
+    **kw: object,
+) -> Tensor:
     """structured_ntk == oracle == empirical_ntk(method="jacobian") to 1e-10 (relative), routes as expected."""
     model = model.double()
     k = structured_ntk(model, x1, x2, output=output, dtype=F64, **kw)  # type: ignore[arg-type]
@@ -372,10 +378,22 @@ def test_checkpoint_and_callback(tmp_path: object) -> None:
     net = TwoLayer("x@W").double()
     x = randn(6, 6, seed=110)
     seen: list[tuple[int, int, bool]] = []
-    k1 = structured_ntk(net, x, dtype=F64, tile_size=3, checkpoint_dir=tmp_path,  # type: ignore[arg-type]
-                        callback=lambda i, j, c: seen.append((i, j, c)))
-    k2 = structured_ntk(net, x, dtype=F64, tile_size=3, checkpoint_dir=tmp_path,  # type: ignore[arg-type]
-                        callback=lambda i, j, c: seen.append((i, j, c)))
+    k1 = structured_ntk(
+        net,
+        x,
+        dtype=F64,
+        tile_size=3,
+        checkpoint_dir=tmp_path,  # type: ignore[arg-type]
+        callback=lambda i, j, c: seen.append((i, j, c)),
+    )
+    k2 = structured_ntk(
+        net,
+        x,
+        dtype=F64,
+        tile_size=3,
+        checkpoint_dir=tmp_path,  # type: ignore[arg-type]
+        callback=lambda i, j, c: seen.append((i, j, c)),
+    )
     torch.testing.assert_close(k1, k2)
     assert [c for *_, c in seen] == [True] * 3 + [False] * 3
 

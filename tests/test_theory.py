@@ -53,8 +53,9 @@ def test_lemma_monte_carlo_matches_direct_krr(kind):
     assert mc.freq_c1 >= 0.9 and mc.freq_c2 >= 0.9 and mc.freq_hkz >= 0.9
     # redo the first draw by hand
     rng = np.random.default_rng(3)
-    eps = 0.4 * (rng.standard_normal((300, len(y))) if kind == "gaussian"
-                 else 2.0 * rng.integers(0, 2, size=(300, len(y))) - 1.0)
+    eps = 0.4 * (
+        rng.standard_normal((300, len(y))) if kind == "gaussian" else 2.0 * rng.integers(0, 2, size=(300, len(y))) - 1.0
+    )
     f = krr.krr_predict(K, y + eps[0], 0.7)
     assert mc.train_dist[0] == pytest.approx(np.linalg.norm(f - y), rel=1e-8)
     assert mc.rkhs[0] == pytest.approx(bounds.krr_rkhs_norm(K, y + eps[0], 0.7), rel=1e-6)
@@ -79,7 +80,7 @@ def test_error_grids():
     err, ramp = theory.binary_error_grid(K, Kt, y.astype(int), yt, [0.0, 0.3], lams, 2, seed=0)
     assert err.shape == (2, 2, 2) and np.all(ramp >= err - 1e-12)
     direct = np.mean(np.sign(krr.krr_predict(K, y, 1.0, Kt)) != yt)
-    assert err[0, 1, 0] == pytest.approx(direct)   # p = 0: no flips, the plain KRR error
+    assert err[0, 1, 0] == pytest.approx(direct)  # p = 0: no flips, the plain KRR error
     labels = (y > 0).astype(int)
     e = theory.multiclass_error_grid(K, Kt, labels, (yt > 0).astype(int), [np.eye(2)], lams, 1, seed=0)
     pred = krr.krr_predict(K, np.eye(2)[labels], 1.0, Kt).argmax(axis=1)
@@ -143,7 +144,7 @@ def test_sphere_and_cone_samples():
     assert x.shape == (200, 6) and np.allclose(np.linalg.norm(x, axis=1), math.sqrt(6))
     assert np.allclose(s, x[:, 0] / math.sqrt(6))
     x2, s2 = theory.sphere_sample(200, 6, seed=0)
-    assert np.array_equal(x, x2)                                          # same seed, same sample
+    assert np.array_equal(x, x2)  # same seed, same sample
     xl, sl = theory.sphere_sample(300, 4, seed=1, levels=[-0.5, 0.25])
     assert set(np.round(sl, 12)) == {-0.5, 0.25} and np.allclose(np.linalg.norm(xl, axis=1), 2.0)
     xc, c = theory.cone_sample(300, 6, 3, 0.4, seed=2)
@@ -180,14 +181,14 @@ def test_remark_5_2_constants_hold_and_are_nearly_attained():
     c1 = bounds.complexity(K, s)
     c2 = bounds.complexity(K, s**2)
     assert 3.5 < c1 <= 4.0 / 1.0 and c2 <= 2 * np.pi
-    assert bounds.complexity(K, s**3) > 5 * c1            # not in the RKHS: far larger already at n = 400
+    assert bounds.complexity(K, s**3) > 5 * c1  # not in the RKHS: far larger already at n = 400
 
 
 def test_ridge_fit_and_fit_monte_carlo_against_a_direct_solve():
     rng = np.random.default_rng(5)
     x, s = theory.sphere_sample(40, 5, seed=5)
     K = theory.setting1_kernel(x)
-    lam = 1.7                                             # lam != lam^2
+    lam = 1.7  # lam != lam^2
     direct = K @ np.linalg.solve(K + lam**2 * np.eye(40), s)
     assert np.allclose(theory.ridge_fit(K, s, lam), direct)
     Y = np.stack([s, -s], axis=1)
@@ -195,8 +196,8 @@ def test_ridge_fit_and_fit_monte_carlo_against_a_direct_solve():
     draws = s + 0.3 * rng.standard_normal((3000, 40))
     mc = theory.fit_monte_carlo(K, draws, lam)
     assert mc.draws == 3000 and mc.mean.shape == (40,)
-    assert mc.max_z(direct) < 4.5                          # the mean fit is K (K + lam^2 I)^-1 E[y~]
-    assert mc.max_z(K @ np.linalg.solve(K + lam * np.eye(40), s)) > 10   # and not the lam fit
+    assert mc.max_z(direct) < 4.5  # the mean fit is K (K + lam^2 I)^-1 E[y~]
+    assert mc.max_z(K @ np.linalg.solve(K + lam * np.eye(40), s)) > 10  # and not the lam fit
     # the standard error is that of the fits: sd of (K (K + lam^2 I)^-1 eps)_i / sqrt(R)
     A = K @ np.linalg.inv(K + lam**2 * np.eye(40))
     assert np.allclose(mc.stderr, 0.3 * np.linalg.norm(A, axis=1) / np.sqrt(3000), rtol=0.1)
@@ -240,7 +241,10 @@ def test_leading_lambda_and_minimum_against_the_bound_terms_and_a_numerical_mini
         g = bounds.leading_minimum(C, n, T, sigma)
         b = bounds.theorem_5_1_bound(K, y, lam, sigma, 0.1)
         assert b.train_bias + b.train_noise + b.rademacher_noise == pytest.approx(g, rel=1e-12)
-        f = lambda t: np.exp(t) / 2 * np.sqrt(C / n) + 5 * sigma * np.sqrt(T / n) / (2 * np.exp(t))
+
+        def f(t):
+            return np.exp(t) / 2 * np.sqrt(C / n) + 5 * sigma * np.sqrt(T / n) / (2 * np.exp(t))
+
         res = minimize_scalar(f, bounds=(-6, 6), method="bounded", options={"xatol": 1e-10})
         assert np.exp(res.x) == pytest.approx(lam, rel=1e-4) and res.fun == pytest.approx(g, rel=1e-8)
         assert all(bounds.theorem_5_1_bound(K, y, l, sigma, 0.1).total > g for l in np.geomspace(0.05, 50, 30))
@@ -249,7 +253,9 @@ def test_leading_lambda_and_minimum_against_the_bound_terms_and_a_numerical_mini
     lam = bounds.leading_lambda(C, n, T, bounds.binary_noise_subgaussian_sigma(p) / (1 - 2 * p))
     g = bounds.leading_minimum(C, n, T, bounds.binary_noise_subgaussian_sigma(p) / (1 - 2 * p))
     b2 = bounds.theorem_5_2_bound(K, y, lam, p, 0.1)
-    assert b2.rescale * (b2.additive.train_bias + b2.additive.train_noise + b2.additive.rademacher_noise) == pytest.approx(g)
+    assert b2.rescale * (
+        b2.additive.train_bias + b2.additive.train_noise + b2.additive.rademacher_noise
+    ) == pytest.approx(g)
     # several outputs: sums of sqrt(C_h / n) and of sigma_h
     lam3 = bounds.leading_lambda([1.0, 4.0], 10, 5.0, [0.1, 0.3])
     assert lam3 == pytest.approx(np.sqrt(5 * np.sqrt(0.5) * 0.4 / (np.sqrt(0.1) + np.sqrt(0.4))))
@@ -266,7 +272,7 @@ def test_lemma_c2_chain_by_value():
     y = np.clip(rng.standard_normal(8), -1, 1)
     lam, sigma = 1.3, 0.5
     ch = theory.lemma_c2_chain(K, y, lam, sigma, 0.1, draws=5, seed=3)
-    eps = sigma * np.random.default_rng(3).standard_normal((8, 5))      # the same draws
+    eps = sigma * np.random.default_rng(3).standard_normal((8, 5))  # the same draws
     M = np.linalg.inv(K + lam**2 * np.eye(8))
     for d in range(5):
         yt = y + eps[:, d]

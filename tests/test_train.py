@@ -10,7 +10,6 @@ from torch import nn
 from ntk_core.train import TrainConfig, classification_error, predict, train
 
 
-
 @pytest.fixture(autouse=True)
 def float64():
     """These checks compare against closed forms to 1e-8 or better: run them in float64, then restore."""
@@ -90,17 +89,18 @@ def test_aux_variables_are_used_in_training_and_dropped_at_test_time():
     result = train(model, x, y, TrainConfig(method="aux", lam=1.0, lr=0.02, epochs=500, eval_every=500))
     assert result.aux is not None and result.aux.shape == (40, 1) and result.aux.abs().max() > 0.1
     with_aux = predict(model, x) + result.aux
-    assert classification_error(with_aux, y) == 0.0                      # the paper's training error with aux
+    assert classification_error(with_aux, y) == 0.0  # the paper's training error with aux
     assert result.final["train_error_noisy"] == 0.0
-    assert classification_error(predict(model, x), y) > 0.0               # the network alone does not fit
+    assert classification_error(predict(model, x), y) > 0.0  # the network alone does not fit
     assert result.final["train_error_clean"] != result.final["train_error_clean"]  # NaN: no clean labels given
 
 
 def test_early_stopping_reports_the_best_validation_epoch():
     model, x, y = _linear_problem(n=30, d=8, seed=1)
     xv, yv = x[:10] + 0.5, y[:10]
-    result = train(model, x, y, TrainConfig(method="early_stopping", lr=0.01, epochs=20),
-                   val=(xv, yv), test=(x[10:], -y[10:]))
+    result = train(
+        model, x, y, TrainConfig(method="early_stopping", lr=0.01, epochs=20), val=(xv, yv), test=(x[10:], -y[10:])
+    )
     h = result.history
     assert result.best_epoch == int(h.loc[h["val_error"].idxmin(), "epoch"])
     assert result.test_error == pytest.approx(float(h.set_index("epoch").loc[result.best_epoch, "test_error"]))
@@ -132,8 +132,16 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path):
             if stop_after is not None and epoch == stop_after:
                 raise KeyboardInterrupt
 
-        cfg = TrainConfig(method="aux", lam=0.5, lr=0.01, epochs=6, batch_size=16, momentum=0.9,
-                          lr_milestones=(3,), aux_weight_decay=1e-3)
+        cfg = TrainConfig(
+            method="aux",
+            lam=0.5,
+            lr=0.01,
+            epochs=6,
+            batch_size=16,
+            momentum=0.9,
+            lr_milestones=(3,),
+            aux_weight_decay=1e-3,
+        )
         return train(model, x, y, cfg, checkpoint=checkpoint, on_epoch_end=interrupt)
 
     reference = run()
@@ -158,16 +166,19 @@ def test_deterministic_for_a_fixed_seed():
     assert results[0].equals(results[1])
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"method": "rdi"}, "needs lam"),
-    ({"method": "aux", "lam": 0.0}, "lam must be > 0"),
-    ({"method": "aux", "lam": -1.0}, "lam must be > 0"),
-    ({"method": "sam"}, "method must be one of"),
-    ({"loss": "hinge"}, "loss must be"),
-    ({"epochs": 0}, "epochs must be a positive int"),
-    ({"batch_size": 0}, "batch_size"),
-    ({"aux_weight_decay": 0.1}, "only applies"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "rdi"}, "needs lam"),
+        ({"method": "aux", "lam": 0.0}, "lam must be > 0"),
+        ({"method": "aux", "lam": -1.0}, "lam must be > 0"),
+        ({"method": "sam"}, "method must be one of"),
+        ({"loss": "hinge"}, "loss must be"),
+        ({"epochs": 0}, "epochs must be a positive int"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"aux_weight_decay": 0.1}, "only applies"),
+    ],
+)
 def test_bad_configuration_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TrainConfig(**kwargs)
@@ -199,7 +210,7 @@ def _tiny_data(n=6, seed=1):
 def _batches(n, batch, seed, epoch):
     """The trainer's documented batch order: a permutation that depends only on (seed, epoch)."""
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
-    return [order[s:s + batch] for s in range(0, n, batch)]
+    return [order[s : s + batch] for s in range(0, n, batch)]
 
 
 def _functional(model):
@@ -226,7 +237,7 @@ def test_minibatch_rdi_steps_match_the_hand_computed_penalised_gradient(lam):
     def objective(params, idx):
         r = f(params, x[idx]) - y[idx].to(torch.float64)
         dist = sum(((params[k] - theta0[k]) ** 2).sum() for k in names)
-        return 0.5 * (r ** 2).sum() + len(idx) / n * lam ** 2 / 2 * dist
+        return 0.5 * (r**2).sum() + len(idx) / n * lam**2 / 2 * dist
 
     for epoch in range(2):
         for idx in _batches(n, batch, seed, epoch):
@@ -249,7 +260,7 @@ def test_minibatch_aux_steps_match_hand_computation(lam):
 
     def objective(params, bvec, idx):
         r = f(params, x[idx]) + lam * bvec[idx] - y[idx].to(torch.float64)
-        return 0.5 * (r ** 2).sum()
+        return 0.5 * (r**2).sum()
 
     first_batch_b = None
     for epoch in range(2):
@@ -286,8 +297,7 @@ def test_aux_reported_training_error_uses_lambda_times_b():
     model = nn.Linear(2, 1, bias=False)
     with torch.no_grad():
         model.weight.copy_(torch.tensor([[0.5, -0.2]]))
-    result = train(model, x, y, TrainConfig(method="aux", lam=lam, lr=0.02, epochs=4, eval_every=4),
-                   y_clean=y_clean)
+    result = train(model, x, y, TrainConfig(method="aux", lam=lam, lr=0.02, epochs=4, eval_every=4), y_clean=y_clean)
     f = predict(model, x)
     with_aux = f + lam * result.aux
     row = result.final
@@ -306,11 +316,11 @@ def _candidates(img, p):
     """Every crop (after zero padding by p) of one (C, H, W) image, flipped or not: what augmentation may give."""
     c, h, w = img.shape
     padded = torch.zeros(c, h + 2 * p, w + 2 * p)
-    padded[:, p:p + h, p:p + w] = img
+    padded[:, p : p + h, p : p + w] = img
     out = []
     for oy in range(2 * p + 1):
         for ox in range(2 * p + 1):
-            crop = padded[:, oy:oy + h, ox:ox + w]
+            crop = padded[:, oy : oy + h, ox : ox + w]
             out += [crop, crop.flip(2)]
     return out
 
@@ -358,8 +368,7 @@ def test_trainer_augments_training_batches_but_not_evaluation():
     assert len(spy.seen[True]) == 6  # 2 epochs × 3 batches
     training_inputs = torch.cat(spy.seen[True])
     originals = x.reshape(12, -1)
-    rows_equal_to_some_original = sum(
-        bool((originals == t.reshape(1, -1)).all(1).any()) for t in training_inputs)
+    rows_equal_to_some_original = sum(bool((originals == t.reshape(1, -1)).all(1).any()) for t in training_inputs)
     assert rows_equal_to_some_original < len(training_inputs) // 2  # most training inputs are augmented
     for batch in spy.seen[False]:  # evaluation saw only original images
         assert all(bool((originals == t.reshape(1, -1)).all(1).any()) for t in batch)

@@ -98,8 +98,9 @@ def _resolve_type_alias(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, node["reftarget"])
 
 
-def _factory_defaults(app: Any, what: str, name: str, obj: Any, options: Any, signature: str | None,
-                      return_annotation: str | None) -> tuple[str | None, str | None] | None:
+def _factory_defaults(
+    app: Any, what: str, name: str, obj: Any, options: Any, signature: str | None, return_annotation: str | None
+) -> tuple[str | None, str | None] | None:
     """A dataclass field with a ``default_factory`` shows as ``<factory>``: name the factory instead."""
     if not signature or "<factory>" not in signature or not dataclasses.is_dataclass(obj):
         return None

@@ -19,9 +19,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-_STYLE = (
-    "margin: 0.2rem 0 1.2rem; font-size: 0.9rem; color: var(--pst-color-text-muted, #555);"
-)
+_STYLE = "margin: 0.2rem 0 1.2rem; font-size: 0.9rem; color: var(--pst-color-text-muted, #555);"
 
 
 def _executed_notebook(app: Any, docname: str) -> Path:

@@ -144,8 +144,9 @@ def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], c
             uri = app.builder.get_relative_uri(fromdoc, target[0]) + "#" + target[1]
             ref = nodes.reference("", claim.ref, refuri=uri, internal=True, reftitle=target[2] or "")
         elif chapter in docs:
-            ref = nodes.reference("", claim.ref, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]),
-                                  internal=True)
+            ref = nodes.reference(
+                "", claim.ref, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]), internal=True
+            )
         else:
             ref = nodes.Text(claim.ref)
         row += _cell(ref)
@@ -165,8 +166,10 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
     ordered = [c for c in docs if c in ledgers] + sorted(set(ledgers) - set(docs))
     everything = [c for chapter in ordered for c in ledgers[chapter]]
     total = nodes.paragraph(classes=["glance-total"])
-    total += nodes.strong(text=f"{len(everything)} claim{'s' if len(everything) != 1 else ''} checked in "
-                                f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: ")
+    total += nodes.strong(
+        text=f"{len(everything)} claim{'s' if len(everything) != 1 else ''} checked in "
+        f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: "
+    )
     total += _counts(everything)
     out: list[nodes.Node] = [total]
     for chapter in ordered:
@@ -175,16 +178,16 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
         summary = glance_summary()
         title = app.env.titles.get(docs[chapter]).astext() if chapter in docs else chapter
         summary += nodes.inline(text=title, classes=["glance-chapter"])
-        summary += nodes.inline(text=f" — {len(claims)} claim{'s' if len(claims) != 1 else ''}: ",
-                                classes=["glance-n"])
+        summary += nodes.inline(text=f" — {len(claims)} claim{'s' if len(claims) != 1 else ''}: ", classes=["glance-n"])
         summary += _counts(claims)
         details += summary
         details += _chapter_table(app, fromdoc, chapter, docs, claims)
         if chapter in docs:
             para = nodes.paragraph(classes=["glance-more"])
             para += nodes.Text("In the chapter: ")
-            para += nodes.reference("", title, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]),
-                                    internal=True)
+            para += nodes.reference(
+                "", title, refuri=app.builder.get_relative_uri(fromdoc, docs[chapter]), internal=True
+            )
             para += nodes.Text(" (its “Checks” list at the end).")
             details += para
         out.append(details)
@@ -195,11 +198,11 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
             legend += nodes.Text("; ")
         legend += _badge(status)
         legend += nodes.Text(f" {meaning}")
-    legend += nodes.Text(". Click a chapter to open its claims; the paper's reference links to the section "
-                         "that shows the check.")
+    legend += nodes.Text(
+        ". Click a chapter to open its claims; the paper's reference links to the section that shows the check."
+    )
     out.append(legend)
-    silent = [d for d in docs.values()
-              if d != fromdoc and Path(d).name not in ledgers and _has_code(app, d)]
+    silent = [d for d in docs.values() if d != fromdoc and Path(d).name not in ledgers and _has_code(app, d)]
     if silent:
         out.append(nodes.paragraph(text="No claims were recorded by: " + ", ".join(sorted(silent)) + "."))
     return out

@@ -29,8 +29,18 @@ from ..profile import PROFILES
 from ._base import Result, memorised_fraction, run_experiment
 from ._record import RecordMissing, record_dir, recorded
 
-__all__ = ["EXPERIMENTS", "get", "make_config", "run", "record", "recorded", "record_dir", "RecordMissing",
-           "Result", "memorised_fraction"]
+__all__ = [
+    "EXPERIMENTS",
+    "get",
+    "make_config",
+    "run",
+    "record",
+    "recorded",
+    "record_dir",
+    "RecordMissing",
+    "Result",
+    "memorised_fraction",
+]
 
 #: The names of the experiments, in the order of the paper.
 EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", "difference_trick")
@@ -94,9 +104,11 @@ def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
         raise ValueError(f"profile must be one of {', '.join(map(repr, PROFILES))}, got {profile!r}")
     factory = getattr(module.Config, profile, None)
     if factory is None:
-        raise ValueError(f"experiment {name!r} has no {profile!r} profile yet (its Config has no {profile}() "
-                         f"class method); available: "
-                         f"{', '.join(p for p in PROFILES if hasattr(module.Config, p))}")
+        raise ValueError(
+            f"experiment {name!r} has no {profile!r} profile yet (its Config has no {profile}() "
+            f"class method); available: "
+            f"{', '.join(p for p in PROFILES if hasattr(module.Config, p))}"
+        )
     config = factory()
     unknown = set(overrides) - {f.name for f in dataclasses.fields(config)}
     if unknown:
@@ -104,8 +116,9 @@ def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
     return dataclasses.replace(config, **overrides)
 
 
-def run(name: str, profile: str = "quick", *, use_cache: bool = True, progress: bool = False,
-        **overrides: Any) -> Result:
+def run(
+    name: str, profile: str = "quick", *, use_cache: bool = True, progress: bool = False, **overrides: Any
+) -> Result:
     """Run experiment ``name`` (or load its cached result) and return the :class:`Result`.
 
     The config is the experiment's ``quick()``, ``medium()`` or ``full()`` with
@@ -160,8 +173,16 @@ def run(name: str, profile: str = "quick", *, use_cache: bool = True, progress: 
     return run_experiment(name, config, module.compute, use_cache=use_cache, progress=progress)
 
 
-def record(name: str, profile: str = "medium", *, root: Any = None, use_cache: bool = True, progress: bool = False,
-           out: Any = None, **overrides: Any) -> Result:
+def record(
+    name: str,
+    profile: str = "medium",
+    *,
+    root: Any = None,
+    use_cache: bool = True,
+    progress: bool = False,
+    out: Any = None,
+    **overrides: Any,
+) -> Result:
     """Run experiment ``name`` and record its result with provenance under ``<root>/<profile>/<name>/``.
 
     ``root`` defaults to the repository's ``results/`` folder. Units are stored in the record's folder as
@@ -192,5 +213,6 @@ def record(name: str, profile: str = "medium", *, root: Any = None, use_cache: b
     from ._record import record_experiment
 
     config = make_config(name, profile, **overrides)
-    return record_experiment(name, config, get(name).compute, root=root, use_cache=use_cache, progress=progress,
-                             out=out)
+    return record_experiment(
+        name, config, get(name).compute, root=root, use_cache=use_cache, progress=progress, out=out
+    )

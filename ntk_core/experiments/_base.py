@@ -56,9 +56,25 @@ import pandas as pd
 from .. import _store
 from ._code import code_fingerprint
 
-__all__ = ["ExperimentConfig", "Result", "RunContext", "Split", "run_experiment", "cache_dir", "code_fingerprint",
-           "check_common", "check_count", "check_device", "check_values", "make_split", "split_from",
-           "config_hash", "data_fingerprint", "memorised_fraction", "paired_stats"]
+__all__ = [
+    "ExperimentConfig",
+    "Result",
+    "RunContext",
+    "Split",
+    "run_experiment",
+    "cache_dir",
+    "code_fingerprint",
+    "check_common",
+    "check_count",
+    "check_device",
+    "check_values",
+    "make_split",
+    "split_from",
+    "config_hash",
+    "data_fingerprint",
+    "memorised_fraction",
+    "paired_stats",
+]
 
 
 class ExperimentConfig(Protocol):
@@ -85,8 +101,9 @@ def _jsonable(value: Any) -> Any:
 
 def config_hash(name: str, config: Any) -> str:
     """A short hash of the experiment name, every config field, and the code fingerprint."""
-    payload = json.dumps({"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)},
-                         sort_keys=True, default=str)
+    payload = json.dumps(
+        {"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)}, sort_keys=True, default=str
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -161,9 +178,11 @@ class Result:
 
     def summary(self) -> str:
         m = self.meta
-        lines = [f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']})",
-                 f"device: {m['device']} ({m.get('machine', '?')})",
-                 f"seeds: {m['seeds']}"]
+        lines = [
+            f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']})",
+            f"device: {m['device']} ({m.get('machine', '?')})",
+            f"seeds: {m['seeds']}",
+        ]
         lines += [f"data: {d}" for d in m.get("data", [])]
         cached = " (loaded from the result cache)" if m.get("cached") else ""
         lines.append(f"wall time: {m['wall_time_s']:.1f} s{cached}")
@@ -172,8 +191,7 @@ class Result:
     def save(self, path: Path) -> None:
         """Write ``<path>.csv`` and ``<path>.json`` atomically: the export for people and other tools."""
         _store.atomic_write_bytes(path.with_suffix(".csv"), self.table.to_csv(index=False).encode())
-        _store.atomic_write_bytes(path.with_suffix(".json"),
-                                  json.dumps(self.meta, indent=2, default=str).encode())
+        _store.atomic_write_bytes(path.with_suffix(".json"), json.dumps(self.meta, indent=2, default=str).encode())
 
     @classmethod
     def load(cls, path: Path) -> "Result":
@@ -231,8 +249,9 @@ class RunContext:
         """:meth:`add_data` for an :class:`~ntk_core.data.ImageDataset` or :class:`~ntk_core.data.BinaryTask`."""
         self.add_data(dataset.describe(), data_fingerprint(dataset))
 
-    def unit(self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
-             ) -> list[dict[str, Any]]:
+    def unit(
+        self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
         """Rows of one unit of work, computed by ``fn`` once and then read back from disk.
 
         ``key`` identifies the unit within the experiment (for example
@@ -266,8 +285,9 @@ class RunContext:
 
     def _log(self, key: dict[str, Any], seconds: Any, rows: list[dict[str, Any]]) -> None:
         if self.log is not None:
-            self.log.append({"key": _jsonable(key), "seconds": seconds if isinstance(seconds, float) else None,
-                             "rows": rows})
+            self.log.append(
+                {"key": _jsonable(key), "seconds": seconds if isinstance(seconds, float) else None, "rows": rows}
+            )
 
 
 def _unit_rows(stored: _store.Stored) -> list[dict[str, Any]] | None:
@@ -295,8 +315,9 @@ class _DataProbe(RunContext):
         if set(self.data_fingerprints) >= set(self.expected):
             raise _ProbeDone(True)
 
-    def unit(self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
-             ) -> list[dict[str, Any]]:
+    def unit(
+        self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
         raise _ProbeDone(False)  # work starts before every recorded data set was loaded: not the same run
 
 
@@ -313,9 +334,15 @@ def _same_data(compute: Callable[[Any, RunContext], pd.DataFrame], config: Any, 
     return False
 
 
-def run_experiment(name: str, config: ExperimentConfig,
-                   compute: Callable[[Any, RunContext], pd.DataFrame], *,
-                   use_cache: bool = True, progress: bool = False, out: TextIO | None = None) -> Result:
+def run_experiment(
+    name: str,
+    config: ExperimentConfig,
+    compute: Callable[[Any, RunContext], pd.DataFrame],
+    *,
+    use_cache: bool = True,
+    progress: bool = False,
+    out: TextIO | None = None,
+) -> Result:
     """Run (or load from the cache) one experiment and return its :class:`Result`.
 
     See the module docstring for what is cached, how it is keyed and verified.
@@ -334,17 +361,25 @@ def run_experiment(name: str, config: ExperimentConfig,
                 return cached
         result = _compute(name, key, identity, config, compute, folder, use_cache=use_cache, progress=progress)
         arrays, blobs, columns = _table_to_store(result.table)
-        _store.save(folder / f"{key}.npz", identity, arrays=arrays, blobs=blobs,
-                    meta={"columns": columns, "result": result.meta})
+        _store.save(
+            folder / f"{key}.npz",
+            identity,
+            arrays=arrays,
+            blobs=blobs,
+            meta={"columns": columns, "result": result.meta},
+        )
     if out is not None:
         m = result.meta
-        print(f"{name}: {m['wall_time_s']:.1f} s ({m['units_computed']} units computed, "
-              f"{m['units_resumed']} resumed)", file=out)
+        print(
+            f"{name}: {m['wall_time_s']:.1f} s ({m['units_computed']} units computed, {m['units_resumed']} resumed)",
+            file=out,
+        )
     return result
 
 
-def _load_result(path: Path, identity: dict[str, Any], compute: Callable[[Any, RunContext], pd.DataFrame],
-                 config: Any) -> Result | None:
+def _load_result(
+    path: Path, identity: dict[str, Any], compute: Callable[[Any, RunContext], pd.DataFrame], config: Any
+) -> Result | None:
     stored = _store.load(path, identity, finite=False)  # a table may hold NaN (a column not every row has)
     if stored is None:
         return None
@@ -361,9 +396,17 @@ def _load_result(path: Path, identity: dict[str, Any], compute: Callable[[Any, R
     return Result(table, meta)
 
 
-def _compute(name: str, key: str, identity: dict[str, Any], config: Any,
-             compute: Callable[[Any, RunContext], pd.DataFrame], folder: Path, *, use_cache: bool,
-             progress: bool) -> Result:
+def _compute(
+    name: str,
+    key: str,
+    identity: dict[str, Any],
+    config: Any,
+    compute: Callable[[Any, RunContext], pd.DataFrame],
+    folder: Path,
+    *,
+    use_cache: bool,
+    progress: bool,
+) -> Result:
     import torch
 
     ctx = RunContext(unit_dir=folder / f"{key}.units", progress=progress, identity=identity, use_cache=use_cache)
@@ -378,7 +421,7 @@ def _compute(name: str, key: str, identity: dict[str, Any], config: Any,
         "code": identity["code"],
         "device": config.device,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU core(s), torch {torch.__version__}"
-                   + (f", {torch.cuda.get_device_name()}" if config.device.startswith("cuda") else ""),
+        + (f", {torch.cuda.get_device_name()}" if config.device.startswith("cuda") else ""),
         "seeds": list(config.seeds),
         "data": ctx.data,
         "data_fingerprints": ctx.data_fingerprints,
@@ -418,8 +461,9 @@ def check_device(device: str) -> None:
         raise ValueError(f"device {device!r} requested but PyTorch sees no CUDA GPU on this machine; use 'cpu'")
 
 
-def check_values(values: Any, name: str, low: float, high: float, *, high_open: bool = False,
-                 low_open: bool = False) -> None:
+def check_values(
+    values: Any, name: str, low: float, high: float, *, high_open: bool = False, low_open: bool = False
+) -> None:
     """Each of ``values`` lies in the interval [low, high] (ends opened as asked), and there is at least one."""
     if not values:
         raise ValueError(f"{name} must hold at least one value")
@@ -458,8 +502,18 @@ class Split:
         return Split(*(t.to(device) for t in dataclasses.astuple(self)))
 
 
-def split_from(ctx: RunContext, train: Any, test: Any, features: Callable[[Any], Any], *, n_train: int,
-               n_val: int, n_test: int, seed: int, what: str) -> Split:
+def split_from(
+    ctx: RunContext,
+    train: Any,
+    test: Any,
+    features: Callable[[Any], Any],
+    *,
+    n_train: int,
+    n_val: int,
+    n_test: int,
+    seed: int,
+    what: str,
+) -> Split:
     """Report where ``train`` and ``test`` came from, then :func:`make_split` on their ``features``.
 
     ``train`` and ``test`` are :class:`ntk_core.data.ImageDataset` or
@@ -468,12 +522,22 @@ def split_from(ctx: RunContext, train: Any, test: Any, features: Callable[[Any],
     ctx.add_dataset(train)
     ctx.add_dataset(test)
     (x_train, y_train), (x_test, y_test) = train, test
-    return make_split(features(x_train), y_train, features(x_test), y_test, n_train=n_train, n_val=n_val,
-                      n_test=n_test, seed=seed, what=what)
+    return make_split(
+        features(x_train),
+        y_train,
+        features(x_test),
+        y_test,
+        n_train=n_train,
+        n_val=n_val,
+        n_test=n_test,
+        seed=seed,
+        what=what,
+    )
 
 
-def make_split(x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train: int, n_val: int, n_test: int,
-               seed: int, what: str) -> Split:
+def make_split(
+    x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train: int, n_val: int, n_test: int, seed: int, what: str
+) -> Split:
     """Shuffle with ``seed``, hold out ``n_val`` validation examples, keep ``n_train`` and ``n_test``.
 
     ``n_test = 0`` keeps the whole test split. Raises a ``ValueError`` that says
@@ -483,20 +547,28 @@ def make_split(x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train:
     import torch
 
     if n_train + n_val > len(y_train):
-        raise ValueError(f"{what}: n_train + n_val = {n_train + n_val} but the training split has only "
-                         f"{len(y_train)} examples; lower them or provide the full data set (NTK_CORE_DATA)")
+        raise ValueError(
+            f"{what}: n_train + n_val = {n_train + n_val} but the training split has only "
+            f"{len(y_train)} examples; lower them or provide the full data set (NTK_CORE_DATA)"
+        )
     if n_test > len(y_test):
         raise ValueError(f"{what}: n_test = {n_test} but the test split has only {len(y_test)} examples")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(y_train))
-    val_idx, train_idx = order[:n_val], order[n_val:n_val + n_train]
+    val_idx, train_idx = order[:n_val], order[n_val : n_val + n_train]
     test_idx = rng.permutation(len(y_test))[:n_test] if n_test else np.arange(len(y_test))
 
     def t(a: Any, idx: Any) -> Any:
         return torch.as_tensor(np.ascontiguousarray(a[idx]))
 
-    return Split(t(x_train, train_idx), t(y_train, train_idx), t(x_train, val_idx), t(y_train, val_idx),
-                 t(x_test, test_idx), t(y_test, test_idx))
+    return Split(
+        t(x_train, train_idx),
+        t(y_train, train_idx),
+        t(x_train, val_idx),
+        t(y_train, val_idx),
+        t(x_test, test_idx),
+        t(y_test, test_idx),
+    )
 
 
 # --------------------------------------------------------------------------- measures shared by experiments
@@ -533,5 +605,10 @@ def paired_stats(differences: Any) -> dict[str, Any]:
     if diff.size == 0 or not np.isfinite(diff).all():
         raise ValueError(f"paired differences must be finite and at least one, got {diff.tolist()!r}")
     std = float(np.std(diff, ddof=1)) if diff.size > 1 else math.nan
-    return {"differences": diff.tolist(), "mean": float(diff.mean()), "std": std,
-            "sem": std / math.sqrt(diff.size) if diff.size > 1 else math.nan, "seeds": int(diff.size)}
+    return {
+        "differences": diff.tolist(),
+        "mean": float(diff.mean()),
+        "std": std,
+        "sem": std / math.sqrt(diff.size) if diff.size > 1 else math.nan,
+        "seeds": int(diff.size),
+    }

@@ -32,9 +32,13 @@ def _strip(node: ast.AST) -> ast.AST:
     """``node`` without docstrings and type annotations (in place)."""
     for sub in ast.walk(node):
         body = getattr(sub, "body", None)
-        if (isinstance(sub, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(sub, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             sub.body = body[1:] or [ast.Pass()]
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
             sub.returns = None
@@ -48,7 +52,8 @@ def _strip(node: ast.AST) -> ast.AST:
 def _is_type_checking(stmt: ast.stmt) -> bool:
     test = stmt.test if isinstance(stmt, ast.If) else None
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 class _Module:
@@ -68,8 +73,13 @@ class _Module:
 
     @staticmethod
     def _is_all(stmt: ast.stmt) -> bool:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-            stmt, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            stmt.targets
+            if isinstance(stmt, ast.Assign)
+            else [stmt.target]
+            if isinstance(stmt, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         return any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
 
     def _file(self, parts: tuple[str, ...]) -> Path | None:
@@ -89,7 +99,7 @@ class _Module:
                 bound = alias.asname or alias.name.split(".")[0]
                 names.append(bound)
                 if isinstance(stmt, ast.ImportFrom):
-                    base = here[:len(here) - stmt.level + 1] if stmt.level else ()
+                    base = here[: len(here) - stmt.level + 1] if stmt.level else ()
                     parts = (*base, *(stmt.module.split(".") if stmt.module else ()))
                     if parts and parts[0] == self.package.name:
                         as_module = self._file((*parts, alias.name))

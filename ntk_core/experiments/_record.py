@@ -43,8 +43,17 @@ import pandas as pd
 from .. import _store
 from ._base import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
 
-__all__ = ["RecordMissing", "record_dir", "records_root", "record_experiment", "recorded", "replay", "ReplayTooCostly",
-           "UnitCheck", "compare_rows"]
+__all__ = [
+    "RecordMissing",
+    "record_dir",
+    "records_root",
+    "record_experiment",
+    "recorded",
+    "replay",
+    "ReplayTooCostly",
+    "UnitCheck",
+    "compare_rows",
+]
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -71,10 +80,20 @@ def refresh_command(name: str, profile: str) -> str:
 def _git_commit() -> dict[str, Any]:
     """``git rev-parse HEAD`` of the repository holding the code, and whether ntk_core differs from it."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_REPO, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "ntk_core"], cwd=_REPO, capture_output=True,
-                               text=True, timeout=10, check=True).stdout.strip() != ""
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=_REPO, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "ntk_core"],
+                cwd=_REPO,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+            != ""
+        )
         return {"commit": head, "ntk_core_modified": dirty}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "ntk_core_modified": None}
@@ -84,8 +103,13 @@ def _versions() -> dict[str, str]:
     import scipy
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-            "pandas": pd.__version__, "scipy": scipy.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "scipy": scipy.__version__,
+    }
 
 
 def _cpu_model() -> str:
@@ -102,10 +126,15 @@ def _cpu_model() -> str:
 def _machine() -> dict[str, Any]:
     import torch
 
-    return {"platform": platform.platform(), "machine": platform.machine(),
-            "processor": _cpu_model(), "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
 
 
 def _table_csv(table: pd.DataFrame) -> bytes:
@@ -118,9 +147,16 @@ def _units_json(units: list[dict[str, Any]]) -> bytes:
     return ("[\n" + ",\n".join(lines) + "\n]\n").encode()
 
 
-def record_experiment(name: str, config: Any, compute: Callable[[Any, RunContext], pd.DataFrame], *,
-                      root: str | os.PathLike[str] | None = None, use_cache: bool = True, progress: bool = False,
-                      out: TextIO | None = None) -> Result:
+def record_experiment(
+    name: str,
+    config: Any,
+    compute: Callable[[Any, RunContext], pd.DataFrame],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    use_cache: bool = True,
+    progress: bool = False,
+    out: TextIO | None = None,
+) -> Result:
     """Run ``compute`` on ``config`` with its units stored in the record's ``work/`` folder, then write the record.
 
     Units already in ``work/`` (same experiment, config, code and data) are reused: an interrupted recording
@@ -135,8 +171,9 @@ def record_experiment(name: str, config: Any, compute: Callable[[Any, RunContext
         for stale in (work / f"{key}.units").glob(".*.part"):
             stale.unlink(missing_ok=True)
         log: list[dict[str, Any]] = []
-        ctx = RunContext(unit_dir=work / f"{key}.units", progress=progress, identity=identity,
-                         use_cache=use_cache, log=log)
+        ctx = RunContext(
+            unit_dir=work / f"{key}.units", progress=progress, identity=identity, use_cache=use_cache, log=log
+        )
         start = time.perf_counter()
         table = _round_trip(compute(config, ctx))
         wall = time.perf_counter() - start
@@ -166,18 +203,27 @@ def record_experiment(name: str, config: Any, compute: Callable[[Any, RunContext
             "units_resumed": ctx.units_loaded,
             "rows": len(table),
             "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": " ".join(["python -m ntk_core" if Path(sys.argv[0]).name == "__main__.py"
-                                 else Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "command": " ".join(
+                [
+                    "python -m ntk_core" if Path(sys.argv[0]).name == "__main__.py" else Path(sys.argv[0]).name,
+                    *sys.argv[1:],
+                ]
+            ),
             "files": {"table.csv": _store.sha256_bytes(table_bytes), "units.json": _store.sha256_bytes(units_bytes)},
         }
         _store.atomic_write_bytes(folder / "table.csv", table_bytes)
         _store.atomic_write_bytes(folder / "units.json", units_bytes)
         # provenance last: a record is complete (and checks) only once it is written
-        _store.atomic_write_bytes(folder / "provenance.json",
-                                  (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode())
+        _store.atomic_write_bytes(
+            folder / "provenance.json",
+            (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode(),
+        )
     if out is not None:
-        print(f"{name}: {wall:.1f} s ({ctx.units_computed} units computed, {ctx.units_loaded} resumed); "
-              f"recorded in {folder}", file=out)
+        print(
+            f"{name}: {wall:.1f} s ({ctx.units_computed} units computed, {ctx.units_loaded} resumed); "
+            f"recorded in {folder}",
+            file=out,
+        )
     return recorded(name, profile, root=root)
 
 
@@ -190,16 +236,19 @@ def _read_verified(folder: Path, file: str, provenance: dict[str, Any]) -> bytes
     expected = provenance.get("files", {}).get(file)
     if _store.sha256_bytes(data) != expected:
         again = refresh_command(str(provenance.get("experiment")), str(provenance.get("profile")))
-        raise ValueError(f"{path}: SHA-256 differs from the one in provenance.json (damaged or edited by hand); "
-                         f"record it again: {again}")
+        raise ValueError(
+            f"{path}: SHA-256 differs from the one in provenance.json (damaged or edited by hand); "
+            f"record it again: {again}"
+        )
     return data
 
 
 def _provenance(folder: Path, name: str, profile: str) -> dict[str, Any]:
     path = folder / "provenance.json"
     if not path.exists():
-        raise RecordMissing(f"no recorded {profile} result of {name!r} in {folder}; record it with "
-                            f"`{refresh_command(name, profile)}`")
+        raise RecordMissing(
+            f"no recorded {profile} result of {name!r} in {folder}; record it with `{refresh_command(name, profile)}`"
+        )
     try:
         provenance = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -235,24 +284,34 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
             reasons.append(f"the {profile} configuration of {name} changed since it was recorded")
     except ValueError:
         pass
-    meta = {**provenance, "stale": bool(reasons), "stale_reasons": reasons,
-            "refresh": refresh_command(name, profile), "recorded": True, "cached": True, "record_dir": str(folder)}
+    meta = {
+        **provenance,
+        "stale": bool(reasons),
+        "stale_reasons": reasons,
+        "refresh": refresh_command(name, profile),
+        "recorded": True,
+        "cached": True,
+        "record_dir": str(folder),
+    }
     return Result(table, meta)
 
 
 def summary(result: Result) -> str:
     """Lines for people: what was recorded, where, when, on what, and whether it is stale."""
     m = result.meta
-    lines = [f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']}, "
-             f"code {m['code']})",
-             f"recorded: {m.get('recorded_at')} at git commit {m.get('git', {}).get('commit')}",
-             f"device: {m['device']} ({m['machine'].get('processor')}, {m['machine'].get('cpu_count')} CPU core(s), "
-             f"{m['machine'].get('torch_threads')} torch thread(s))",
-             "versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()),
-             f"seeds: {m['seeds']}"]
+    lines = [
+        f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']}, code {m['code']})",
+        f"recorded: {m.get('recorded_at')} at git commit {m.get('git', {}).get('commit')}",
+        f"device: {m['device']} ({m['machine'].get('processor')}, {m['machine'].get('cpu_count')} CPU core(s), "
+        f"{m['machine'].get('torch_threads')} torch thread(s))",
+        "versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()),
+        f"seeds: {m['seeds']}",
+    ]
     lines += [f"data: {d}" for d in m.get("data", [])]
-    lines.append(f"wall time: {m['wall_time_s']:.1f} s (units: {m['units']}, {m['unit_seconds_total']:.1f} s "
-                 f"of unit compute in all)")
+    lines.append(
+        f"wall time: {m['wall_time_s']:.1f} s (units: {m['units']}, {m['unit_seconds_total']:.1f} s "
+        f"of unit compute in all)"
+    )
     if m["stale"]:
         lines.append("STALE: " + "; ".join(m["stale_reasons"]) + f". Refresh: {m['refresh']}")
     return "\n".join(lines)
@@ -331,11 +390,14 @@ class _ReplayContext(RunContext):
     def add_data(self, description: str, fingerprint: str) -> None:
         super().add_data(description, fingerprint)
         if fingerprint not in self.expected_data:
-            raise DataDiffer(f"this machine loads other data than the record ({description}); "
-                             f"install the recorded data (NTK_CORE_DATA) to replay it")
+            raise DataDiffer(
+                f"this machine loads other data than the record ({description}); "
+                f"install the recorded data (NTK_CORE_DATA) to replay it"
+            )
 
-    def unit(self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
-             ) -> list[dict[str, Any]]:
+    def unit(
+        self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
         canon = _canon(_jsonable(key))
         if canon not in self.recorded_units:
             raise ValueError(f"the record has no unit {canon}: the experiment's units changed")
@@ -343,10 +405,10 @@ class _ReplayContext(RunContext):
         if canon in self.chosen and canon not in self.done:
             self.done.add(canon)
             fresh = fn()
-            fresh_rows = json.loads(json.dumps(fresh if isinstance(fresh, list) else [fresh],
-                                               default=_cell_default, allow_nan=True))
-            self.checks.append(UnitCheck(json.loads(canon), rows, fresh_rows,
-                                         compare_rows(rows, fresh_rows, self.tol)))
+            fresh_rows = json.loads(
+                json.dumps(fresh if isinstance(fresh, list) else [fresh], default=_cell_default, allow_nan=True)
+            )
+            self.checks.append(UnitCheck(json.loads(canon), rows, fresh_rows, compare_rows(rows, fresh_rows, self.tol)))
             if len(self.checks) == len(self.chosen):
                 raise _ReplayDone()
         return json.loads(json.dumps(rows))
@@ -358,9 +420,18 @@ def _cell_default(value: Any) -> Any:
     raise TypeError(f"cannot compare a {type(value).__name__}: {value!r:.80}")
 
 
-def replay(name: str, profile: str = "medium", *, units: int = 2, seed: int | None = None,
-           root: str | os.PathLike[str] | None = None, cheapest: float = 0.5, tol: float = 1e-6,
-           keys: list[dict[str, Any]] | None = None, max_seconds: float | None = None) -> list[UnitCheck]:
+def replay(
+    name: str,
+    profile: str = "medium",
+    *,
+    units: int = 2,
+    seed: int | None = None,
+    root: str | os.PathLike[str] | None = None,
+    cheapest: float = 0.5,
+    tol: float = 1e-6,
+    keys: list[dict[str, Any]] | None = None,
+    max_seconds: float | None = None,
+) -> list[UnitCheck]:
     """Re-run ``units`` units of the record of ``name`` (chosen at random with ``seed`` among the ``cheapest``
     fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
 
@@ -381,21 +452,27 @@ def replay(name: str, profile: str = "medium", *, units: int = 2, seed: int | No
         chosen = {_canon(_jsonable(k)) for k in keys}
     else:
         by_cost = sorted(units_list, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0))
-        pool = by_cost[:max(units, int(len(by_cost) * cheapest))]
+        pool = by_cost[: max(units, int(len(by_cost) * cheapest))]
         if max_seconds is not None:
             pool = [u for u in pool if u["seconds"] is not None and u["seconds"] <= max_seconds]
             if not pool:
                 fastest = by_cost[0]["seconds"] if by_cost else None
                 raise ReplayTooCostly(
                     f"the cheapest unit of the {name} record took {fastest if fastest is None else round(fastest)} s "
-                    f"when recorded, over the replay budget of {max_seconds:g} s per unit")
+                    f"when recorded, over the replay budget of {max_seconds:g} s per unit"
+                )
         rng = random.Random(seed)
         chosen = {_canon(u["key"]) for u in rng.sample(pool, min(units, len(pool)))}
     config = _config_from(name, provenance)
     from . import get
 
-    ctx = _ReplayContext(unit_dir=Path(os.devnull), recorded_units=recorded_units, chosen=chosen,
-                         expected_data=list(provenance.get("data_fingerprints", [])), tol=tol)
+    ctx = _ReplayContext(
+        unit_dir=Path(os.devnull),
+        recorded_units=recorded_units,
+        chosen=chosen,
+        expected_data=list(provenance.get("data_fingerprints", [])),
+        tol=tol,
+    )
     threads = torch.get_num_threads()
     wanted = provenance.get("machine", {}).get("torch_threads")
     try:

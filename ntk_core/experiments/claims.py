@@ -19,22 +19,37 @@ from ..report import Ledger, Status
 from . import difference_trick, distance, setting1, setting3
 from ._base import memorised_fraction, paired_stats
 
-__all__ = ["PAPER", "PAPER_TABLE1", "figure_1a", "figure_1b", "figure_4", "table_2", "table_1", "table_1_numbers",
-           "figure_4_precondition", "table_2_precondition", "check_figure_1a", "check_figure_1b", "check_figure_4",
-           "check_table_1", "check_table_2", "judge"]
+__all__ = [
+    "PAPER",
+    "PAPER_TABLE1",
+    "figure_1a",
+    "figure_1b",
+    "figure_4",
+    "table_2",
+    "table_1",
+    "table_1_numbers",
+    "figure_4_precondition",
+    "table_2_precondition",
+    "check_figure_1a",
+    "check_figure_1b",
+    "check_figure_4",
+    "check_table_1",
+    "check_table_2",
+    "judge",
+]
 
 #: The paper's own statements and numbers, per exhibit (Section 6, Appendix A, Table 2).
 PAPER = {
     "Figure 1a": "GD+AUX and GD+RDI consistently achieve much lower test error than vanilla GD, which over-fits; "
-                 "they match GD with early stopping and have essentially the same performance (Section 6)",
+    "they match GD with early stopping and have essentially the same performance (Section 6)",
     "Figure 4": "as α increases the test error drops, because the scale of the initial output goes down "
-                "(width 10,000, 5,000 GD steps, training loss < 0.0001)",
+    "(width 10,000, 5,000 GD steps, training loss < 0.0001)",
     "Table 2": "distance ↗ with the number of samples and the noise level, ↘ with λ, — with width and "
-               "learning rate (when width is large and the learning rate small)",
+    "learning rate (when width is large and the learning rate small)",
     "Figure 1b": "SGD+AUX and SGD+RDI outperform vanilla SGD, which over-fits the noisy labels (Section 6, "
-                 "Figures 1b and 5: 11 layers, 192 channels, 10,000 images, λ = 4)",
+    "Figures 1b and 5: 11 layers, 192 channels, 10,000 images, λ = 4)",
     "Table 1": "AUX's last epoch is about as good as its best, and beats normal training with early stopping "
-               "(e.g. 87.81 vs 86.35 % with CCE at noise 0.4)",
+    "(e.g. 87.81 vs 86.35 % with CCE at noise 0.4)",
 }
 
 
@@ -58,8 +73,9 @@ def figure_1a(table: pd.DataFrame) -> dict:
     worst = float(fig.index.max())
     out: dict = {"noise": worst, **{m: float(fig.loc[worst, m]) for m in fig.columns}}
     gd = table[(table["noise"] == worst) & (table["method"] == "GD")]
-    out["gd_memorised"] = min(memorised_fraction(r.train_error_noisy, r.train_error_clean, worst)
-                              for r in gd.itertuples())
+    out["gd_memorised"] = min(
+        memorised_fraction(r.train_error_noisy, r.train_error_clean, worst) for r in gd.itertuples()
+    )
     es = table[(table["noise"] == worst) & (table["method"] == "GD+ES")]
     out["es_stops_early"] = bool((es["stopped_at"] < es["steps"]).all())
     chosen = table[table["method"].isin(["GD+RDI", "GD+AUX", "KRR"])]
@@ -92,9 +108,13 @@ def figure_4(table: pd.DataFrame, n_train: int) -> dict:
     """
     mean_loss = float((table["train_loss"] / n_train).max())
     by_alpha = table.groupby("alpha")["test_error"].mean()
-    return {"train_loss": mean_loss, "fits": bool((table["train_error"] == 0).all()),
-            "first": float(by_alpha.iloc[0]), "last": float(by_alpha.iloc[-1]),
-            "effect": difference_trick.paired_effect(table, float(by_alpha.index.min()), 0.5)}
+    return {
+        "train_loss": mean_loss,
+        "fits": bool((table["train_error"] == 0).all()),
+        "first": float(by_alpha.iloc[0]),
+        "last": float(by_alpha.iloc[-1]),
+        "effect": difference_trick.paired_effect(table, float(by_alpha.index.min()), 0.5),
+    }
 
 
 def figure_1b(table: pd.DataFrame, curve_lam: float) -> dict:
@@ -115,9 +135,12 @@ def figure_1b(table: pd.DataFrame, curve_lam: float) -> dict:
     sgd = s[s["method"] == "SGD"].set_index("seed").sort_index()
     if sgd.empty:
         raise ValueError(f"no SGD summary rows at noise {p} (methods: {sorted(s['method'].unique())})")
-    out: dict = {"noise": p, "seeds": len(sgd), "sgd_train_max": float(sgd["train_error"].max()),
-                 "memorised_min": min(memorised_fraction(r.train_error, r.train_error_clean, p)
-                                      for r in sgd.itertuples())}
+    out: dict = {
+        "noise": p,
+        "seeds": len(sgd),
+        "sgd_train_max": float(sgd["train_error"].max()),
+        "memorised_min": min(memorised_fraction(r.train_error, r.train_error_clean, p) for r in sgd.itertuples()),
+    }
 
     def rows(method: str, lam: float) -> pd.DataFrame:
         r = s[(s["method"] == method) & (s["lam"] == lam)].set_index("seed")
@@ -126,8 +149,11 @@ def figure_1b(table: pd.DataFrame, curve_lam: float) -> dict:
         return r.loc[sgd.index]
 
     out["test"] = {"SGD": float(sgd["test_error"].mean())}
-    for method, lam, name in (("SGD+ES", 0.0, "SGD+ES"), ("SGD+AUX", curve_lam, "SGD+AUX"),
-                              ("SGD+RDI", curve_lam, "SGD+RDI")):
+    for method, lam, name in (
+        ("SGD+ES", 0.0, "SGD+ES"),
+        ("SGD+AUX", curve_lam, "SGD+AUX"),
+        ("SGD+RDI", curve_lam, "SGD+RDI"),
+    ):
         r = rows(method, lam)
         out[name] = {**paired_stats(sgd["test_error"] - r["test_error"]), "lam": lam}
         out["test"][name] = float(r["test_error"].mean())
@@ -160,10 +186,12 @@ def table_1_numbers(table: pd.DataFrame) -> dict:
             "fit": float(normal[normal["loss"] == loss]["train_acc"].min()),
             "overfit": setting3.paired_gain(table, p, f"Normal {loss} (early stop)", f"Normal {loss} (last)"),
             "aux_drop": setting3.paired_gain(table, p, f"{loss}+AUX (best)", f"{loss}+AUX (last)"),
-            "gain": setting3.paired_gain(table, p, f"{loss}+AUX (last)", f"Normal {loss} (early stop)")}
+            "gain": setting3.paired_gain(table, p, f"{loss}+AUX (last)", f"Normal {loss} (early stop)"),
+        }
         c = out["losses"][loss]
-        c["less_overfit"] = paired_stats([o - a for o, a in zip(c["overfit"]["differences"],
-                                                                 c["aux_drop"]["differences"])])
+        c["less_overfit"] = paired_stats(
+            [o - a for o, a in zip(c["overfit"]["differences"], c["aux_drop"]["differences"])]
+        )
     out["seeds"] = min((c["gain"]["seeds"] for c in out["losses"].values()), default=0)
     return out
 
@@ -186,30 +214,63 @@ def check_figure_1a(ledger: Ledger, numbers: dict, status: Status, anchor: str =
     q, p = numbers, numbers["noise"]
     assert q["gd_memorised"] > 0.75, f"precondition: GD reproduces only {q['gd_memorised']:.0%} of the flips"
     paper = PAPER["Figure 1a"]
-    ledger.check("Figure 1a", f"vanilla GD over-fits at noise {p:.0%}: early stopping beats it, stopping early",
-                 q["GD+ES"] < q["GD"] and q["es_stops_early"],
-                 value=f"GD {q['GD']:.1%}, GD+ES {q['GD+ES']:.1%}", paper="GD over-fits", anchor=anchor,
-                 status=status)
-    ledger.check("Figure 1a", f"GD+RDI and GD+AUX beat GD at noise {p:.0%} and match GD+ES within 5 points",
-                 q["GD+RDI"] < q["GD"] and q["GD+AUX"] < q["GD"]
-                 and abs(q["GD+RDI"] - q["GD+ES"]) <= 0.05 and abs(q["GD+AUX"] - q["GD+ES"]) <= 0.05,
-                 value=f"GD+RDI {q['GD+RDI']:.1%}, GD+AUX {q['GD+AUX']:.1%}, GD+ES {q['GD+ES']:.1%}",
-                 paper=paper, anchor=anchor, status=status)
-    ledger.check("Theorem 4.1", "trained RDI and AUX networks have the same test error within 1 point, "
-                 "at every λ and noise level", q["rdi_aux"] <= 0.01,
-                 value=f"largest difference {100 * q['rdi_aux']:.1f} points", paper="essentially the same",
-                 anchor=anchor, status=status)
-    ledger.check("Theorem 4.1", "where GD has converged, the networks are within 3 points of KRR",
-                 q["converged"] > 0 and q["krr_gap"] <= 0.03,
-                 value=f"{100 * q['krr_gap']:.1f} points ({q['converged']} converged runs)", anchor=anchor,
-                 status=status)
-    ledger.check("Section 6", "AUX fits the noisy labels with its auxiliary variables; at its selected λ its "
-                 "network alone reproduces under half of the flips", q["aux_fits"] and q["aux_net"] < 0.5,
-                 value=f"network alone: {q['aux_net']:.0%} of the flips at the selected λ "
-                       f"({q['aux_net_all']:.0%} at the smallest converged λ)", paper="training error of AUX is "
-                 "measured with auxiliary variables (Figure 1b)", anchor=anchor, status=status)
-    ledger.check("Figure 1a", "with clean labels every method has test error below 10 %", q["clean_max"] < 0.1,
-                 value=f"at most {q['clean_max']:.1%}", anchor=anchor, status=status)
+    ledger.check(
+        "Figure 1a",
+        f"vanilla GD over-fits at noise {p:.0%}: early stopping beats it, stopping early",
+        q["GD+ES"] < q["GD"] and q["es_stops_early"],
+        value=f"GD {q['GD']:.1%}, GD+ES {q['GD+ES']:.1%}",
+        paper="GD over-fits",
+        anchor=anchor,
+        status=status,
+    )
+    ledger.check(
+        "Figure 1a",
+        f"GD+RDI and GD+AUX beat GD at noise {p:.0%} and match GD+ES within 5 points",
+        q["GD+RDI"] < q["GD"]
+        and q["GD+AUX"] < q["GD"]
+        and abs(q["GD+RDI"] - q["GD+ES"]) <= 0.05
+        and abs(q["GD+AUX"] - q["GD+ES"]) <= 0.05,
+        value=f"GD+RDI {q['GD+RDI']:.1%}, GD+AUX {q['GD+AUX']:.1%}, GD+ES {q['GD+ES']:.1%}",
+        paper=paper,
+        anchor=anchor,
+        status=status,
+    )
+    ledger.check(
+        "Theorem 4.1",
+        "trained RDI and AUX networks have the same test error within 1 point, at every λ and noise level",
+        q["rdi_aux"] <= 0.01,
+        value=f"largest difference {100 * q['rdi_aux']:.1f} points",
+        paper="essentially the same",
+        anchor=anchor,
+        status=status,
+    )
+    ledger.check(
+        "Theorem 4.1",
+        "where GD has converged, the networks are within 3 points of KRR",
+        q["converged"] > 0 and q["krr_gap"] <= 0.03,
+        value=f"{100 * q['krr_gap']:.1f} points ({q['converged']} converged runs)",
+        anchor=anchor,
+        status=status,
+    )
+    ledger.check(
+        "Section 6",
+        "AUX fits the noisy labels with its auxiliary variables; at its selected λ its "
+        "network alone reproduces under half of the flips",
+        q["aux_fits"] and q["aux_net"] < 0.5,
+        value=f"network alone: {q['aux_net']:.0%} of the flips at the selected λ "
+        f"({q['aux_net_all']:.0%} at the smallest converged λ)",
+        paper="training error of AUX is measured with auxiliary variables (Figure 1b)",
+        anchor=anchor,
+        status=status,
+    )
+    ledger.check(
+        "Figure 1a",
+        "with clean labels every method has test error below 10 %",
+        q["clean_max"] < 0.1,
+        value=f"at most {q['clean_max']:.1%}",
+        anchor=anchor,
+        status=status,
+    )
 
 
 def figure_4_precondition(numbers: dict) -> str | None:
@@ -221,8 +282,9 @@ def figure_4_precondition(numbers: dict) -> str | None:
     q = numbers
     if q["fits"] and q["train_loss"] < 1e-3:
         return None
-    return (f"GD has not fitted the training set: mean training loss up to {q['train_loss']:.2g} (needs < 0.001)"
-            + ("" if q["fits"] else ", and some run misclassifies training images"))
+    return f"GD has not fitted the training set: mean training loss up to {q['train_loss']:.2g} (needs < 0.001)" + (
+        "" if q["fits"] else ", and some run misclassifies training images"
+    )
 
 
 def check_figure_4(ledger: Ledger, numbers: dict, status: Status, anchor: str = "exp-figure-4") -> None:
@@ -231,15 +293,30 @@ def check_figure_4(ledger: Ledger, numbers: dict, status: Status, anchor: str = 
     failed = figure_4_precondition(q)
     assert failed is None, f"precondition: {failed} ({q})"
     e = q["effect"]
-    ledger.check("Figure 4", "test error at α = 1/2 below α = 0 by more than two standard errors (paired by seed)",
-                 e["seeds"] >= 3 and e["mean"] > 2 * e["sem"],
-                 value=f"{q['first']:.1%} → {q['last']:.1%}; difference {100 * e['mean']:.1f} ± "
-                       f"{100 * e['sem']:.1f} points over {e['seeds']} seeds",
-                 paper=PAPER["Figure 4"], anchor=anchor, status=status)
+    ledger.check(
+        "Figure 4",
+        "test error at α = 1/2 below α = 0 by more than two standard errors (paired by seed)",
+        e["seeds"] >= 3 and e["mean"] > 2 * e["sem"],
+        value=f"{q['first']:.1%} → {q['last']:.1%}; difference {100 * e['mean']:.1f} ± "
+        f"{100 * e['sem']:.1f} points over {e['seeds']} seeds",
+        paper=PAPER["Figure 4"],
+        anchor=anchor,
+        status=status,
+    )
 
 
-def judge(ledger: Ledger, ref: str, statement: str, stats: dict, *, status: Status, unit: str = "points",
-          paper: str = "", anchor: str = "", min_seeds: int = 3) -> str:
+def judge(
+    ledger: Ledger,
+    ref: str,
+    statement: str,
+    stats: dict,
+    *,
+    status: Status,
+    unit: str = "points",
+    paper: str = "",
+    anchor: str = "",
+    min_seeds: int = 3,
+) -> str:
     """Record a paired claim "mean > 0" by a rule fixed in advance, and return the verdict.
 
     ``stats`` is a :func:`~ntk_core.experiments._base.paired_stats` summary (fractions; shown ×100 in
@@ -249,22 +326,25 @@ def judge(ledger: Ledger, ref: str, statement: str, stats: dict, *, status: Stat
     seed-to-seed spread is not measured and the claim is inconclusive whatever its sign.
     """
     m, se, k = stats["mean"], stats["sem"], stats["seeds"]
-    value = (f"{100 * m:+.1f} ± {100 * se:.1f} {unit} over {k} seeds" if k > 1
-             else f"{100 * m:+.1f} {unit}, one seed")
+    value = f"{100 * m:+.1f} ± {100 * se:.1f} {unit} over {k} seeds" if k > 1 else f"{100 * m:+.1f} {unit}, one seed"
     if k < min_seeds:
-        ledger.inconclusive(ref, statement, value=value, why=f"{'one seed' if k == 1 else f'{k} seeds'}: the rule "
-                            f"needs at least {min_seeds} to measure the seed-to-seed spread", paper=paper,
-                            anchor=anchor)
+        ledger.inconclusive(
+            ref,
+            statement,
+            value=value,
+            why=f"{'one seed' if k == 1 else f'{k} seeds'}: the rule "
+            f"needs at least {min_seeds} to measure the seed-to-seed spread",
+            paper=paper,
+            anchor=anchor,
+        )
         return "inconclusive"
     if m > 2 * se:
         ledger.check(ref, statement, m > 2 * se, value=value, paper=paper, anchor=anchor, status=status)
         return "holds"
     if m < -2 * se:
-        ledger.finding(ref, statement, m < -2 * se, value=f"{value}: the opposite holds", paper=paper,
-                       anchor=anchor)
+        ledger.finding(ref, statement, m < -2 * se, value=f"{value}: the opposite holds", paper=paper, anchor=anchor)
         return "the opposite holds"
-    ledger.inconclusive(ref, statement, value=value, why="within two standard errors", paper=paper,
-                        anchor=anchor)
+    ledger.inconclusive(ref, statement, value=value, why="within two standard errors", paper=paper, anchor=anchor)
     return "inconclusive"
 
 
@@ -279,18 +359,31 @@ def check_figure_1b(ledger: Ledger, numbers: dict, status: Status, anchor: str =
     q = numbers
     assert q["sgd_train_max"] <= 0.05 and q["memorised_min"] >= 0.9, (
         f"precondition: vanilla SGD ends at training error {q['sgd_train_max']:.1%} and reproduces only "
-        f"{q['memorised_min']:.0%} of the flipped labels")
+        f"{q['memorised_min']:.0%} of the flipped labels"
+    )
     verdicts = {}
     for name in ("SGD+ES", "SGD+AUX", "SGD+RDI", "SGD+AUX (selected λ)", "SGD+RDI (selected λ)"):
-        lam = "" if name == "SGD+ES" else f" (λ = {q[name]['lam']:g}{', selected by validation' if 'selected' in name else ''})"
-        verdicts[name] = judge(ledger, "Figure 1b", f"{name.split(' ')[0]}{lam} ends with a lower test error than "
-                               f"vanilla SGD at noise {q['noise']:.0%} (SGD − method, paired by seed)", q[name],
-                               status=status, paper=PAPER["Figure 1b"], anchor=anchor)
+        lam = (
+            ""
+            if name == "SGD+ES"
+            else f" (λ = {q[name]['lam']:g}{', selected by validation' if 'selected' in name else ''})"
+        )
+        verdicts[name] = judge(
+            ledger,
+            "Figure 1b",
+            f"{name.split(' ')[0]}{lam} ends with a lower test error than "
+            f"vanilla SGD at noise {q['noise']:.0%} (SGD − method, paired by seed)",
+            q[name],
+            status=status,
+            paper=PAPER["Figure 1b"],
+            anchor=anchor,
+        )
     return verdicts
 
 
-def check_table_1(ledger: Ledger, numbers: dict, status: Status, anchor: str = "exp-table-1", *,
-                  require_fit: bool = True) -> dict:
+def check_table_1(
+    ledger: Ledger, numbers: dict, status: Status, anchor: str = "exp-table-1", *, require_fit: bool = True
+) -> dict:
     """Judge Table 1's claims on :func:`table_1_numbers`'s ``numbers`` (after asserting its precondition).
 
     The precondition is a plain assertion: normal training reaches ≥ 95 % training accuracy on the noisy labels
@@ -307,22 +400,45 @@ def check_table_1(ledger: Ledger, numbers: dict, status: Status, anchor: str = "
     for loss, c in q["losses"].items():
         unmet = f"normal {loss} reaches only {c['fit']:.1%} training accuracy on the noisy labels (needs 95 %)"
         if c["fit"] < 0.95 and not require_fit:
-            ledger.not_run("Table 1", f"the {loss} claims at noise {p:.0%}", f"the precondition fails: {unmet}",
-                           paper=PAPER["Table 1"], anchor=anchor)
+            ledger.not_run(
+                "Table 1",
+                f"the {loss} claims at noise {p:.0%}",
+                f"the precondition fails: {unmet}",
+                paper=PAPER["Table 1"],
+                anchor=anchor,
+            )
             verdicts[f"{loss} over-fits"] = "not run"
             continue
         assert c["fit"] >= 0.95, f"precondition: {unmet}"
         verdicts[f"{loss} over-fits"] = judge(
-            ledger, "Table 1", f"normal {loss} training over-fits at noise {p:.0%}: its early-stopped epoch beats "
-            "its last (test accuracy, paired by seed)", c["overfit"], status=status, paper=PAPER["Table 1"],
-            anchor=anchor)
+            ledger,
+            "Table 1",
+            f"normal {loss} training over-fits at noise {p:.0%}: its early-stopped epoch beats "
+            "its last (test accuracy, paired by seed)",
+            c["overfit"],
+            status=status,
+            paper=PAPER["Table 1"],
+            anchor=anchor,
+        )
         verdicts[f"{loss}+AUX beats early stopping"] = judge(
-            ledger, "Table 1", f"{loss}+AUX's last epoch beats normal {loss} with early stopping at noise {p:.0%}",
-            c["gain"], status=status, paper=PAPER["Table 1"], anchor=anchor)
+            ledger,
+            "Table 1",
+            f"{loss}+AUX's last epoch beats normal {loss} with early stopping at noise {p:.0%}",
+            c["gain"],
+            status=status,
+            paper=PAPER["Table 1"],
+            anchor=anchor,
+        )
         verdicts[f"{loss}+AUX over-fits less"] = judge(
-            ledger, "Table 1", f"{loss}+AUX over-fits less than normal {loss} at noise {p:.0%}: it loses less test "
-            "accuracy from its best epoch to its last (paired by seed)", c["less_overfit"], status=status,
-            paper=PAPER["Table 1"], anchor=anchor)
+            ledger,
+            "Table 1",
+            f"{loss}+AUX over-fits less than normal {loss} at noise {p:.0%}: it loses less test "
+            "accuracy from its best epoch to its last (paired by seed)",
+            c["less_overfit"],
+            status=status,
+            paper=PAPER["Table 1"],
+            anchor=anchor,
+        )
     return verdicts
 
 
@@ -339,12 +455,15 @@ def table_2_precondition(table: pd.DataFrame) -> str | None:
         return None
     gd = bad[bad["lam"] == 0]
     worst = float((gd["train_loss"] / gd["n_train"]).max()) if len(gd) else math.nan
-    return (f"{len(bad)} of {len(track)} runs have not converged (vanilla GD: mean training loss up to {worst:.2g}, "
-            "needs < 0.001)")
+    return (
+        f"{len(bad)} of {len(track)} runs have not converged (vanilla GD: mean training loss up to {worst:.2g}, "
+        "needs < 0.001)"
+    )
 
 
-def check_table_2(ledger: Ledger, table: pd.DataFrame, status: Status, anchor: str = "exp-table-2", *,
-                  width_finding: bool = False) -> None:
+def check_table_2(
+    ledger: Ledger, table: pd.DataFrame, status: Status, anchor: str = "exp-table-2", *, width_finding: bool = False
+) -> None:
     """Check Table 2's five entries on a distance result table (trends by Spearman ρ and relative spread).
 
     The precondition (every run converged, :func:`table_2_precondition`) is a plain assertion. "The distance
@@ -356,29 +475,46 @@ def check_table_2(ledger: Ledger, table: pd.DataFrame, status: Status, anchor: s
     assert failed is None, f"precondition: {failed}"
     t = table_2(table).set_index("factor")
     for factor, words, holds in (
-            ("samples", "grows with the number of samples", t.loc["samples", "spearman"] > 0),
-            ("noise", "grows with the noise level", t.loc["noise", "spearman"] > 0),
-            ("lam", "shrinks with λ (RDI)", t.loc["lam", "spearman"] < 0),
-            ("width", "does not depend on width (spread < 10 %)", t.loc["width", "relative_spread"] < 0.1),
-            ("lr", "does not depend on the learning rate (spread < 10 %)", t.loc["lr", "relative_spread"] < 0.1)):
+        ("samples", "grows with the number of samples", t.loc["samples", "spearman"] > 0),
+        ("noise", "grows with the noise level", t.loc["noise", "spearman"] > 0),
+        ("lam", "shrinks with λ (RDI)", t.loc["lam", "spearman"] < 0),
+        ("width", "does not depend on width (spread < 10 %)", t.loc["width", "relative_spread"] < 0.1),
+        ("lr", "does not depend on the learning rate (spread < 10 %)", t.loc["lr", "relative_spread"] < 0.1),
+    ):
         value = f"ρ = {t.loc[factor, 'spearman']:+.2f}, spread {t.loc[factor, 'relative_spread']:.1%}"
         if factor == "width" and width_finding:
-            ledger.finding("Table 2", f"the distance to initialisation {words}", not holds, value=value,
-                           paper=t.loc[factor, "paper"], anchor=anchor)
+            ledger.finding(
+                "Table 2",
+                f"the distance to initialisation {words}",
+                not holds,
+                value=value,
+                paper=t.loc[factor, "paper"],
+                anchor=anchor,
+            )
             continue
-        ledger.check("Table 2", f"the distance to initialisation {words}", holds, value=value,
-                     paper=t.loc[factor, "paper"], anchor=anchor, status=status)
+        ledger.check(
+            "Table 2",
+            f"the distance to initialisation {words}",
+            holds,
+            value=value,
+            paper=t.loc[factor, "paper"],
+            anchor=anchor,
+            status=status,
+        )
 
 
 #: Table 1 of the paper: CIFAR-10 test accuracy (%), mean ± std over runs, ResNet-34, 45,000 training images.
 PAPER_TABLE1 = pd.DataFrame(
-    [("Normal CCE (early stop)", "94.05 ± 0.07", "89.73 ± 0.43", "86.35 ± 0.47", "79.13 ± 0.41"),
-     ("Normal MSE (early stop)", "93.88 ± 0.37", "89.96 ± 0.13", "85.92 ± 0.32", "78.68 ± 0.56"),
-     ("CCE+AUX (last)", "94.22 ± 0.10", "92.07 ± 0.10", "87.81 ± 0.37", "82.60 ± 0.29"),
-     ("CCE+AUX (best)", "94.30 ± 0.09", "92.16 ± 0.08", "88.61 ± 0.14", "82.91 ± 0.22"),
-     ("MSE+AUX (last)", "94.25 ± 0.10", "92.31 ± 0.18", "88.92 ± 0.30", "83.90 ± 0.30"),
-     ("MSE+AUX (best)", "94.32 ± 0.06", "92.40 ± 0.18", "88.95 ± 0.31", "83.95 ± 0.30")],
-    columns=["method", 0.0, 0.2, 0.4, 0.6])
+    [
+        ("Normal CCE (early stop)", "94.05 ± 0.07", "89.73 ± 0.43", "86.35 ± 0.47", "79.13 ± 0.41"),
+        ("Normal MSE (early stop)", "93.88 ± 0.37", "89.96 ± 0.13", "85.92 ± 0.32", "78.68 ± 0.56"),
+        ("CCE+AUX (last)", "94.22 ± 0.10", "92.07 ± 0.10", "87.81 ± 0.37", "82.60 ± 0.29"),
+        ("CCE+AUX (best)", "94.30 ± 0.09", "92.16 ± 0.08", "88.61 ± 0.14", "82.91 ± 0.22"),
+        ("MSE+AUX (last)", "94.25 ± 0.10", "92.31 ± 0.18", "88.92 ± 0.30", "83.90 ± 0.30"),
+        ("MSE+AUX (best)", "94.32 ± 0.06", "92.40 ± 0.18", "88.95 ± 0.31", "83.95 ± 0.30"),
+    ],
+    columns=["method", 0.0, 0.2, 0.4, 0.6],
+)
 
 
 def table_1(quick: pd.DataFrame, medium: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -386,6 +522,7 @@ def table_1(quick: pd.DataFrame, medium: pd.DataFrame | None = None) -> pd.DataF
 
     ``quick`` and ``medium`` are Setting 3 result tables; cells are test accuracy (%) mean ± std over seeds.
     """
+
     def long(table: pd.DataFrame | None, name: str) -> pd.DataFrame:
         if table is None:
             return pd.DataFrame(columns=["method", "noise", name])

@@ -21,15 +21,38 @@ __all__ = ["medium", "record_line", "side_by_side", "config_table", "as_percent"
 
 # readable names of config fields, for config_table (fields not listed keep their own name)
 _FIELD_NAMES = {
-    "n_train": "training images", "n_val": "validation images", "n_test": "test images (0: the whole split)",
-    "width": "width", "pool": "average pooling (factor)", "noise_levels": "noise levels p", "noise": "noise level p",
-    "lams": "λ grid", "lam": "λ", "steps": "GD steps", "lr_scale": "learning rate × (‖K‖ + λ²)", "lr": "learning rate",
-    "eval_every": "evaluated every", "seeds": "seeds", "device": "device", "alphas": "α grid", "depth": "depth",
-    "channels": "channels", "epochs": "epochs", "batch_size": "batch size", "samples_grid": "samples grid",
-    "noise_grid": "noise grid", "width_grid": "width grid", "lam_grid": "λ grid (RDI)",
-    "lr_grid": "learning-rate scales", "blocks": "ResNet blocks per stage", "losses": "losses",
-    "lr_milestones": "learning-rate decay after epochs", "aux_weight_decay": "AUX weight decay",
-    "augment": "augmentation", "curve_lam": "λ of the learning curves", "clean_lams": "λ on clean labels",
+    "n_train": "training images",
+    "n_val": "validation images",
+    "n_test": "test images (0: the whole split)",
+    "width": "width",
+    "pool": "average pooling (factor)",
+    "noise_levels": "noise levels p",
+    "noise": "noise level p",
+    "lams": "λ grid",
+    "lam": "λ",
+    "steps": "GD steps",
+    "lr_scale": "learning rate × (‖K‖ + λ²)",
+    "lr": "learning rate",
+    "eval_every": "evaluated every",
+    "seeds": "seeds",
+    "device": "device",
+    "alphas": "α grid",
+    "depth": "depth",
+    "channels": "channels",
+    "epochs": "epochs",
+    "batch_size": "batch size",
+    "samples_grid": "samples grid",
+    "noise_grid": "noise grid",
+    "width_grid": "width grid",
+    "lam_grid": "λ grid (RDI)",
+    "lr_grid": "learning-rate scales",
+    "blocks": "ResNet blocks per stage",
+    "losses": "losses",
+    "lr_milestones": "learning-rate decay after epochs",
+    "aux_weight_decay": "AUX weight decay",
+    "augment": "augmentation",
+    "curve_lam": "λ of the learning curves",
+    "clean_lams": "λ on clean labels",
 }
 _HIDDEN = {"profile", "download", "spectrum", "relu_gain", "difference_trick"}
 
@@ -53,9 +76,11 @@ def record_line(name: str, result: Result | None) -> str:
     m = result.meta
     machine = m.get("machine", {})
     when = str(m.get("recorded_at", "?"))[:10]
-    line = (f"{m.get('profile', 'medium')} ({name}): recorded {when} on {machine.get('cpu_count', '?')} CPU core(s) "
-            f"({machine.get('torch_threads', '?')} torch thread(s)), {m['wall_time_s'] / 60:.0f} min, "
-            f"{m.get('units', '?')} units, code {m.get('code')}")
+    line = (
+        f"{m.get('profile', 'medium')} ({name}): recorded {when} on {machine.get('cpu_count', '?')} CPU core(s) "
+        f"({machine.get('torch_threads', '?')} torch thread(s)), {m['wall_time_s'] / 60:.0f} min, "
+        f"{m.get('units', '?')} units, code {m.get('code')}"
+    )
     if m.get("stale"):
         line += f"; STALE ({'; '.join(m['stale_reasons'])}): refresh with `{m['refresh']}`"
     else:
@@ -63,8 +88,14 @@ def record_line(name: str, result: Result | None) -> str:
     return line
 
 
-def side_by_side(quick: pd.DataFrame, medium: pd.DataFrame | None, on: list[str], value: str,
-                 paper: pd.DataFrame | None = None, paper_value: str = "paper") -> pd.DataFrame:
+def side_by_side(
+    quick: pd.DataFrame,
+    medium: pd.DataFrame | None,
+    on: list[str],
+    value: str,
+    paper: pd.DataFrame | None = None,
+    paper_value: str = "paper",
+) -> pd.DataFrame:
     """One row per key ``on``: the ``value`` column of the quick summary, of the medium one and the paper's.
 
     Parameters
@@ -96,8 +127,7 @@ def side_by_side(quick: pd.DataFrame, medium: pd.DataFrame | None, on: list[str]
     else:
         out = out.assign(medium=float("nan"))
     if paper is not None:
-        out = out.merge(paper[[*on, paper_value]].rename(columns={paper_value: "paper"}), on=on, how="left",
-                        sort=False)
+        out = out.merge(paper[[*on, paper_value]].rename(columns={paper_value: "paper"}), on=on, how="left", sort=False)
     return out.reset_index(drop=True)
 
 
@@ -111,8 +141,9 @@ def config_table(result: Result | Any) -> pd.DataFrame:
         if key in _HIDDEN:
             continue
         if isinstance(val, (list, tuple)):
-            text = ", ".join(f"{v:,}" if isinstance(v, int) else f"{v:g}" if isinstance(v, float) else str(v)
-                             for v in val)
+            text = ", ".join(
+                f"{v:,}" if isinstance(v, int) else f"{v:g}" if isinstance(v, float) else str(v) for v in val
+            )
         elif isinstance(val, bool):
             text = "yes" if val else "no"
         elif isinstance(val, int):

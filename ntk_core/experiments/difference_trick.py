@@ -72,15 +72,34 @@ class Config:
         steps and 7.0 s for 300, i.e. 0.018 s per step, linear in images × width: 0.072 s per step here,
         ≈ 3.6 minutes per run, ≈ 54 minutes for the 15. Checked at this size (α = 1/2, seed 0, 500 steps:
         38.6 s, i.e. 0.077 s per step): ≈ 3.9 minutes per run, ≈ 58 minutes for the 15."""
-        return cls(profile="medium", n_train=2_000, n_test=0, width=2_000, pool=2,
-                   alphas=(0.0, 0.1, 0.25, 0.4, 0.5), steps=3_000, lr_scale=1.8, noise=0.0, seeds=(0, 1, 2),
-                   device="cpu")
+        return cls(
+            profile="medium",
+            n_train=2_000,
+            n_test=0,
+            width=2_000,
+            pool=2,
+            alphas=(0.0, 0.1, 0.25, 0.4, 0.5),
+            steps=3_000,
+            lr_scale=1.8,
+            noise=0.0,
+            seeds=(0, 1, 2),
+            device="cpu",
+        )
 
     @classmethod
     def full(cls) -> "Config":
         """Width 10,000, all MNIST 5/8 images, 5,000 GD steps (the figure's caption). About 1 GPU-hour."""
-        return cls(profile="full", n_train=11_272, n_test=0, width=10_000, pool=1, steps=5_000, lr_scale=1.0,
-                   seeds=(0, 1, 2), device="cuda")
+        return cls(
+            profile="full",
+            n_train=11_272,
+            n_test=0,
+            width=10_000,
+            pool=1,
+            steps=5_000,
+            lr_scale=1.0,
+            seeds=(0, 1, 2),
+            device="cuda",
+        )
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -99,12 +118,15 @@ def _run(config: Config, split, alpha: float, seed: int, lr: float, progress: bo
     initial = predict(model, split.x_test)
     cfg = TrainConfig(method="vanilla", loss="l2", epochs=config.steps, lr=lr, eval_every=config.steps, seed=seed)
     result = train(model, split.x_train, split.y_train, cfg, test=(split.x_test, split.y_test), progress=progress)
-    return {"initial_output_rms": float(initial.pow(2).mean().sqrt()),
-            "initial_scale": abs(math.sqrt(alpha) - math.sqrt(1 - alpha)),
-            "train_loss": float(result.final["loss"]),
-            "train_error": float(result.final["train_error_noisy"]),
-            "test_error": float(result.final["test_error"]),
-            "dist": float(result.final["dist/all"]), "lr": lr}
+    return {
+        "initial_output_rms": float(initial.pow(2).mean().sqrt()),
+        "initial_scale": abs(math.sqrt(alpha) - math.sqrt(1 - alpha)),
+        "train_loss": float(result.final["loss"]),
+        "train_error": float(result.final["train_error_noisy"]),
+        "test_error": float(result.final["test_error"]),
+        "dist": float(result.final["dist/all"]),
+        "lr": lr,
+    }
 
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
@@ -117,21 +139,28 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     rows = []
     for seed in config.seeds:
         n_train = min(config.n_train, len(train_task))
-        split = make_split(mnist_features(train_task.x, config.pool), train_task.y,
-                           mnist_features(test_task.x, config.pool), test_task.y,
-                           n_train=n_train, n_val=0, n_test=config.n_test, seed=seed,
-                           what="difference_trick (MNIST 5 vs 8)")
+        split = make_split(
+            mnist_features(train_task.x, config.pool),
+            train_task.y,
+            mnist_features(test_task.x, config.pool),
+            test_task.y,
+            n_train=n_train,
+            n_val=0,
+            n_test=config.n_test,
+            seed=seed,
+            what="difference_trick (MNIST 5 vs 8)",
+        )
         if config.noise:
-            split.y_train = torch.as_tensor(noise.flip_binary(split.y_train.numpy(), config.noise,
-                                                              seed=seed, exact=True))
+            split.y_train = torch.as_tensor(
+                noise.flip_binary(split.y_train.numpy(), config.noise, seed=seed, exact=True)
+            )
         split = split.to(config.device)
         # NTK of f equals the NTK of g (Lemma A.1); the learning rate follows Theorem 4.1 with λ = 0
         g = TwoLayerNet(input_dim(config.pool), config.width, seed=seed, train_second=True).to(config.device)
         norm_K = float(np.linalg.eigvalsh(empirical_ntk(g, split.x_train, out_dtype=torch.float64).numpy())[-1])
         lr = config.lr_scale / norm_K
         for alpha in config.alphas:
-            unit = ctx.unit({"seed": seed, "alpha": alpha},
-                            lambda: _run(config, split, alpha, seed, lr, ctx.progress))
+            unit = ctx.unit({"seed": seed, "alpha": alpha}, lambda: _run(config, split, alpha, seed, lr, ctx.progress))
             rows += [{"seed": seed, "alpha": alpha, **r} for r in unit]
     return pd.DataFrame(rows)
 

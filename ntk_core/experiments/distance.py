@@ -88,18 +88,40 @@ class Config:
         many steps) of ≈ 40 s: ≈ 17 minutes per seed, ≈ 51 minutes for three. Checked at this size (the base
         point and λ = 1, 500 steps each: 21.7 s, i.e. 0.022 s per step): ≈ 43 s per base-point run, ≈ 55 minutes
         for the three seeds."""
-        return cls(profile="medium", n_train=1_000, noise=0.2, width=1_024, pool=2, lam=1.0, steps=2_000,
-                   samples_grid=(250, 500, 1_000, 2_000), noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
-                   width_grid=(512, 1_024, 2_048, 4_096), lam_grid=(0.25, 0.5, 1.0, 2.0, 4.0),
-                   lr_grid=(0.25, 0.5, 1.0), seeds=(0, 1, 2), device="cpu")
+        return cls(
+            profile="medium",
+            n_train=1_000,
+            noise=0.2,
+            width=1_024,
+            pool=2,
+            lam=1.0,
+            steps=2_000,
+            samples_grid=(250, 500, 1_000, 2_000),
+            noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
+            width_grid=(512, 1_024, 2_048, 4_096),
+            lam_grid=(0.25, 0.5, 1.0, 2.0, 4.0),
+            lr_grid=(0.25, 0.5, 1.0),
+            seeds=(0, 1, 2),
+            device="cpu",
+        )
 
     @classmethod
     def full(cls) -> "Config":
         """Up to 4,000 samples and width 10,000, 5,000 steps at lr scale 1. About 2 GPU-hours."""
-        return cls(profile="full", n_train=1_000, width=4_096, pool=1, steps=5_000,
-                   samples_grid=(250, 500, 1_000, 2_000, 4_000), noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
-                   width_grid=(1_024, 2_048, 4_096, 10_000), lam_grid=(0.25, 0.5, 1.0, 2.0, 4.0),
-                   lr_grid=(0.125, 0.25, 0.5, 1.0), seeds=(0, 1, 2), device="cuda")
+        return cls(
+            profile="full",
+            n_train=1_000,
+            width=4_096,
+            pool=1,
+            steps=5_000,
+            samples_grid=(250, 500, 1_000, 2_000, 4_000),
+            noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
+            width_grid=(1_024, 2_048, 4_096, 10_000),
+            lam_grid=(0.25, 0.5, 1.0, 2.0, 4.0),
+            lr_grid=(0.125, 0.25, 0.5, 1.0),
+            seeds=(0, 1, 2),
+            device="cuda",
+        )
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -117,16 +139,33 @@ class Config:
     def points(self) -> list[dict]:
         """Every (factor, value) run: the base point with one factor moved."""
         base = {"n_train": self.n_train, "noise": self.noise, "width": self.width, "lam": None, "lr_scale": 1.0}
-        grids = {"samples": ("n_train", self.samples_grid), "noise": ("noise", self.noise_grid),
-                 "width": ("width", self.width_grid), "lam": ("lam", self.lam_grid), "lr": ("lr_scale", self.lr_grid)}
-        return [{**base, field_: value, "factor": factor, "value": value}
-                for factor, (field_, values) in grids.items() for value in values]
+        grids = {
+            "samples": ("n_train", self.samples_grid),
+            "noise": ("noise", self.noise_grid),
+            "width": ("width", self.width_grid),
+            "lam": ("lam", self.lam_grid),
+            "lr": ("lr_scale", self.lr_grid),
+        }
+        return [
+            {**base, field_: value, "factor": factor, "value": value}
+            for factor, (field_, values) in grids.items()
+            for value in values
+        ]
 
 
 def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool) -> dict:
     x_train, y_train, x_test, y_test = features
-    split = make_split(x_train, y_train, x_test, y_test,
-                       n_train=point["n_train"], n_val=0, n_test=200, seed=seed, what="distance (MNIST 5 vs 8)")
+    split = make_split(
+        x_train,
+        y_train,
+        x_test,
+        y_test,
+        n_train=point["n_train"],
+        n_val=0,
+        n_test=200,
+        seed=seed,
+        what="distance (MNIST 5 vs 8)",
+    )
     y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.numpy(), point["noise"], seed=seed, exact=True))
     split = split.to(config.device)
     y_noisy = y_noisy.to(config.device)
@@ -136,18 +175,25 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     lam = point["lam"]
     lr = point["lr_scale"] / (eig[-1] + (lam or 0.0) ** 2)
     steps = int(round(config.steps / point["lr_scale"]))
-    cfg = TrainConfig(method="rdi" if lam else "vanilla", lam=lam, loss="l2", epochs=steps, lr=lr,
-                      eval_every=steps, seed=seed)
+    cfg = TrainConfig(
+        method="rdi" if lam else "vanilla", lam=lam, loss="l2", epochs=steps, lr=lr, eval_every=steps, seed=seed
+    )
     result = train(model, split.x_train, y_noisy, cfg, test=(split.x_test, split.y_test), progress=progress)
     y = y_noisy.cpu().numpy().astype(np.float64)
     # minimum-norm (λ = 0) or ridge (λ > 0) solution of the linearised problem: ‖θ* − θ(0)‖
     ridge = (lam or 0.0) ** 2
     alpha = np.linalg.solve(K + ridge * np.eye(len(K)), y)
     predicted = float(np.sqrt(alpha @ K @ alpha))
-    return {"n_train": point["n_train"], "lam": float(lam or 0.0),
-            "distance": float(result.final["dist/all"]), "predicted": predicted,
-            "train_loss": float(result.final["loss"]), "test_error": float(result.final["test_error"]),
-            "steps": steps, "lr": lr}
+    return {
+        "n_train": point["n_train"],
+        "lam": float(lam or 0.0),
+        "distance": float(result.final["dist/all"]),
+        "predicted": predicted,
+        "train_loss": float(result.final["loss"]),
+        "test_error": float(result.final["test_error"]),
+        "steps": steps,
+        "lr": lr,
+    }
 
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
@@ -156,15 +202,18 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     ctx.add_dataset(train_task)
     ctx.add_dataset(test_task)
     # normalised once: every run below draws its own subset from these arrays
-    features = (mnist_features(train_task.x, config.pool), train_task.y, mnist_features(test_task.x, config.pool),
-                test_task.y)
+    features = (
+        mnist_features(train_task.x, config.pool),
+        train_task.y,
+        mnist_features(test_task.x, config.pool),
+        test_task.y,
+    )
     rows = []
     for seed in config.seeds:
         for point in config.points():
             # the base point recurs in several factors: key the unit by the run itself, not by the factor
             run_key = {k: point[k] for k in ("n_train", "noise", "width", "lam", "lr_scale")}
-            unit = ctx.unit({"seed": seed, **run_key},
-                            lambda: _one(config, point, seed, features, ctx.progress))
+            unit = ctx.unit({"seed": seed, **run_key}, lambda: _one(config, point, seed, features, ctx.progress))
             rows += [{"seed": seed, "factor": point["factor"], "value": point["value"], **r} for r in unit]
     return pd.DataFrame(rows)
 
@@ -178,8 +227,14 @@ def trends(table: pd.DataFrame) -> pd.DataFrame:
         mean = group.groupby("value")["distance"].mean()
         rho = float(spearmanr(mean.index, mean.values).statistic) if len(mean) > 1 else float("nan")
         spread = float((mean.max() - mean.min()) / mean.mean())
-        out.append({"factor": factor, "spearman": rho, "relative_spread": spread,
-                    "paper": {1: "positive", -1: "negative", 0: "none"}[PAPER_TRENDS[factor]]})
+        out.append(
+            {
+                "factor": factor,
+                "spearman": rho,
+                "relative_spread": spread,
+                "paper": {1: "positive", -1: "negative", 0: "none"}[PAPER_TRENDS[factor]],
+            }
+        )
     return pd.DataFrame(out)
 
 

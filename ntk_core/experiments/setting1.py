@@ -82,9 +82,21 @@ class Config:
         GD+AUX at λ = 2 16.9 % and 16.7 %, KRR 16.8 %). Timing: ≈ 17.5 s per run, ≈ 58 minutes for the 195
         runs on an idle core (measured at 2,000 images × 400 steps, the same cost). ``full()`` is the paper's
         scale."""
-        return cls(profile="medium", n_train=1_000, n_val=500, n_test=0, width=1_000, pool=2,
-                   noise_levels=(0.0, 0.1, 0.2, 0.3, 0.4), lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
-                   steps=800, lr_scale=1.8, eval_every=20, seeds=(0, 1, 2), device="cpu")
+        return cls(
+            profile="medium",
+            n_train=1_000,
+            n_val=500,
+            n_test=0,
+            width=1_000,
+            pool=2,
+            noise_levels=(0.0, 0.1, 0.2, 0.3, 0.4),
+            lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+            steps=800,
+            lr_scale=1.8,
+            eval_every=20,
+            seeds=(0, 1, 2),
+            device="cpu",
+        )
 
     @classmethod
     def full(cls) -> "Config":
@@ -94,9 +106,21 @@ class Config:
         of 3 runs (GD, RDI, AUX) × 500 GD steps took 26.3 s of training, 17.6 ms per GD step, plus 37.4 s per
         seed for the data, the Gram matrix of the 13,138 images and KRR; extrapolated, the 195 runs × 5,000
         steps of the 3 seeds take ≈ 4.8 hours (an estimate from that slice)."""
-        return cls(profile="full", n_train=10_000, n_val=1_272, n_test=0, width=10_000, pool=1,
-                   noise_levels=(0.0, 0.1, 0.2, 0.3, 0.4), lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
-                   steps=5_000, lr_scale=1.0, eval_every=50, seeds=(0, 1, 2), device="cuda")
+        return cls(
+            profile="full",
+            n_train=10_000,
+            n_val=1_272,
+            n_test=0,
+            width=10_000,
+            pool=1,
+            noise_levels=(0.0, 0.1, 0.2, 0.3, 0.4),
+            lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+            steps=5_000,
+            lr_scale=1.0,
+            eval_every=50,
+            seeds=(0, 1, 2),
+            device="cuda",
+        )
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -132,35 +156,77 @@ def _network(config: Config, seed: int) -> torch.nn.Module:
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    return split_from(ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"),
-                      lambda images: mnist_features(images, config.pool),
-                      n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
-                      what="setting1 (MNIST 5 vs 8)")
+    return split_from(
+        ctx,
+        data.mnist_5_vs_8("train"),
+        data.mnist_5_vs_8("test"),
+        lambda images: mnist_features(images, config.pool),
+        n_train=config.n_train,
+        n_val=config.n_val,
+        n_test=config.n_test,
+        seed=seed,
+        what="setting1 (MNIST 5 vs 8)",
+    )
 
 
-def _train_rows(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None,
-                lr: float, seed: int, progress: bool) -> list[dict]:
+def _train_rows(
+    config: Config,
+    split: Split,
+    y_noisy: torch.Tensor,
+    method: str,
+    lam: float | None,
+    lr: float,
+    seed: int,
+    progress: bool,
+) -> list[dict]:
     model = _network(config, seed).to(config.device)
-    cfg = TrainConfig(method=cast(Method, "early_stopping" if method == "GD" else method), lam=lam, loss="l2",
-                      epochs=config.steps, lr=lr, eval_every=config.eval_every, seed=seed)
-    result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
-                   test=(split.x_test, split.y_test), progress=progress)
+    cfg = TrainConfig(
+        method=cast(Method, "early_stopping" if method == "GD" else method),
+        lam=lam,
+        loss="l2",
+        epochs=config.steps,
+        lr=lr,
+        eval_every=config.eval_every,
+        seed=seed,
+    )
+    result = train(
+        model,
+        split.x_train,
+        y_noisy,
+        cfg,
+        y_clean=split.y_train,
+        val=(split.x_val, split.y_val),
+        test=(split.x_test, split.y_test),
+        progress=progress,
+    )
     last = result.final
     # the network alone, without AUX's auxiliary variables (for GD and RDI the same as train_error_noisy)
     net_error = classification_error(predict(result.model, split.x_train), y_noisy)
-    base = {"lam": lam if lam is not None else 0.0, "steps": config.steps, "lr": lr,
-            "dist": float(last["dist/all"]), "train_error_noisy": float(last["train_error_noisy"]),
-            "train_error_net": net_error, "train_loss": float(last["loss"]),
-            "train_error_clean": float(last["train_error_clean"])}
+    base = {
+        "lam": lam if lam is not None else 0.0,
+        "steps": config.steps,
+        "lr": lr,
+        "dist": float(last["dist/all"]),
+        "train_error_noisy": float(last["train_error_noisy"]),
+        "train_error_net": net_error,
+        "train_loss": float(last["loss"]),
+        "train_error_clean": float(last["train_error_clean"]),
+    }
     # validation mean squared error of the last step: breaks ties of the (coarse) validation error in selection
-    base["val_mse"] = float(((predict(result.model, split.x_val).reshape(-1) - split.y_val.to(torch.float32)) ** 2)
-                            .mean())
+    base["val_mse"] = float(
+        ((predict(result.model, split.x_val).reshape(-1) - split.y_val.to(torch.float32)) ** 2).mean()
+    )
     if method == "GD":
         best = result.best
         return [
             {**base, "method": "GD", "val_error": float(last["val_error"]), "test_error": float(last["test_error"])},
-            {**base, "method": "GD+ES", "val_error": float(best["val_error"]), "test_error": float(best["test_error"]),
-             "stopped_at": int(result.best_epoch or config.steps)},
+            {
+                **base,
+                "method": "GD+ES",
+                "val_error": float(best["val_error"]),
+                "test_error": float(best["test_error"]),
+                "stopped_at": int(result.best_epoch or config.steps),
+            },
         ]
     label = {"rdi": "GD+RDI", "aux": "GD+AUX"}[method]
     return [{**base, "method": label, "val_error": float(last["val_error"]), "test_error": float(last["test_error"])}]
@@ -179,8 +245,9 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         K, K_eval = K_all[:n, :n], K_all[n:, :n]
         norm_K = float(np.linalg.eigvalsh(K)[-1])
         for p_index, p in enumerate(config.noise_levels):
-            y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index,
-                                                        exact=True)).to(config.device)
+            y_noisy = torch.as_tensor(
+                noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index, exact=True)
+            ).to(config.device)
             common = {"seed": seed, "noise": p}
             runs = [("GD", None)] + [(m, lam) for m in ("rdi", "aux") for lam in config.lams]
             for method, lam in runs:
@@ -191,11 +258,17 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
             preds = krr_path(K, y_noisy.cpu().numpy().astype(np.float64), config.lams, K_eval)
             for lam, pred_np in zip(config.lams, preds):
                 pred = torch.as_tensor(pred_np)
-                rows.append({**common, "method": "KRR", "lam": lam,
-                             "val_error": classification_error(pred[:nv], split.y_val.cpu()),
-                             "val_mse": float(((pred[:nv] - split.y_val.cpu().to(pred.dtype)) ** 2).mean()),
-                             "test_error": classification_error(pred[nv:], split.y_test.cpu()),
-                             "norm_K": norm_K})
+                rows.append(
+                    {
+                        **common,
+                        "method": "KRR",
+                        "lam": lam,
+                        "val_error": classification_error(pred[:nv], split.y_val.cpu()),
+                        "val_mse": float(((pred[:nv] - split.y_val.cpu().to(pred.dtype)) ** 2).mean()),
+                        "test_error": classification_error(pred[nv:], split.y_test.cpu()),
+                        "norm_K": norm_K,
+                    }
+                )
     table = pd.DataFrame(rows)
     return _mark_selected(table)
 
@@ -213,8 +286,7 @@ def _mark_selected(table: pd.DataFrame) -> pd.DataFrame:
 def figure_table(table: pd.DataFrame) -> pd.DataFrame:
     """Figure 1a's numbers: mean and spread over seeds of the selected rows, per noise level and method."""
     chosen = table[table["selected"]]
-    return (chosen.groupby(["noise", "method"])["test_error"].agg(["mean", "std", "count"]).reset_index())
-
+    return chosen.groupby(["noise", "method"])["test_error"].agg(["mean", "std", "count"]).reset_index()
 
 
 def selection(table: pd.DataFrame) -> pd.DataFrame:
@@ -226,11 +298,20 @@ def selection(table: pd.DataFrame) -> pd.DataFrame:
     """
     out = []
     for (seed, p, method), g in table[table["method"].isin(["GD+RDI", "GD+AUX", "KRR"])].groupby(
-            ["seed", "noise", "method"]):
+        ["seed", "noise", "method"]
+    ):
         g = g.sort_values("lam")
         lam = float(g.loc[g["selected"], "lam"].iloc[0])
-        out.append({"seed": seed, "noise": p, "method": method, "lam": lam,
-                    "val_error": float(g["val_error"].min()), "val_error_low_end": float(g["val_error"].iloc[0]),
-                    "val_error_high_end": float(g["val_error"].iloc[-1]),
-                    "bracketed": bool(min(g["val_error"].iloc[0], g["val_error"].iloc[-1]) > g["val_error"].min())})
+        out.append(
+            {
+                "seed": seed,
+                "noise": p,
+                "method": method,
+                "lam": lam,
+                "val_error": float(g["val_error"].min()),
+                "val_error_low_end": float(g["val_error"].iloc[0]),
+                "val_error_high_end": float(g["val_error"].iloc[-1]),
+                "bracketed": bool(min(g["val_error"].iloc[0], g["val_error"].iloc[-1]) > g["val_error"].min()),
+            }
+        )
     return pd.DataFrame(out)

@@ -77,8 +77,19 @@ from ..ntk import empirical_ntk
 from ..train import Method, TrainConfig, TrainResult, classification_error, predict, train
 from ._base import RunContext, Split, check_common, check_count, check_values, memorised_fraction, split_from
 
-__all__ = ["Config", "compute", "network", "features", "OutputScale", "figure_curves", "layer_curves", "sweep",
-           "memorised_fraction", "fitted_by_linear_sgd", "seed_verdict"]
+__all__ = [
+    "Config",
+    "compute",
+    "network",
+    "features",
+    "OutputScale",
+    "figure_curves",
+    "layer_curves",
+    "sweep",
+    "memorised_fraction",
+    "fitted_by_linear_sgd",
+    "seed_verdict",
+]
 
 _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
 
@@ -155,8 +166,20 @@ class Config:
         every seed: 16 runs × ≈ 100 s × 3 seeds ≈ 80 minutes on one core (≈ 45 minutes with a thread on
         each of 2 cores). In every trial SGD+RDI at λ = 4 under-fits (training error 38–49 %, as at quick
         scale): λ = 4 is large against this kernel's eigenvalues (see :meth:`quick`)."""
-        return cls(profile="medium", n_train=400, n_val=150, n_test=0, depth=8, channels=16, pool=4,
-                   epochs=200, batch_size=4, lr=0.025, eval_every=10, seeds=(0, 1, 2))
+        return cls(
+            profile="medium",
+            n_train=400,
+            n_val=150,
+            n_test=0,
+            depth=8,
+            channels=16,
+            pool=4,
+            epochs=200,
+            batch_size=4,
+            lr=0.025,
+            eval_every=10,
+            seeds=(0, 1, 2),
+        )
 
     @classmethod
     def full(cls) -> "Config":
@@ -168,10 +191,26 @@ class Config:
         (a trained image ≈ 3 forward passes), the 16 runs × 100 epochs of 9,000 images take ≈ 3.3 GPU hours
         per seed (an estimate from that slice).
         """
-        return cls(profile="full", n_train=9_000, n_val=1_000, n_test=0, depth=11, channels=192, pool=1,
-                   lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), curve_lam=4.0, clean_lams=(2.0,), epochs=100,
-                   batch_size=128, lr=0.01, eval_every=1, spectrum=False, output_scale=1.0, seeds=(0,),
-                   device="cuda")
+        return cls(
+            profile="full",
+            n_train=9_000,
+            n_val=1_000,
+            n_test=0,
+            depth=11,
+            channels=192,
+            pool=1,
+            lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+            curve_lam=4.0,
+            clean_lams=(2.0,),
+            epochs=100,
+            batch_size=128,
+            lr=0.01,
+            eval_every=1,
+            spectrum=False,
+            output_scale=1.0,
+            seeds=(0,),
+            device="cuda",
+        )
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -189,10 +228,12 @@ class Config:
             raise ValueError(f"curve_lam = {self.curve_lam!r} (the λ of Figure 1b) must be one of lams = {self.lams}")
         check_values((self.lr,), "lr", 0.0, math.inf, low_open=True, high_open=True)
         check_values((self.output_scale,), "output_scale", 0.0, math.inf, low_open=True, high_open=True)
-        unstable = [lam for lam in (*self.lams, *self.clean_lams) if self.lr * lam ** 2 >= 2.0]
+        unstable = [lam for lam in (*self.lams, *self.clean_lams) if self.lr * lam**2 >= 2.0]
         if unstable:
-            raise ValueError(f"lr = {self.lr} is unstable for AUX with λ = {unstable}: SGD on the auxiliary "
-                             "variables needs lr · λ² < 2; lower lr or λ")
+            raise ValueError(
+                f"lr = {self.lr} is unstable for AUX with λ = {unstable}: SGD on the auxiliary "
+                "variables needs lr · λ² < 2; lower lr or λ"
+            )
 
 
 class OutputScale(nn.Module):
@@ -218,6 +259,7 @@ def network(config: Config, seed: int) -> nn.Module:
 
 def features(config: Config) -> Callable[[np.ndarray], np.ndarray]:
     """Standardised CIFAR images (:func:`ntk_core.data.cifar_features`), average-pooled ``pool × pool``."""
+
     def feats(images: np.ndarray) -> np.ndarray:
         x = data.cifar_features(images)
         if config.pool == 1:
@@ -225,14 +267,22 @@ def features(config: Config) -> Callable[[np.ndarray], np.ndarray]:
         n, c, h, w = x.shape
         p = config.pool
         return x.reshape(n, c, h // p, p, w // p, p).mean(axis=(3, 5)).astype(x.dtype)
+
     return feats
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    return split_from(ctx, data.cifar_airplane_vs_automobile("train", download=config.download),
-                      data.cifar_airplane_vs_automobile("test", download=config.download), features(config),
-                      n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
-                      what="setting2 (CIFAR airplane vs automobile)")
+    return split_from(
+        ctx,
+        data.cifar_airplane_vs_automobile("train", download=config.download),
+        data.cifar_airplane_vs_automobile("test", download=config.download),
+        features(config),
+        n_train=config.n_train,
+        n_val=config.n_val,
+        n_test=config.n_test,
+        seed=seed,
+        what="setting2 (CIFAR airplane vs automobile)",
+    )
 
 
 _PARAM = re.compile(r"g(?P<copy>[12])\..*features\.(?P<index>\d+)\.conv\.weight$")
@@ -246,7 +296,7 @@ def _layer_rows(result: TrainResult, initial: dict[str, float]) -> list[dict]:
     for column in history.columns:
         if not column.startswith("norm/"):
             continue
-        name = column[len("norm/"):]
+        name = column[len("norm/") :]
         match = _PARAM.search(name)
         if match is None:  # only convolutions are trained (the readout is frozen)
             continue
@@ -255,43 +305,91 @@ def _layer_rows(result: TrainResult, initial: dict[str, float]) -> list[dict]:
         norms = [initial[name], *history[column]]
         dists = [0.0, *history[f"dist/{name}"]]
         for epoch, norm, dist in zip(epochs, norms, dists):
-            rows.append({"epoch": int(epoch), "layer": layer, "copy": int(match["copy"]),
-                         "norm": float(norm), "dist": float(dist)})
+            rows.append(
+                {
+                    "epoch": int(epoch),
+                    "layer": layer,
+                    "copy": int(match["copy"]),
+                    "norm": float(norm),
+                    "dist": float(dist),
+                }
+            )
     return rows
 
 
-def _run(config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int,
-         progress: bool) -> list[dict]:
+def _run(
+    config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int, progress: bool
+) -> list[dict]:
     model = network(config, seed).to(config.device)
-    initial = {name: float(torch.linalg.vector_norm(p.detach())) for name, p in model.named_parameters()
-               if p.requires_grad}
-    cfg = TrainConfig(method=cast(Method, method), lam=lam, loss="l2", epochs=config.epochs, lr=config.lr,
-                      batch_size=config.batch_size, seed=seed, eval_every=config.eval_every)
-    result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
-                   test=(split.x_test, split.y_test), progress=progress)
+    initial = {
+        name: float(torch.linalg.vector_norm(p.detach())) for name, p in model.named_parameters() if p.requires_grad
+    }
+    cfg = TrainConfig(
+        method=cast(Method, method),
+        lam=lam,
+        loss="l2",
+        epochs=config.epochs,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        seed=seed,
+        eval_every=config.eval_every,
+    )
+    result = train(
+        model,
+        split.x_train,
+        y_noisy,
+        cfg,
+        y_clean=split.y_train,
+        val=(split.x_val, split.y_val),
+        test=(split.x_test, split.y_test),
+        progress=progress,
+    )
     h = result.history
     rows: list[dict] = []
     for _, r in h.iterrows():
-        rows.append({"part": "curves", "epoch": int(r["epoch"]), "train_error": float(r["train_error_noisy"]),
-                     "train_error_clean": float(r["train_error_clean"]), "val_error": float(r["val_error"]),
-                     "test_error": float(r["test_error"]), "loss": float(r["loss"]), "dist": float(r["dist/all"])})
+        rows.append(
+            {
+                "part": "curves",
+                "epoch": int(r["epoch"]),
+                "train_error": float(r["train_error_noisy"]),
+                "train_error_clean": float(r["train_error_clean"]),
+                "val_error": float(r["val_error"]),
+                "test_error": float(r["test_error"]),
+                "loss": float(r["loss"]),
+                "dist": float(r["dist/all"]),
+            }
+        )
     rows += [{"part": "layers", **r} for r in _layer_rows(result, initial)]
     label = _LABELS[method]
     last = result.final
     # the network alone (no auxiliary variables) against the noisy labels, at the last epoch
     net_error = classification_error(predict(result.model, split.x_train), y_noisy)
-    summary = {"part": "summary", "epoch": int(last["epoch"]), "train_error": float(last["train_error_noisy"]),
-               "train_error_net": net_error,
-               "train_error_clean": float(last["train_error_clean"]), "val_error": float(last["val_error"]),
-               "test_error": float(last["test_error"]), "dist": float(last["dist/all"])}
+    summary = {
+        "part": "summary",
+        "epoch": int(last["epoch"]),
+        "train_error": float(last["train_error_noisy"]),
+        "train_error_net": net_error,
+        "train_error_clean": float(last["train_error_clean"]),
+        "val_error": float(last["val_error"]),
+        "test_error": float(last["test_error"]),
+        "dist": float(last["dist/all"]),
+    }
     rows.append({**summary, "method": label})
     if method == "early_stopping":
         best = result.best
-        rows.append({**summary, "method": "SGD+ES", "epoch": int(result.best_epoch or last["epoch"]),
-                     "train_error_net": math.nan,
-                     "train_error": float(best["train_error_noisy"]),
-                     "train_error_clean": float(best["train_error_clean"]), "val_error": float(best["val_error"]),
-                     "test_error": float(best["test_error"]), "dist": float(best["dist/all"])})
+        rows.append(
+            {
+                **summary,
+                "method": "SGD+ES",
+                "epoch": int(result.best_epoch or last["epoch"]),
+                "train_error_net": math.nan,
+                "train_error": float(best["train_error_noisy"]),
+                "train_error_clean": float(best["train_error_clean"]),
+                "val_error": float(best["val_error"]),
+                "test_error": float(best["test_error"]),
+                "dist": float(best["dist/all"]),
+            }
+        )
     for r in rows:
         r.setdefault("method", label)
     return rows
@@ -306,8 +404,10 @@ def _spectrum(config: Config, split: Split, y_noisy: torch.Tensor, seed: int) ->
     y = y_noisy.cpu().numpy().astype(np.float64)
     energy = (vectors.T @ y) ** 2 / float(y @ y)
     order = np.argsort(mu)[::-1]
-    return [{"part": "spectrum", "index": int(k), "eigenvalue": float(mu[i]), "energy": float(energy[i])}
-            for k, i in enumerate(order)]
+    return [
+        {"part": "spectrum", "index": int(k), "eigenvalue": float(mu[i]), "energy": float(energy[i])}
+        for k, i in enumerate(order)
+    ]
 
 
 def fitted_by_linear_sgd(table: pd.DataFrame, config: dict, seed: int = 0) -> dict:
@@ -326,8 +426,13 @@ def fitted_by_linear_sgd(table: pd.DataFrame, config: dict, seed: int = 0) -> di
     mu, energy = s["eigenvalue"].to_numpy(), s["energy"].to_numpy()
     fitted_dirs = lr * mu * epochs >= 1.0
     shrink = np.clip(1.0 - lr * np.clip(mu, 0.0, None), -1.0, 1.0) ** (2 * epochs)
-    return {"directions": int(fitted_dirs.sum()), "n": int(len(mu)), "energy": float(energy[fitted_dirs].sum()),
-            "fitted": float((energy * (1.0 - shrink)).sum()), "threshold": 1.0 / (lr * epochs)}
+    return {
+        "directions": int(fitted_dirs.sum()),
+        "n": int(len(mu)),
+        "energy": float(energy[fitted_dirs].sum()),
+        "fitted": float((energy * (1.0 - shrink)).sum()),
+        "threshold": 1.0 / (lr * epochs),
+    }
 
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
@@ -341,20 +446,40 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         elif config.clean_lams:
             plan = [(0.0, tuple(dict.fromkeys((*config.lams, *config.clean_lams))))]
         for p_index, (p, lams) in enumerate(plan):
-            y_noisy = torch.as_tensor(noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index,
-                                                        exact=True)).to(config.device)
+            y_noisy = torch.as_tensor(
+                noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index, exact=True)
+            ).to(config.device)
             if config.spectrum and p_index == 0:
-                unit = ctx.unit({"seed": seed, "noise": p, "spectrum": True},
-                                lambda: _spectrum(config, split, y_noisy, seed))
+                unit = ctx.unit(
+                    {"seed": seed, "noise": p, "spectrum": True}, lambda: _spectrum(config, split, y_noisy, seed)
+                )
                 rows += [{"seed": seed, "noise": p, "method": "", "lam": 0.0, **r} for r in unit]
             runs = [("early_stopping", None)] + [(m, lam) for lam in lams for m in ("aux", "rdi")]
             for method, lam in runs:
                 key = {"seed": seed, "noise": p, "method": method, "lam": lam}
                 unit = ctx.unit(key, lambda: _run(config, split, y_noisy, method, lam, seed, ctx.progress))
                 rows += [{"seed": seed, "noise": p, "lam": lam if lam is not None else 0.0, **r} for r in unit]
-    columns = ["part", "seed", "noise", "method", "lam", "epoch", "train_error", "train_error_clean", "val_error",
-               "test_error", "train_error_net", "loss", "dist", "layer", "copy", "norm", "index", "eigenvalue",
-               "energy"]
+    columns = [
+        "part",
+        "seed",
+        "noise",
+        "method",
+        "lam",
+        "epoch",
+        "train_error",
+        "train_error_clean",
+        "val_error",
+        "test_error",
+        "train_error_net",
+        "loss",
+        "dist",
+        "layer",
+        "copy",
+        "norm",
+        "index",
+        "eigenvalue",
+        "energy",
+    ]
     table = pd.DataFrame(rows)
     return table[[c for c in columns if c in table.columns]]
 
@@ -379,11 +504,12 @@ def layer_curves(table: pd.DataFrame, noise_rate: float, lam: float, layer: int)
     rows = table[(table["part"] == "layers") & (table["noise"] == noise_rate) & (table["layer"] == layer)]
     rows = rows[(rows["method"] == "SGD") | (rows["lam"] == lam)]
     if rows.empty:
-        raise ValueError(f"no weights of layer {layer} recorded at noise {noise_rate}, λ = {lam} "
-                         "(layers 2..depth-1 are trained)")
+        raise ValueError(
+            f"no weights of layer {layer} recorded at noise {noise_rate}, λ = {lam} (layers 2..depth-1 are trained)"
+        )
     squared = rows.assign(norm2=rows["norm"] ** 2, dist2=rows["dist"] ** 2)
     both = squared.groupby(["seed", "method", "epoch"])[["norm2", "dist2"]].sum()
-    both = (both ** 0.5).rename(columns={"norm2": "norm", "dist2": "dist"}).groupby(["method", "epoch"]).mean()
+    both = (both**0.5).rename(columns={"norm2": "norm", "dist2": "dist"}).groupby(["method", "epoch"]).mean()
     out = both.reset_index()
     init = out[out["epoch"] == 0].set_index("method")["norm"]  # epoch 0: W(0), recorded before training
     out["relative"] = out["dist"] / out["method"].map(init)
@@ -394,11 +520,13 @@ def sweep(table: pd.DataFrame, noise_rate: float) -> pd.DataFrame:
     """Figure 5 in numbers: the last epoch of every SGD+AUX / SGD+RDI run at ``noise_rate``, per λ, averaged
     over seeds, beside vanilla SGD (``lam`` 0): train error with and without the auxiliary variables, test
     error, distance to initialisation."""
-    s = table[(table["part"] == "summary") & (table["noise"] == noise_rate)
-              & table["method"].isin(["SGD", "SGD+AUX", "SGD+RDI"])]
+    s = table[
+        (table["part"] == "summary")
+        & (table["noise"] == noise_rate)
+        & table["method"].isin(["SGD", "SGD+AUX", "SGD+RDI"])
+    ]
     cols = ["train_error", "train_error_net", "train_error_clean", "test_error", "dist"]
     return s.groupby(["method", "lam"])[cols].mean().reset_index()
-
 
 
 def seed_verdict(differences: np.ndarray) -> str:

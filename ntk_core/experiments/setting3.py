@@ -129,8 +129,18 @@ class Config:
         with other jobs (12 s per run-epoch), so the 8 runs × 40 epochs take ≈ 64 minutes on one core; the
         whole profile took 138 s on one NVIDIA H100 (3 jobs sharing it). On that GPU run normal CCE fitted
         the 40 % noisy labels (training accuracy 100 %), so the precondition holds at this size."""
-        return cls(profile="medium", n_train=3_500, n_val=500, n_test=0, width=16, epochs=40,
-                   lr_milestones=(20, 30), batch_size=64, aux_weight_decay=0.0064, seeds=(0,))
+        return cls(
+            profile="medium",
+            n_train=3_500,
+            n_val=500,
+            n_test=0,
+            width=16,
+            epochs=40,
+            lr_milestones=(20, 30),
+            batch_size=64,
+            aux_weight_decay=0.0064,
+            seeds=(0,),
+        )
 
     @classmethod
     def full(cls) -> "Config":
@@ -142,10 +152,22 @@ class Config:
         the 48 runs (4 noise levels × 2 losses × with/without AUX × 3 seeds) × 164 epochs of 45,000 images
         take ≈ 20 GPU hours (an estimate from that slice).
         """
-        return cls(profile="full", n_train=45_000, n_val=5_000, n_test=0, blocks=(3, 4, 6, 3), width=64,
-                   noise_levels=(0.0, 0.2, 0.4, 0.6), epochs=164, lr_milestones=(82, 123), batch_size=128,
-                   aux_weight_decay=5e-4, augment=True,
-                   seeds=(0, 1, 2), device="cuda")
+        return cls(
+            profile="full",
+            n_train=45_000,
+            n_val=5_000,
+            n_test=0,
+            blocks=(3, 4, 6, 3),
+            width=64,
+            noise_levels=(0.0, 0.2, 0.4, 0.6),
+            epochs=164,
+            lr_milestones=(82, 123),
+            batch_size=128,
+            aux_weight_decay=5e-4,
+            augment=True,
+            seeds=(0, 1, 2),
+            device="cuda",
+        )
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -161,8 +183,11 @@ class Config:
         if not self.losses or any(loss not in _LOSS_NAMES for loss in self.losses):
             raise ValueError(f"losses must be a non-empty tuple of 'ce' and/or 'mse', got {self.losses!r}")
         m = self.lr_milestones
-        if any(isinstance(e, bool) or not isinstance(e, int) for e in m) or list(m) != sorted(set(m)) \
-                or any(not 0 < e < self.epochs for e in m):
+        if (
+            any(isinstance(e, bool) or not isinstance(e, int) for e in m)
+            or list(m) != sorted(set(m))
+            or any(not 0 < e < self.epochs for e in m)
+        ):
             raise ValueError(f"lr_milestones must be increasing epochs in 1..{self.epochs - 1}, got {m!r}")
         check_values((self.lr,), "lr", 0.0, math.inf, low_open=True, high_open=True)
         check_values((self.lam,), "λ (lam)", 0.0, math.inf, low_open=True, high_open=True)
@@ -197,46 +222,88 @@ def network(config: Config, seed: int) -> nn.Module:
 
 
 def _load(config: Config, seed: int, ctx: RunContext) -> Split:
-    return split_from(ctx, data.load_cifar10("train", download=config.download),
-                      data.load_cifar10("test", download=config.download), data.cifar_features,
-                      n_train=config.n_train, n_val=config.n_val, n_test=config.n_test, seed=seed,
-                      what="setting3 (CIFAR-10)")
+    return split_from(
+        ctx,
+        data.load_cifar10("train", download=config.download),
+        data.load_cifar10("test", download=config.download),
+        data.cifar_features,
+        n_train=config.n_train,
+        n_val=config.n_val,
+        n_test=config.n_test,
+        seed=seed,
+        what="setting3 (CIFAR-10)",
+    )
 
 
 def _train_config(config: Config, loss: str, aux: bool, seed: int) -> TrainConfig:
     """The trainer's (summed-loss) hyper-parameters equivalent to batch-mean SGD with the config's values."""
     s = config.mse_scale if loss == "mse" else 1.0
     b = config.batch_size
-    return TrainConfig(method="aux" if aux else "early_stopping", lam=config.lam if aux else None,
-                       loss="l2" if loss == "mse" else "ce", epochs=config.epochs, lr=config.lr * s / b,
-                       batch_size=b, momentum=config.momentum, weight_decay=config.weight_decay * b / s,
-                       lr_milestones=config.lr_milestones, lr_gamma=0.1,
-                       aux_weight_decay=config.aux_weight_decay * b / s if aux else 0.0, seed=seed, eval_every=1)
+    return TrainConfig(
+        method="aux" if aux else "early_stopping",
+        lam=config.lam if aux else None,
+        loss="l2" if loss == "mse" else "ce",
+        epochs=config.epochs,
+        lr=config.lr * s / b,
+        batch_size=b,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay * b / s,
+        lr_milestones=config.lr_milestones,
+        lr_gamma=0.1,
+        aux_weight_decay=config.aux_weight_decay * b / s if aux else 0.0,
+        seed=seed,
+        eval_every=1,
+    )
 
 
-def _run(config: Config, split: Split, y_noisy: torch.Tensor, loss: str, aux: bool, seed: int,
-         progress: bool) -> list[dict]:
+def _run(
+    config: Config, split: Split, y_noisy: torch.Tensor, loss: str, aux: bool, seed: int, progress: bool
+) -> list[dict]:
     model = network(config, seed).to(config.device)
     cfg = _train_config(config, loss, aux, seed)
-    result = train(model, split.x_train, y_noisy, cfg, y_clean=split.y_train, val=(split.x_val, split.y_val),
-                   test=(split.x_test, split.y_test), progress=progress)
+    result = train(
+        model,
+        split.x_train,
+        y_noisy,
+        cfg,
+        y_clean=split.y_train,
+        val=(split.x_val, split.y_val),
+        test=(split.x_test, split.y_test),
+        progress=progress,
+    )
     h = result.history
     name = _LOSS_NAMES[loss] + ("+AUX" if aux else "")
     rows: list[dict] = []
     for _, r in h.iterrows():
         epoch = int(r["epoch"])
         decays = sum(epoch - 1 >= m for m in config.lr_milestones)
-        rows.append({"part": "curves", "method": name, "epoch": epoch, "lr": config.lr * 0.1 ** decays,
-                     "train_acc": 1 - float(r["train_error_noisy"]),
-                     "train_acc_clean": 1 - float(r["train_error_clean"]),
-                     "val_acc": 1 - float(r["val_error"]), "test_acc": 1 - float(r["test_error"]),
-                     "train_loss": float(r["loss"])})
+        rows.append(
+            {
+                "part": "curves",
+                "method": name,
+                "epoch": epoch,
+                "lr": config.lr * 0.1**decays,
+                "train_acc": 1 - float(r["train_error_noisy"]),
+                "train_acc_clean": 1 - float(r["train_error_clean"]),
+                "val_acc": 1 - float(r["val_error"]),
+                "test_acc": 1 - float(r["test_error"]),
+                "train_loss": float(r["loss"]),
+            }
+        )
     best_test = 1 - float(h["test_error"].min())
     last, best = result.final, result.best
-    at_last = {"epoch": int(last["epoch"]), "val_acc": 1 - float(last["val_error"]),
-               "test_acc": 1 - float(last["test_error"]), "best_test_acc": best_test}
-    at_best = {"epoch": int(result.best_epoch or last["epoch"]), "val_acc": 1 - float(best["val_error"]),
-               "test_acc": 1 - float(best["test_error"]), "best_test_acc": best_test}
+    at_last = {
+        "epoch": int(last["epoch"]),
+        "val_acc": 1 - float(last["val_error"]),
+        "test_acc": 1 - float(last["test_error"]),
+        "best_test_acc": best_test,
+    }
+    at_best = {
+        "epoch": int(result.best_epoch or last["epoch"]),
+        "val_acc": 1 - float(best["val_error"]),
+        "test_acc": 1 - float(best["test_error"]),
+        "best_test_acc": best_test,
+    }
     if aux:
         rows.append({"part": "summary", "method": f"{name} (last)", **at_last})
         rows.append({"part": "summary", "method": f"{name} (best)", **at_best})
@@ -263,8 +330,23 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
                     key = {"seed": seed, "noise": p, "loss": loss, "aux": aux}
                     unit = ctx.unit(key, lambda: _run(config, split, y_noisy, loss, aux, seed, ctx.progress))
                     rows += [{"seed": seed, "noise": p, "noise_actual": actual, **r} for r in unit]
-    columns = ["part", "seed", "noise", "noise_actual", "method", "loss", "aux", "epoch", "lr", "train_acc",
-               "train_acc_clean", "val_acc", "test_acc", "best_test_acc", "train_loss"]
+    columns = [
+        "part",
+        "seed",
+        "noise",
+        "noise_actual",
+        "method",
+        "loss",
+        "aux",
+        "epoch",
+        "lr",
+        "train_acc",
+        "train_acc_clean",
+        "val_acc",
+        "test_acc",
+        "best_test_acc",
+        "train_loss",
+    ]
     table = pd.DataFrame(rows)
     return table[[c for c in columns if c in table.columns]]
 
@@ -273,8 +355,9 @@ def table1(table: pd.DataFrame) -> pd.DataFrame:
     """Table 1's layout: test accuracy (%) mean ± std over seeds, one row per method, one column per noise rate."""
     summary = table[table["part"] == "summary"]
     stats = summary.groupby(["method", "noise"])["test_acc"].agg(["mean", "std"]).reset_index()
-    stats["cell"] = [f"{100 * m:.2f}" + (f" ± {100 * s:.2f}" if s == s else "") for m, s in
-                     zip(stats["mean"], stats["std"])]
+    stats["cell"] = [
+        f"{100 * m:.2f}" + (f" ± {100 * s:.2f}" if s == s else "") for m, s in zip(stats["mean"], stats["std"])
+    ]
     return stats.pivot(index="method", columns="noise", values="cell")
 
 
