@@ -191,8 +191,12 @@ def test_figure_1b_check_asserts_the_precondition_then_judges_each_claim():
         "SGD+AUX sel": "medium",
         "SGD+RDI sel": "inconclusive",
     }
+    unfit = claims.figure_1b(_setting2_summary({}, sgd_train=0.08), 4.0)
     with pytest.raises(AssertionError, match="precondition"):  # SGD did not fit the noisy labels
-        claims.check_figure_1b(Ledger("t"), claims.figure_1b(_setting2_summary({}, sgd_train=0.08), 4.0), "medium")
+        claims.check_figure_1b(Ledger("t"), unfit, "medium")
+    ledger = Ledger("t")  # a record: said so, not judged
+    assert claims.check_figure_1b(ledger, unfit, "medium", require_fit=False) == {"precondition": "not met"}
+    assert [c.status for c in ledger.claims] == ["not run"] and "up to 8.0%" in ledger.claims[0].value
 
 
 def test_judge_needs_three_seeds_and_two_standard_errors():
