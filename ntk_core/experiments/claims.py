@@ -348,19 +348,33 @@ def judge(
     return "inconclusive"
 
 
-def check_figure_1b(ledger: Ledger, numbers: dict, status: Status, anchor: str = "exp-figure-1b") -> dict:
+def check_figure_1b(
+    ledger: Ledger, numbers: dict, status: Status, anchor: str = "exp-figure-1b", *, require_fit: bool = True
+) -> dict:
     """Judge Figure 1b's claims on :func:`figure_1b`'s ``numbers`` (after asserting its precondition).
 
     The precondition is a plain assertion: on every seed vanilla SGD ends with training error ≤ 5 % against the
     noisy labels and reproduces ≥ 90 % of the flipped labels. Then :func:`judge` decides, paired by seed,
     whether early stopping, SGD+AUX and SGD+RDI (at Figure 1b's λ and at the λ selected by validation) end
-    with a lower test error than SGD. Returns the verdicts by method.
+    with a lower test error than SGD. Returns the verdicts by method. With ``require_fit=False`` (a recorded
+    run) an unmet precondition is reported as not run, with the numbers, instead of failing.
     """
     q = numbers
-    assert q["sgd_train_max"] <= 0.05 and q["memorised_min"] >= 0.9, (
-        f"precondition: vanilla SGD ends at training error {q['sgd_train_max']:.1%} and reproduces only "
-        f"{q['memorised_min']:.0%} of the flipped labels"
+    unmet = (
+        f"vanilla SGD ends at training error up to {q['sgd_train_max']:.1%} on the noisy labels and reproduces "
+        f"as few as {q['memorised_min']:.0%} of the flipped labels (needs ≤ 5 % and ≥ 90 %)"
     )
+    if not (q["sgd_train_max"] <= 0.05 and q["memorised_min"] >= 0.9):
+        if not require_fit:
+            ledger.not_run(
+                "Figure 1b",
+                f"the claims at noise {q['noise']:.0%}",
+                f"the precondition fails: {unmet}",
+                paper=PAPER["Figure 1b"],
+                anchor=anchor,
+            )
+            return {"precondition": "not met"}
+        raise AssertionError(f"precondition: {unmet}")
     verdicts = {}
     for name in ("SGD+ES", "SGD+AUX", "SGD+RDI", "SGD+AUX (selected λ)", "SGD+RDI (selected λ)"):
         lam = (
