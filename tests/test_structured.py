@@ -18,32 +18,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import functional_call, jacrev
 
 from ntk_core import structured as st
 from ntk_core.ntk import _make_problem, empirical_ntk
 from ntk_core.structured import ROUTES, plan_structured, structured_ntk
+from ntk_oracle import reference_ntk as oracle
 
 F64 = torch.float64
-
-
-def oracle(model: nn.Module, x1: Tensor, x2: Tensor, output: str) -> Tensor:
-    """Explicit Jacobian of the batch w.r.t. all trained parameters (float64), contracted by einsum."""
-    params = {n: p.detach().double() for n, p in model.named_parameters() if p.requires_grad}
-    consts = {n: p.detach().double() for n, p in model.named_parameters() if not p.requires_grad}
-    consts.update({n: b.detach().double() for n, b in model.named_buffers()})
-
-    def f(p: dict[str, Tensor], x: Tensor) -> Tensor:
-        return functional_call(model, (p, consts), (x.double(),)).reshape(x.shape[0], -1)
-
-    def jac(x: Tensor) -> Tensor:
-        n_out = f(params, x).shape[1]
-        return torch.cat([j.reshape(x.shape[0], n_out, -1) for j in jacrev(f)(params, x).values()], dim=-1)
-
-    k = torch.einsum("iap,jbp->ijab", jac(x1), jac(x2))
-    if k.shape[-1] == 1:
-        return k[..., 0, 0]
-    return k if output == "full" else torch.diagonal(k, dim1=2, dim2=3).sum(-1)
 
 
 def gen(seed: int) -> torch.Generator:

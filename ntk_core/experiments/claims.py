@@ -424,35 +424,28 @@ def check_table_1(
             verdicts[f"{loss} over-fits"] = "not run"
             continue
         assert c["fit"] >= 0.95, f"precondition: {unmet}"
-        verdicts[f"{loss} over-fits"] = judge(
-            ledger,
-            "Table 1",
-            f"normal {loss} training over-fits at noise {p:.0%}: its early-stopped epoch beats "
-            "its last (test accuracy, paired by seed)",
-            c["overfit"],
-            status=status,
-            paper=PAPER["Table 1"],
-            anchor=anchor,
-        )
-        verdicts[f"{loss}+AUX beats early stopping"] = judge(
-            ledger,
-            "Table 1",
-            f"{loss}+AUX's last epoch beats normal {loss} with early stopping at noise {p:.0%}",
-            c["gain"],
-            status=status,
-            paper=PAPER["Table 1"],
-            anchor=anchor,
-        )
-        verdicts[f"{loss}+AUX over-fits less"] = judge(
-            ledger,
-            "Table 1",
-            f"{loss}+AUX over-fits less than normal {loss} at noise {p:.0%}: it loses less test "
-            "accuracy from its best epoch to its last (paired by seed)",
-            c["less_overfit"],
-            status=status,
-            paper=PAPER["Table 1"],
-            anchor=anchor,
-        )
+        for key, statement, stats in (
+            (
+                f"{loss} over-fits",
+                f"normal {loss} training over-fits at noise {p:.0%}: its early-stopped epoch beats "
+                "its last (test accuracy, paired by seed)",
+                c["overfit"],
+            ),
+            (
+                f"{loss}+AUX beats early stopping",
+                f"{loss}+AUX's last epoch beats normal {loss} with early stopping at noise {p:.0%}",
+                c["gain"],
+            ),
+            (
+                f"{loss}+AUX over-fits less",
+                f"{loss}+AUX over-fits less than normal {loss} at noise {p:.0%}: it loses less test "
+                "accuracy from its best epoch to its last (paired by seed)",
+                c["less_overfit"],
+            ),
+        ):
+            verdicts[key] = judge(
+                ledger, "Table 1", statement, stats, status=status, paper=PAPER["Table 1"], anchor=anchor
+            )
     return verdicts
 
 
