@@ -311,3 +311,56 @@ def test_table_2_needs_convergence_and_the_width_finding_asserts_its_evidence():
     assert [c.status for c in ledger.claims].count("not reproduced") == 1
     with pytest.raises(AssertionError, match="finding"):  # the finding's evidence is checked too
         claims.check_table_2(Ledger("t"), _distance_table(width_spread=0.05), "quick", width_finding=True)
+
+
+def _linearised_table(rdi_gap: float = 0.01, gd_gaps: tuple[float, float, float] = (0.2, 0.1, 0.02)) -> pd.DataFrame:
+    """A converged distance table whose runs end ``gap`` beyond their linearised prediction: GD + RDI by
+    ``rdi_gap``, vanilla GD by ``gd_gaps`` along the width factor (256, 512, 1024) and by 0.05 elsewhere."""
+    t = _distance_table()
+    gap = pd.Series(0.05, index=t.index)
+    gap[t["lam"] > 0] = rdi_gap
+    gap[t["factor"] == "width"] = gd_gaps
+    t["predicted"] = t["distance"] / (1 + gap)
+    return t
+
+
+def test_table_2_linearised_measures_the_gap_to_the_linearised_solution():
+    q = claims.table_2_linearised(_linearised_table())
+    assert q["rdi_gap"] == pytest.approx(0.01)
+    assert (q["gd_gap_min"], q["gd_gap_max"]) == (pytest.approx(0.02), pytest.approx(0.2))
+    assert q["by_width"] == pytest.approx({256.0: 0.2, 512.0: 0.1, 1024.0: 0.02}) and q["width_shrinks"]
+    # seeds are averaged along the width factor: a second seed moves the mean, not the run-wise extremes' rule
+    t = _linearised_table()
+    t2 = _linearised_table(gd_gaps=(0.4, 0.3, 0.2)).assign(seed=1)
+    q2 = claims.table_2_linearised(pd.concat([t, t2], ignore_index=True))
+    assert q2["by_width"] == pytest.approx({256.0: 0.3, 512.0: 0.2, 1024.0: 0.11}) and q2[
+        "gd_gap_max"
+    ] == pytest.approx(0.4)
+    assert not claims.table_2_linearised(_linearised_table(gd_gaps=(0.2, 0.1, 0.15)))["width_shrinks"]
+    with pytest.raises(ValueError, match="GD \\+ RDI runs"):
+        claims.table_2_linearised(_distance_table().query("lam == 0"))
+
+
+def test_check_table_2_linearised_asserts_theorem_4_1_and_the_gd_finding():
+    ledger = Ledger("t")
+    claims.check_table_2_linearised(ledger, _linearised_table(), "medium", gd_finding=True)
+    assert [(c.ref, c.status) for c in ledger.claims] == [("Theorem 4.1", "medium"), ("Table 2", "not reproduced")]
+    with pytest.raises(AssertionError, match="within 5 %"):  # RDI away from its ridge solution
+        claims.check_table_2_linearised(Ledger("t"), _linearised_table(rdi_gap=0.08), "medium", gd_finding=True)
+    with pytest.raises(AssertionError, match="within 10 %"):  # stated as holding, but GD is 20 % away
+        claims.check_table_2_linearised(Ledger("t"), _linearised_table(), "medium")
+    with pytest.raises(AssertionError, match="finding"):  # the gap does not shrink with width: no evidence
+        claims.check_table_2_linearised(
+            Ledger("t"), _linearised_table(gd_gaps=(0.2, 0.1, 0.15)), "medium", gd_finding=True
+        )
+    with pytest.raises(AssertionError, match="finding"):  # GD within 10 % everywhere: the finding is wrong
+        claims.check_table_2_linearised(
+            Ledger("t"), _linearised_table(gd_gaps=(0.08, 0.05, 0.01)), "medium", gd_finding=True
+        )
+    ledger = Ledger("t")
+    claims.check_table_2_linearised(ledger, _linearised_table(gd_gaps=(0.08, 0.05, 0.01)), "quick")
+    assert [c.status for c in ledger.claims] == ["quick", "quick"]
+    unconverged = _linearised_table()
+    unconverged.loc[unconverged["factor"] == "noise", "train_loss"] = 1.0
+    with pytest.raises(AssertionError, match="precondition"):
+        claims.check_table_2_linearised(Ledger("t"), unconverged, "medium", gd_finding=True)
