@@ -216,7 +216,8 @@ def table_2_linearised(table: pd.DataFrame) -> dict:
     dict
         ``gd_gap_min``, ``gd_gap_max``: the smallest and largest gap of a vanilla GD run; ``rdi_gap``: the
         largest |gap| of a GD + RDI run; ``by_width``: {width: gap averaged over seeds} along the width factor
-        (vanilla GD), by increasing width; ``width_shrinks``: whether that gap falls strictly as the width grows.
+        (vanilla GD), by increasing width; ``width_shrinks``: whether that gap never grows with the width and ends
+        below where it started.
     """
     track = distance.tracking(table)
     gd = track[track["lam"] == 0]["gap"]
@@ -229,7 +230,9 @@ def table_2_linearised(table: pd.DataFrame) -> dict:
         "gd_gap_max": float(gd.max()),
         "rdi_gap": float(rdi.abs().max()),
         "by_width": {float(w): float(g) for w, g in by_width.items()},
-        "width_shrinks": bool(len(by_width) > 1 and (by_width.diff().dropna() < 0).all()),
+        "width_shrinks": bool(
+            len(by_width) > 1 and (by_width.diff().dropna() <= 0).all() and by_width.iloc[-1] < by_width.iloc[0]
+        ),
     }
 
 
