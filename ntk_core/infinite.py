@@ -4,26 +4,26 @@ The network is the one of :class:`ntk_core.nets.MLP` (NTK parametrization,
 DESIGN.md): with ``L`` hidden layers of widths ``m_1 .. m_L``,
 
 .. math::
-    h^1 = W^1 x / \sqrt d,\quad h^{l+1} = W^{l+1} \mathrm{relu}(h^l) / \sqrt{m_l},
-    \quad f = h^{L+1},\qquad W^l_{ij} \sim N(0, 1).
+    h^1 &= W^1 x / \sqrt d,\qquad f = h^{L+1},\\
+    h^{l+1} &= W^{l+1} \mathrm{relu}(h^l) / \sqrt{m_l},\\
+    W^l_{ij} &\sim N(0, 1).
 
 As all widths grow (Jacot et al. 2018; Arora et al. 2019, the limit quoted in
 Section 3.2 of the paper) the pre-activations become Gaussian processes with
 
 .. math::
-    \Sigma^{(0)}(x, x') = x^\top x' / d,
-
-    \Sigma^{(l)} = \mathbb E[\mathrm{relu}(u)\mathrm{relu}(v)],\qquad
-    \dot\Sigma^{(l)} = \mathbb E[\mathrm{relu}'(u)\mathrm{relu}'(v)],
+    \Sigma^{(0)}(x, x') &= x^\top x' / d,\\
+    \Sigma^{(l)} &= \mathbb E[\mathrm{relu}(u)\mathrm{relu}(v)],\\
+    \dot\Sigma^{(l)} &= \mathbb E[\mathrm{relu}'(u)\mathrm{relu}'(v)],
 
 :math:`(u, v) \sim N(0, [[\Sigma^{(l-1)}(x,x), \Sigma^{(l-1)}(x,x')], [\cdot, \Sigma^{(l-1)}(x',x')]])`,
 given by the arc-cosine kernels (Cho & Saul 2009) with
 :math:`\cos\vartheta = \Sigma^{(l-1)}(x,x') / \sqrt{\Sigma^{(l-1)}(x,x)\Sigma^{(l-1)}(x',x')}`:
 
 .. math::
-    \Sigma^{(l)} = \frac{\sqrt{\Sigma^{(l-1)}(x,x)\Sigma^{(l-1)}(x',x')}}{2\pi}
-    \big(\sin\vartheta + (\pi - \vartheta)\cos\vartheta\big),\qquad
-    \dot\Sigma^{(l)} = \frac{\pi - \vartheta}{2\pi}.
+    \Sigma^{(l)} &= \frac{\sqrt{\Sigma^{(l-1)}(x,x)\Sigma^{(l-1)}(x',x')}}{2\pi}\\
+    &\qquad\cdot\big(\sin\vartheta + (\pi - \vartheta)\cos\vartheta\big),\\
+    \dot\Sigma^{(l)} &= \frac{\pi - \vartheta}{2\pi}.
 
 The gradient with respect to ``W^l`` (l = 1 .. L+1) contributes
 :math:`\Sigma^{(l-1)} \prod_{k=l}^{L} \dot\Sigma^{(k)}` to the NTK, so the NTK

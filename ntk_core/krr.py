@@ -1,10 +1,9 @@
 """Kernel ridge regression and the linearised gradient-descent dynamics of Section 4.
 
 Everything here follows the paper's convention (DESIGN.md): the ridge term is
-**λ² I** and the argument ``lam`` is λ, so that
+**λ² I** and the argument ``lam`` is λ, so that the KRR solution (paper eq. (8)) is
 
-.. math::  f^*(x) = k(x, X)^\\top (k(X, X) + \\lambda^2 I)^{-1} \\tilde y
-   \\qquad \\text{(paper eq. (8), "KRR solution")},
+.. math::  f^*(x) = k(x, X)^\\top (k(X, X) + \\lambda^2 I)^{-1} \\tilde y,
 
 and, for ``K`` outputs with targets stacked as the columns of ``y`` of shape
 ``(n, K)``, the same formula column by column (paper eq. (9)).
@@ -369,8 +368,8 @@ class KRRPath:
 
     With :math:`K = U\,\mathrm{diag}(s)\,U^\top` (computed once, O(n³)),
 
-    .. math:: (K + \lambda^2 I)^{-1}\tilde y = U\,\frac{U^\top\tilde y}{s + \lambda^2},
-       \qquad K (K + \lambda^2 I)^{-1}\tilde y = U\,\frac{s\,U^\top\tilde y}{s + \lambda^2},
+    .. math:: (K + \lambda^2 I)^{-1}\tilde y &= U\,\frac{U^\top\tilde y}{s + \lambda^2},\\
+       K (K + \lambda^2 I)^{-1}\tilde y &= U\,\frac{s\,U^\top\tilde y}{s + \lambda^2},
 
     so each further λ costs O(n²) per target column (O(m n) for ``m`` test
     points, whose product ``K_test_train @ U`` is also formed once). This is what
@@ -676,8 +675,8 @@ def gd_rdi_params(
 ) -> ParamGDTrajectory:
     r"""Gradient descent on the linearised RDI objective (Section 4, eq. (6)).
 
-    .. math:: \tilde L^{RDI}_\lambda(\theta) = \tfrac12\|Z(\theta-\theta(0)) - \tilde y\|^2
-              + \tfrac{\lambda^2}{2}\|\theta-\theta(0)\|^2,
+    .. math:: \tilde L^{RDI}_\lambda(\theta) &= \tfrac12\|Z(\theta-\theta(0)) - \tilde y\|^2\\
+              &\quad + \tfrac{\lambda^2}{2}\|\theta-\theta(0)\|^2,
 
     .. math:: \theta(t+1) = \theta(t) - \eta\,\nabla\tilde L^{RDI}_\lambda(\theta(t)).
 

@@ -153,9 +153,9 @@ class TwoLayerNet(nn.Module):
     r"""The two-layer ReLU network of Setting 1 (paper, Section 6 and Appendix D).
 
     .. math::
-        f(\theta, x) = \frac{1}{\sqrt m} \sum_{r=1}^m a_r\,
-        \mathrm{relu}\Big(\frac{w_r^\top x}{\sqrt d}\Big),
-        \qquad w_r \sim N(0, I_d),\ a_r \sim \mathrm{Unif}\{\pm 1\}.
+        f(\theta, x) &= \frac{1}{\sqrt m} \sum_{r=1}^m a_r\,
+        \mathrm{relu}\Big(\frac{w_r^\top x}{\sqrt d}\Big),\\
+        w_r &\sim N(0, I_d),\qquad a_r \sim \mathrm{Unif}\{\pm 1\}.
 
     By default only the first layer ``W = (w_1, ..., w_m)`` is trained and the
     second layer ``a`` is frozen (``requires_grad=False``), as in the paper
@@ -307,8 +307,9 @@ class DifferenceTrick(nn.Module):
     r"""Difference trick (paper, footnote 2 and Appendix A), with mixing ``alpha``.
 
     .. math::
-        f(\theta_1, \theta_2, x) = \sqrt{\alpha}\, g(\theta_1, x) - \sqrt{1-\alpha}\, g(\theta_2, x),
-        \qquad \theta_1(0) = \theta_2(0).
+        f(\theta_1, \theta_2, x) &= \sqrt{\alpha}\, g(\theta_1, x)\\
+        &\quad - \sqrt{1-\alpha}\, g(\theta_2, x),\\
+        \theta_1(0) &= \theta_2(0).
 
     ``alpha = 1/2`` is the paper's form ``(√2/2) g(θ₁) − (√2/2) g(θ₂)``. Then
     (Lemma A.1) ``f(θ(0), x) = 0`` for every x and the NTK of f at

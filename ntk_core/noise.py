@@ -52,7 +52,8 @@ def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: boo
     r"""Flip the sign of each ±1 label with probability ``p`` (Section 3.1).
 
     .. math:: \tilde y_i = \begin{cases} -y_i & \text{with probability } p,\\ y_i & \text{otherwise,}\end{cases}
-              \qquad 0 \le p < \tfrac12 .
+
+    with :math:`0 \le p < \tfrac12`.
 
     Parameters
     ----------

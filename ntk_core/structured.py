@@ -28,9 +28,9 @@ found for all examples at once by a zero "probe" added to ``h_out``. The
 parameter's NTK contribution is then
 
 .. math::
-    \Theta_W(x, x')_{ab} = \sum_g \sum_{t, s}
-        \langle u_{tg}(x), u_{sg}(x') \rangle\,
-        \langle \delta^a_{tg}(x), \delta^b_{sg}(x') \rangle ,
+    \Theta_W(x, x')_{ab} &= \sum_g \sum_{t, s}
+        \langle u_{tg}(x), u_{sg}(x') \rangle\\
+        &\qquad\cdot\langle \delta^a_{tg}(x), \delta^b_{sg}(x') \rangle ,
 
 for a dense layer on flat inputs ``(U U'^T) ⊙ (Δ Δ'^T)``: the per-example
 Jacobians are never formed (route ``"gram"``). A parameter used several
