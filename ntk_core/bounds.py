@@ -74,7 +74,7 @@ from ._checks import (
     check_unit_interval_open,
 )
 from .krr import check_kernel_matrix, krr_coefficients
-from .krr_ooc import is_on_disk, ridge_quadratic_ooc
+from .krr_ooc import OnDiskKernel, is_on_disk, krr_solve_ooc, ridge_quadratic_ooc
 
 from typing import TYPE_CHECKING
 
@@ -157,10 +157,26 @@ def _log_inv(delta: float) -> float:
     return math.log(1.0 / delta)
 
 
+def _on_disk(K: Any) -> OnDiskKernel:
+    """A K on disk as a validated :class:`~ntk_core.krr_ooc.OnDiskKernel` (the same object if it is one)."""
+    Kd = K if isinstance(K, OnDiskKernel) else OnDiskKernel(K)
+    return Kd.check()
+
+
+def _kernel(K: Any) -> np.ndarray | OnDiskKernel:
+    """check_kernel_matrix for a K in memory, a validated OnDiskKernel (one pass, once) for a K on disk."""
+    return _on_disk(K) if is_on_disk(K) else check_kernel_matrix(K)
+
+
+def _trace(K: np.ndarray | OnDiskKernel) -> float:
+    """tr K: the diagonal of the validation pass for a K on disk (no further read)."""
+    return K.trace() if isinstance(K, OnDiskKernel) else float(np.trace(K))
+
+
 # =========================================================================== data quantities
 
 
-def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
+def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
     """The data-dependent complexity yᵀ k(X, X)⁻¹ y of Theorems 5.1–5.3.
 
     For ``y`` of shape ``(n,)`` returns a float; for ``(n, K)`` returns the
@@ -199,7 +215,7 @@ def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
     >>> round(complexity(path, np.array([1.0, 1.0])), 10)   # on disk, out of core
     0.6666666667
     """
-    if is_on_disk(K):
+    if isinstance(K, OnDiskKernel) or is_on_disk(K):
         return ridge_quadratic_ooc(K, y, 0.0)
     Km = check_kernel_matrix(K)
     yy = as_float64_array(y, "y", ndim=(1, 2))
@@ -210,7 +226,7 @@ def complexity(K: ArrayLike, y: ArrayLike) -> float | np.ndarray:
     return float(vals) if yy.ndim == 1 else vals
 
 
-def ridge_complexity(K: ArrayLike, y: ArrayLike, lam: float) -> float:
+def ridge_complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float) -> float:
     """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`).
 
     Parameters
@@ -228,12 +244,12 @@ def ridge_complexity(K: ArrayLike, y: ArrayLike, lam: float) -> float:
     float
     """
     yy = as_float64_array(y, "y", ndim=1)
-    if is_on_disk(K):
+    if isinstance(K, OnDiskKernel) or is_on_disk(K):
         return float(ridge_quadratic_ooc(K, yy, check_positive(lam, "lam")))
     return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))
 
 
-def rkhs_norm(K: ArrayLike, alpha: ArrayLike) -> float:
+def rkhs_norm(K: ArrayLike | OnDiskKernel, alpha: ArrayLike) -> float:
     """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2).
 
     Parameters
@@ -248,12 +264,13 @@ def rkhs_norm(K: ArrayLike, alpha: ArrayLike) -> float:
     float
         ‖f‖_H.
     """
-    Km = check_kernel_matrix(K)
+    Km = _kernel(K)
     a = _check_vector(alpha, Km.shape[0], "alpha")
-    return math.sqrt(max(float(a @ Km @ a), 0.0))
+    Ka = Km.matvec(a) if isinstance(Km, OnDiskKernel) else Km @ a
+    return math.sqrt(max(float(a @ Ka), 0.0))
 
 
-def krr_rkhs_norm(K: ArrayLike, y_noisy: ArrayLike, lam: float) -> float:
+def krr_rkhs_norm(K: ArrayLike | OnDiskKernel, y_noisy: ArrayLike, lam: float) -> float:
     """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ — the left side of Lemma C.2.
 
     Parameters
@@ -270,6 +287,10 @@ def krr_rkhs_norm(K: ArrayLike, y_noisy: ArrayLike, lam: float) -> float:
     float
         ‖f*‖_H.
     """
+    if isinstance(K, OnDiskKernel) or is_on_disk(K):
+        Kd = _on_disk(K)
+        sol = krr_solve_ooc(Kd, _check_vector(y_noisy, Kd.n, "y_noisy"), check_positive(lam, "lam"))
+        return math.sqrt(max(float(sol.alpha @ sol.fitted), 0.0))
     return rkhs_norm(K, krr_coefficients(K, _check_vector(y_noisy, np.shape(K)[0], "y_noisy"), lam))
 
 
@@ -524,6 +545,12 @@ def hsu_kakade_zhang_bound(A: ArrayLike, sigma: float, delta: float) -> float:
     float
         The bound on ‖Aε‖.
     """
+    if is_on_disk(A):
+        raise TypeError(
+            "hsu_kakade_zhang_bound needs every singular value of A (an SVD of the whole matrix), so A must be "
+            "in memory, not on disk; for a kernel matrix on disk use lemma_c1_bound, which bounds the same "
+            "noise term through tr K (streamed) and takes K on disk, or load A with numpy.load if it fits"
+        )
     Am = as_float64_array(A, "A", ndim=2)
     sigma = _check_nonneg(sigma, "sigma")
     L = _log_inv(check_unit_interval_open(delta, "delta"))
@@ -583,15 +610,15 @@ class LemmaC2Bound:
 
 
 def _lemma_inputs(
-    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float
-) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    Km = check_kernel_matrix(K)
+    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float
+) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
+    Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
     lam, sigma = check_positive(lam, "lam"), _check_nonneg(sigma, "sigma")
     return Km, yy, lam, sigma, check_unit_interval_open(delta, "delta")
 
 
-def lemma_c1_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
+def lemma_c1_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
     r"""Lemma C.1: training error of the KRR solution against the *clean* labels.
 
     With ỹ = y + ε, ε independent, mean zero, σ-sub-Gaussian (given X, y), with
@@ -627,14 +654,18 @@ def lemma_c1_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: 
         The three terms; ``total`` is their sum.
     """
     Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
+    return _lemma_c1(float(complexity(Km, yy)), _trace(Km), lam, sigma, delta)
+
+
+def _lemma_c1(comp: float, trace: float, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
     return LemmaC1Bound(
-        bias=0.5 * lam * math.sqrt(max(float(complexity(Km, yy)), 0.0)),
-        noise=sigma / (2.0 * lam) * math.sqrt(max(float(np.trace(Km)), 0.0)),
+        bias=0.5 * lam * math.sqrt(max(comp, 0.0)),
+        noise=sigma / (2.0 * lam) * math.sqrt(max(trace, 0.0)),
         tail=sigma * math.sqrt(2.0 * _log_inv(delta)),
     )
 
 
-def lemma_c2_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
+def lemma_c2_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
     r"""Lemma C.2: RKHS norm of the KRR solution trained on noisy labels.
 
     With probability ≥ 1 − δ,
@@ -666,9 +697,13 @@ def lemma_c2_bound(K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: 
         The three terms; ``total`` is their sum.
     """
     Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
+    return _lemma_c2(ridge_complexity(Km, yy, lam), Km.shape[0], lam, sigma, delta)
+
+
+def _lemma_c2(ridge: float, n: int, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
     return LemmaC2Bound(
-        signal=math.sqrt(max(ridge_complexity(Km, yy, lam), 0.0)),
-        noise=sigma * math.sqrt(Km.shape[0]) / lam,
+        signal=math.sqrt(max(ridge, 0.0)),
+        noise=sigma * math.sqrt(n) / lam,
         tail=sigma / lam * math.sqrt(2.0 * _log_inv(delta)),
     )
 
@@ -753,7 +788,7 @@ class AdditiveNoiseBound:
 
 
 def _additive_bound(
-    K: np.ndarray,
+    K: np.ndarray | OnDiskKernel,
     y: np.ndarray,
     lam: float,
     sigma: float,
@@ -761,16 +796,24 @@ def _additive_bound(
     eps_net: float,
     label_bound: float,
     loss_bound: float,
+    comp: float | None = None,
+    ridge: float | None = None,
 ) -> AdditiveNoiseBound:
-    """Shared machinery of Theorems 5.1–5.3 (validated inputs; see theorem_5_1_bound)."""
+    """Shared machinery of Theorems 5.1–5.3 (validated inputs; see theorem_5_1_bound).
+
+    ``comp`` = yᵀK⁻¹y and ``ridge`` = yᵀ(K + λ²I)⁻¹y if already known (Theorem 5.3
+    on disk solves for all outputs at once), else computed here.
+    """
     _check_bounded_labels(y, label_bound, "y")
     n = K.shape[0]
-    trace = float(np.trace(K))
+    trace = _trace(K)
     if not trace > 0.0:
         raise ValueError(f"tr K must be > 0 for a kernel matrix, got {trace:.6g}")
     tau = math.sqrt(trace)
-    lc1 = lemma_c1_bound(K, y, lam, sigma, delta / 3.0)
-    lc2 = lemma_c2_bound(K, y, lam, sigma, delta / 3.0)
+    comp = float(complexity(K, y)) if comp is None else comp
+    ridge = ridge_complexity(K, y, lam) if ridge is None else ridge
+    lc1 = _lemma_c1(comp, trace, lam, sigma, delta / 3.0)
+    lc2 = _lemma_c2(ridge, n, lam, sigma, delta / 3.0)
     rad = 2.0 * tau / n
     N = math.ceil(label_bound * math.sqrt(n) / (lam * eps_net))
     return AdditiveNoiseBound(
@@ -792,7 +835,7 @@ def _additive_bound(
 
 
 def theorem_5_1_bound(
-    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float, eps_net: float = 1.0
 ) -> AdditiveNoiseBound:
     """Theorem 5.1 (additive label noise) with every constant written out.
 
@@ -864,7 +907,7 @@ def theorem_5_1_bound(
     >>> bound.n, bound.net_size
     (8, 4)
     """
-    Km = check_kernel_matrix(K)
+    Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
     return _additive_bound(
         Km,
@@ -937,7 +980,7 @@ def _printed_terms(
 
 
 def theorem_5_1_printed(
-    K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, C: float = 1.0
+    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     r"""Theorem 5.1, eq. (10), as printed:
 
@@ -968,7 +1011,7 @@ def theorem_5_1_printed(
     PrintedBound
         The printed form's terms; ``total`` is their sum.
     """
-    Km = check_kernel_matrix(K)
+    Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
     lam, sigma = check_positive(lam, "lam"), _check_nonneg(sigma, "sigma")
     delta, C = check_unit_interval_open(delta, "delta"), _check_nonneg(C, "C")
@@ -1017,9 +1060,9 @@ class BinaryBound:
 
 
 def _binary_inputs(
-    K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float
-) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    Km = check_kernel_matrix(K)
+    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float
+) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
+    Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
     _check_pm1(yy, "y")
     return Km, yy, check_positive(lam, "lam"), check_rate(p, "p"), check_unit_interval_open(delta, "delta")
@@ -1057,7 +1100,7 @@ def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
 
 
 def theorem_5_2_bound(
-    K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float, eps_net: float = 1.0
 ) -> BinaryBound:
     """Theorem 5.2 (binary classification, flip rate p) with explicit constants.
 
@@ -1125,7 +1168,9 @@ def theorem_5_2_bound(
     return BinaryBound(p=p, sigma=sigma, sigma_paper=math.sqrt(p), rescale=1.0 / scale, additive=add)
 
 
-def theorem_5_2_printed(K: ArrayLike, y: ArrayLike, lam: float, p: float, delta: float, C: float = 1.0) -> PrintedBound:
+def theorem_5_2_printed(
+    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float, C: float = 1.0
+) -> PrintedBound:
     r"""Theorem 5.2 as printed, O(·) := C·(·):
 
     .. math:: \frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}} + \frac{1}{1-2p}
@@ -1197,10 +1242,10 @@ class MulticlassBound:
 
 
 def _multiclass_inputs(
-    K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
-    Km = check_kernel_matrix(K)
+    K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float
+) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, np.ndarray, float, float, float]:
     Pm = check_transition_matrix(P)
+    Km = _kernel(K)
     c = _check_class_labels(labels, Pm.shape[0])
     if c.shape[0] != Km.shape[0]:
         raise ValueError(f"labels must have n = {Km.shape[0]} entries to match K, got {c.shape[0]}")
@@ -1209,7 +1254,7 @@ def _multiclass_inputs(
 
 
 def theorem_5_3_bound(
-    K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, eps_net: float = 1.0
 ) -> MulticlassBound:
     """Theorem 5.3 (K-class, transition matrix P) with explicit constants.
 
@@ -1271,15 +1316,33 @@ def theorem_5_3_bound(
     eps_net = check_positive(eps_net, "eps_net")
     k = Pm.shape[0]
     sigmas = multiclass_noise_subgaussian_sigma(Pm)
+    comps: list[float | None] = [None] * k
+    ridges: list[float | None] = [None] * k
+    if isinstance(Km, OnDiskKernel):  # one solve for all K outputs (K columns per pass over K), not one each
+        for h in range(k):
+            _check_bounded_labels(Q[h], 1.0, "y")
+        comps = [float(c) for c in np.atleast_1d(complexity(Km, Q.T))]
+        ridges = [float(r) for r in np.atleast_1d(ridge_quadratic_ooc(Km, Q.T, lam))]
     per = tuple(
-        _additive_bound(Km, Q[h], lam, float(sigmas[h]), delta / k, eps_net, label_bound=1.0, loss_bound=1.0)
+        _additive_bound(
+            Km,
+            Q[h],
+            lam,
+            float(sigmas[h]),
+            delta / k,
+            eps_net,
+            label_bound=1.0,
+            loss_bound=1.0,
+            comp=comps[h],
+            ridge=ridges[h],
+        )
         for h in range(k)
     )
     return MulticlassBound(gap=g, sigmas=sigmas, per_output=per)
 
 
 def theorem_5_3_printed(
-    K: ArrayLike, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, C: float = 1.0
+    K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     r"""Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
 

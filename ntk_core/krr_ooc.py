@@ -42,6 +42,11 @@ Contents
 * :func:`ridge_quadratic_ooc` — ``ỹᵀ(K + λ² I)⁻¹ỹ`` (λ = 0: the complexity
   ``yᵀK⁻¹y`` of Theorems 5.1–5.3), used by :func:`ntk_core.bounds.complexity` and
   :func:`ntk_core.bounds.ridge_complexity` for a K on disk;
+* :class:`OnDiskKernel` — a K on disk with the solver's options, validated once
+  (:meth:`OnDiskKernel.check`), its trace from diagonal tiles, its products with
+  vectors, and a running count of the passes over K; every function of
+  :mod:`ntk_core.bounds` that takes a kernel matrix accepts it (and a bare path
+  or memory map);
 * :func:`is_on_disk` — whether those functions take the out-of-core route.
 """
 
@@ -66,6 +71,7 @@ if TYPE_CHECKING:  # the alias is for annotations only (never imported at run ti
 
 __all__ = [
     "DEFAULT_OOC_MEMORY",
+    "OnDiskKernel",
     "OutOfCoreKRR",
     "is_on_disk",
     "krr_predict_ooc",
@@ -83,7 +89,7 @@ _MAX_RESTARTS = 5
 
 
 def is_on_disk(K: Any) -> bool:
-    """Whether ``K`` is a path to a ``.npy`` file or a ``numpy.memmap`` (the out-of-core route).
+    """Whether ``K`` is a ``.npy`` path, a ``numpy.memmap`` or an :class:`OnDiskKernel` (the out-of-core route).
 
     Parameters
     ----------
@@ -101,7 +107,7 @@ def is_on_disk(K: Any) -> bool:
     >>> is_on_disk(np.eye(2)), is_on_disk("gram.npy")
     (False, True)
     """
-    return isinstance(K, (str, os.PathLike, np.memmap))
+    return isinstance(K, (str, os.PathLike, np.memmap, OnDiskKernel))
 
 
 class _Blocks:
@@ -145,6 +151,18 @@ class _Blocks:
         self.entries_read += out.size
         self.max_block_entries = max(self.max_block_entries, out.size)
         return out
+
+    def diagonal(self, side: int) -> np.ndarray:
+        """The diagonal from the square tiles ``K[I, I]`` of ``side`` rows: ``n · side`` entries, ``side / n`` of a pass."""
+        n = self.shape[0]
+        diag = np.empty(n)
+        for r in _slices(n, side):
+            tile = self.read(r, r)
+            diag[r] = np.diagonal(tile)
+        if not np.all(np.isfinite(diag)):
+            i = int(np.flatnonzero(~np.isfinite(diag))[0])
+            raise ValueError(f"{self.name} holds NaN or infinite values on its diagonal (K[{i}, {i}] = {diag[i]})")
+        return diag
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
@@ -240,6 +258,163 @@ def _matvec(K: _Blocks, V: np.ndarray, rows: int, symmetrize: bool) -> np.ndarra
     return out
 
 
+class OnDiskKernel:
+    r"""A kernel matrix :math:`K = k(X, X)` kept on disk, read in blocks and never loaded whole.
+
+    Wraps what :func:`krr_solve_ooc` reads (a ``.npy`` path, opened with
+    ``mmap_mode="r"``; a memory map; any object with ``.shape`` and 2-D slicing)
+    together with the solver's options, so that every function of
+    :mod:`ntk_core.bounds` that takes a kernel matrix can take it, and counts the
+    entries of K that all of them read together (:attr:`passes`). K is validated
+    once (:meth:`check`: square, finite, symmetric; one pass) and the result is
+    kept, so later solves on the same object skip that pass.
+
+    Parameters
+    ----------
+    K : str, os.PathLike, numpy.memmap or ArrayLike, shape (n, n)
+        The kernel matrix, as :func:`krr_solve_ooc` takes it.
+    tol : float
+        Default relative residual of the solves on this K (see :func:`krr_solve_ooc`).
+    max_iter, rank : int, optional
+        Default PCG iteration limit and preconditioner rank of the solves.
+    block_rows : int, optional
+        Rows of K per block read (default: as many as ``memory_budget`` allows).
+    memory_budget : int, optional
+        Bytes of K held at once (default :data:`DEFAULT_OOC_MEMORY`).
+
+    Attributes
+    ----------
+    n : int
+        The number of rows (and columns) of K.
+    entries_read : int
+        Entries of K read so far by everything that used this object.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from ntk_core.krr_ooc import OnDiskKernel
+    >>> path = os.path.join(tempfile.mkdtemp(), "K.npy")
+    >>> np.save(path, np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]]))
+    >>> K = OnDiskKernel(path, block_rows=2)
+    >>> K.trace(), K.entries_read        # the diagonal tiles K[0:2, 0:2] and K[2:3, 2:3]
+    (6.0, 5)
+    >>> K.matvec(np.ones(3))              # validates K first (one pass), then one pass
+    array([3., 4., 3.])
+    >>> K.passes
+    2.5555555555555554
+    """
+
+    def __init__(
+        self,
+        K: Any,
+        *,
+        tol: float = 1e-12,
+        max_iter: int | None = None,
+        rank: int | None = None,
+        block_rows: int | None = None,
+        memory_budget: int | None = None,
+    ) -> None:
+        if isinstance(K, OnDiskKernel):
+            K = K._blocks.K
+        self.tol = _check_tol(tol)
+        self.max_iter = None if max_iter is None else _check_int(max_iter, "max_iter", 1)
+        self.rank = None if rank is None else _check_int(rank, "rank", 0)
+        self.block_rows = None if block_rows is None else _check_int(block_rows, "block_rows", 1)
+        self.memory_budget = None if memory_budget is None else _check_int(memory_budget, "memory_budget", 1)
+        self._blocks: _Blocks = _open_square(K, "K")
+        self.n = self._blocks.shape[0]
+        self._rows = _block_rows(self.n, self.n, self.block_rows, self.memory_budget)
+        self._scan: _Scan | None = None
+        self._diag: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        return f"OnDiskKernel(n={self.n}, block_rows={self._rows}, passes={self.passes:.3g})"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, n)``."""
+        return (self.n, self.n)
+
+    @property
+    def entries_read(self) -> int:
+        return self._blocks.entries_read
+
+    @property
+    def passes(self) -> float:
+        """Entries of K read so far divided by n² (all uses of this object together)."""
+        return self._blocks.entries_read / float(self.n * self.n)
+
+    @property
+    def max_block_entries(self) -> int:
+        """The most entries of K held at once so far (a block or a tile), never n² unless a block is all of K."""
+        return self._blocks.max_block_entries
+
+    def check(self) -> OnDiskKernel:
+        """Validate K once (square, finite, symmetric to ``SYMMETRY_RTOL``; one pass); returns ``self``.
+
+        Raises
+        ------
+        ValueError
+            K not finite or not symmetric.
+        """
+        self._checked()
+        return self
+
+    def _checked(self) -> _Scan:
+        if self._scan is None:
+            self._scan = _validate(self._blocks, self._rows, self.block_rows, self.memory_budget)
+            self._diag = self._scan.diag
+        return self._scan
+
+    def diagonal(self) -> np.ndarray:
+        """The diagonal k(x_i, x_i): from the validation pass if it ran, else from the diagonal tiles.
+
+        The tiles ``K[I, I]`` of ``block_rows`` rows hold ``n · block_rows``
+        entries (``block_rows / n`` of a pass); the result is kept.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n,)
+        """
+        if self._diag is None:
+            self._diag = self._blocks.diagonal(self._rows)
+        return self._diag.copy()
+
+    def trace(self) -> float:
+        r""":math:`\operatorname{tr} K = \sum_i k(x_i, x_i)`, from :meth:`diagonal` (no whole pass over K).
+
+        Returns
+        -------
+        float
+        """
+        return float(np.sum(self.diagonal()))
+
+    def matvec(self, V: ArrayLike) -> np.ndarray:
+        """:math:`K V` in one pass over row blocks (after :meth:`check`).
+
+        A K symmetric only up to rounding is used as ``(K + Kᵀ)/2``, as the solver does.
+
+        Parameters
+        ----------
+        V : ArrayLike, shape (n,) or (n, k)
+
+        Returns
+        -------
+        numpy.ndarray, the shape of ``V``
+        """
+        scan = self._checked()
+        W = as_float64_array(V, "V", ndim=(1, 2))
+        if W.shape[0] != self.n:
+            raise ValueError(f"V must have n = {self.n} rows to match K, got shape {W.shape}")
+        return _matvec(self._blocks, W.reshape(self.n, -1), self._rows, scan.asym > 0.0).reshape(W.shape)
+
+
+def _check_tol(tol: Any) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0.0 < float(tol) < 1.0:
+        raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
+    return float(tol)
+
+
 # --------------------------------------------------------------------------- preconditioner
 
 
@@ -301,7 +476,16 @@ def _pivoted_cholesky(K: _Blocks, scan: _Scan, lam2: float, max_rank: int, name:
     if k == 0:
         return _Preconditioner(np.zeros((n, 0)), np.zeros(0), shift)
     U, sv, _ = np.linalg.svd(L, full_matrices=False)
-    return _Preconditioner(U, sv * sv, shift)
+    e = sv * sv
+    if lam2 == 0.0:
+        # P⁻¹v = v/s + U((1/(e+s) − 1/s) ⊙ Uᵀv) cancels terms of size |v|/s: rounding errors of relative size
+        # ε·max(e)/s. A shift of at least 1e-8·max(e) keeps them at 1e-8; with k = n (nothing outside span U)
+        # s = min(e) is safe too and makes P ≈ K + min(e) I, whose P⁻¹K has its spectrum in [1/2, 1].
+        floor = 1e-8 * float(e[0])
+        if k == n:
+            floor = max(floor, 1e-3 * float(e[-1]))
+        shift = max(shift, floor)
+    return _Preconditioner(U, e, shift)
 
 
 # --------------------------------------------------------------------------- the solver
@@ -322,7 +506,9 @@ class OutOfCoreKRR:
     iterations : int
         PCG iterations (one pass over K each).
     passes : float
-        Entries of K read divided by n²: validation, preconditioner, iterations, final residual.
+        Entries of K read by this solve divided by n²: validation (not repeated
+        for an :class:`OnDiskKernel` already checked), preconditioner, iterations,
+        final residual.
     residual : float
         Largest relative true residual ``‖ỹ − (K + λ² I) α‖ / ‖ỹ‖`` over the columns.
     rank : int
@@ -384,7 +570,7 @@ def krr_solve_ooc(
     y: ArrayLike,
     lam: float,
     *,
-    tol: float = 1e-12,
+    tol: float | None = None,
     max_iter: int | None = None,
     rank: int | None = None,
     block_rows: int | None = None,
@@ -397,16 +583,18 @@ def krr_solve_ooc(
 
     Parameters
     ----------
-    K_train : str, os.PathLike, numpy.memmap or ArrayLike, shape (n, n)
+    K_train : str, os.PathLike, numpy.memmap, OnDiskKernel or ArrayLike, shape (n, n)
         The kernel matrix k(X, X): a ``.npy`` path (opened with ``mmap_mode="r"``),
         a memory map, an array, or any object with ``.shape`` and 2-D slicing
         (e.g. an HDF5 dataset). Symmetric PSD; any real dtype (computed in float64).
+        An :class:`OnDiskKernel` supplies the defaults of the options below, is
+        validated only once over all solves, and counts their passes.
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ, one column per output (eq. (9)); held in memory.
     lam : float
         λ ≥ 0 (the ridge is λ² I, never λ I); λ = 0 needs K positive definite.
-    tol : float
-        Relative residual ``‖ỹ − (K + λ² I)α‖ / ‖ỹ‖`` to reach, per column (checked
+    tol : float, optional
+        Relative residual ``‖ỹ − (K + λ² I)α‖ / ‖ỹ‖`` to reach (default 1e-12), per column (checked
         on the true residual, not only PCG's recurrence), or the floor that
         float64 rounding allows, ``2 ε (‖K + λ² I‖ ‖α‖ + ‖ỹ‖) / ‖ỹ‖``, if
         that is larger (ill-conditioned K + λ² I).
@@ -452,15 +640,32 @@ def krr_solve_ooc(
     (True, True)
     """
     lam = _check_lam_nonneg(lam)
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0.0 < float(tol) < 1.0:
-        raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
+    disk = K_train if isinstance(K_train, OnDiskKernel) else None
+    if disk is not None:
+        tol = disk.tol if tol is None else tol
+        max_iter = disk.max_iter if max_iter is None else max_iter
+        rank = disk.rank if rank is None else rank
+    tol = _check_tol(1e-12 if tol is None else tol)
     yy = as_float64_array(y, "y", ndim=(1, 2))
-    Kb = _open_square(K_train, "K_train")
-    n = Kb.shape[0]
-    if yy.shape[0] != n:
-        raise ValueError(f"y must have n = {n} rows to match the kernel matrix, got shape {yy.shape}")
-    rows = _block_rows(n, n, block_rows, memory_budget)
-    scan = _validate(Kb, rows, block_rows, memory_budget)
+    if disk is not None:
+        Kb = disk._blocks
+        n = disk.n
+        start = Kb.entries_read
+        if block_rows is None and memory_budget is None:
+            rows = disk._rows
+        else:
+            rows = _block_rows(n, n, block_rows, memory_budget)
+        if yy.shape[0] != n:
+            raise ValueError(f"y must have n = {n} rows to match the kernel matrix, got shape {yy.shape}")
+        scan = disk._checked()
+    else:
+        Kb = _open_square(K_train, "K_train")
+        n = Kb.shape[0]
+        start = 0
+        if yy.shape[0] != n:
+            raise ValueError(f"y must have n = {n} rows to match the kernel matrix, got shape {yy.shape}")
+        rows = _block_rows(n, n, block_rows, memory_budget)
+        scan = _validate(Kb, rows, block_rows, memory_budget)
     iters_max = n + 50 if max_iter is None else _check_int(max_iter, "max_iter", 1)
     r_max = min(n, _DEFAULT_RANK) if rank is None else min(_check_int(rank, "rank", 0), n)
     lam2 = lam * lam
@@ -510,7 +715,7 @@ def krr_solve_ooc(
         fitted=fitted.reshape(shape),
         lam=lam,
         iterations=iterations,
-        passes=Kb.entries_read / float(n * n),
+        passes=(Kb.entries_read - start) / float(n * n),
         residual=float(np.max(rel)) if rel.size else 0.0,
         rank=precond.rank,
         block_rows=rows,
