@@ -23,6 +23,30 @@ What is here
   Theorems 5.2 and 5.3 are computed, as in the paper's proofs, as reductions
   to Theorem 5.1: they call the same machinery.
 
+Kernel matrices on disk
+
+Every function here that takes a kernel matrix ``K`` also takes one kept on
+disk, never loading it whole: a ``.npy`` path, a ``numpy.memmap`` (e.g. the
+Gram matrix that :func:`ntk_core.distributed.distributed_ntk` assembles) or a
+:class:`ntk_core.krr_ooc.OnDiskKernel` (the route of :func:`ntk_core.krr_ooc.is_on_disk`).
+Memory is one block of rows of K (``memory_budget``, default 256 MiB) plus
+vectors of length n. What each quantity costs, in passes over K:
+
+* K is validated once (square, finite, symmetric, as
+  :func:`ntk_core.krr.check_kernel_matrix`; one pass), which also reads its
+  diagonal, so tr K costs nothing more (an unvalidated
+  :class:`~ntk_core.krr_ooc.OnDiskKernel` streams only the diagonal tiles);
+* yᵀ(K + λ²I)⁻¹y and yᵀK⁻¹y (λ = 0, K positive definite) come from
+  :func:`ntk_core.krr_ooc.krr_solve_ooc`: preconditioned conjugate gradients,
+  one pass per iteration, relative residual 1e-12 by default; Theorem 5.3
+  solves for its K outputs together (K columns per pass);
+* αᵀKα (:func:`rkhs_norm`) takes one pass; :func:`krr_rkhs_norm` reads it off its solve.
+
+Wrap K in an :class:`~ntk_core.krr_ooc.OnDiskKernel` to choose the block size,
+tolerance or preconditioner rank, to validate it only once over several calls,
+and to read the passes afterwards (``.passes``). Only :func:`hsu_kakade_zhang_bound`
+needs its matrix whole (every singular value of A) and refuses one on disk.
+
 Findings about the paper's constants (checked by tests/test_bounds.py)
 
 1. *Binary noise is not O(√p)-sub-Gaussian.* ε = ỹ − (1−2p)y takes the values
@@ -177,20 +201,22 @@ def _trace(K: np.ndarray | OnDiskKernel) -> float:
 
 
 def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
-    """The data-dependent complexity yᵀ k(X, X)⁻¹ y of Theorems 5.1–5.3.
+    """The data-dependent complexity yᵀ k(X, X)⁻¹ y of Theorems 5.1–5.3 (eq. (10)).
 
     For ``y`` of shape ``(n,)`` returns a float; for ``(n, K)`` returns the
     ``K`` values (y⁽ʰ⁾)ᵀK⁻¹y⁽ʰ⁾, one per column (Theorem 5.3 uses q⁽ʰ⁾). Needs
-    K positive definite (Cholesky, float64); raises ``ValueError`` otherwise.
+    K positive definite (in memory: Cholesky, float64); raises ``ValueError`` otherwise.
 
     Parameters
     ----------
-    K : ArrayLike, str, os.PathLike or numpy.memmap, shape (n, n)
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive definite. A path to a
-        ``.npy`` file or a memory map (e.g. the Gram matrix assembled by
-        :func:`ntk_core.distributed.distributed_ntk`) is solved out of core by
-        :func:`ntk_core.krr_ooc.ridge_quadratic_ooc` (conjugate gradients over
-        row blocks; K is never loaded whole).
+        ``.npy`` file, a memory map (e.g. the Gram matrix assembled by
+        :func:`ntk_core.distributed.distributed_ntk`) or an
+        :class:`~ntk_core.krr_ooc.OnDiskKernel` is solved out of core by
+        :func:`ntk_core.krr_ooc.ridge_quadratic_ooc` with λ = 0 (conjugate
+        gradients over row blocks; K is never loaded whole; the passes over K
+        are counted by an ``OnDiskKernel``).
     y : ArrayLike, shape (n,) or (n, K)
         Labels (one column per output).
 
@@ -202,7 +228,10 @@ def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
     Raises
     ------
     ValueError
-        K not positive definite.
+        K not positive definite (on disk: when conjugate gradients show it).
+    RuntimeError
+        K on disk so ill-conditioned that conjugate gradients do not converge
+        (raise the ``OnDiskKernel``'s ``rank`` or ``max_iter``).
 
     Examples
     --------
@@ -227,13 +256,14 @@ def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
 
 
 def ridge_complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float) -> float:
-    """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`).
+    """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`; ridge λ² I as in eq. (8)).
 
     Parameters
     ----------
-    K : ArrayLike, str, os.PathLike or numpy.memmap, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite; a ``.npy`` path or a
-        memory map is solved out of core (:func:`ntk_core.krr_ooc.ridge_quadratic_ooc`).
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; a ``.npy`` path, a
+        memory map or an :class:`~ntk_core.krr_ooc.OnDiskKernel` is solved out of
+        core (:func:`ntk_core.krr_ooc.ridge_quadratic_ooc`).
     y : ArrayLike, shape (n,)
         Labels.
     lam : float
@@ -252,10 +282,13 @@ def ridge_complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float) -> f
 def rkhs_norm(K: ArrayLike | OnDiskKernel, alpha: ArrayLike) -> float:
     """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2).
 
+    For K on disk, K α is one pass over row blocks (after the validation pass).
+
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     alpha : ArrayLike, shape (n,)
         Coefficients α.
 
@@ -271,12 +304,16 @@ def rkhs_norm(K: ArrayLike | OnDiskKernel, alpha: ArrayLike) -> float:
 
 
 def krr_rkhs_norm(K: ArrayLike | OnDiskKernel, y_noisy: ArrayLike, lam: float) -> float:
-    """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ — the left side of Lemma C.2.
+    """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ (eq. (8)) — the left side of Lemma C.2.
+
+    For K on disk, α = (K + λ²I)⁻¹ỹ and Kα come from one out-of-core solve
+    (:func:`ntk_core.krr_ooc.krr_solve_ooc`) and ‖f*‖²_H = αᵀ(Kα).
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y_noisy : ArrayLike, shape (n,)
         The training labels ỹ.
     lam : float
@@ -418,7 +455,8 @@ def binary_noise_subgaussian_sigma(p: float) -> float:
     probability 1 − p and −2(1 − p) with probability p. Scaling
     :func:`centred_bernoulli_subgaussian_sigma` by 2,
 
-    .. math:: \sigma_p = \sqrt{\frac{2(1-2p)}{\log((1-p)/p)}}, \qquad \sigma_0 = 0,\ \sigma_{1/2} = 1.
+    .. math:: \sigma_p &= \sqrt{\frac{2(1-2p)}{\log((1-p)/p)}},\\
+              \sigma_0 &= 0,\ \sigma_{1/2} = 1.
 
     **The paper claims σ = O(√p); this is false.** σ_p ≥ 2√(p(1−p)) (the
     standard deviation, which *is* O(√p)) but as p → 0,
@@ -526,10 +564,14 @@ def hsu_kakade_zhang_bound(A: ArrayLike, sigma: float, delta: float) -> float:
     If ε ∈ Rⁿ has independent coordinates, each mean zero and σ-sub-Gaussian,
     then for any matrix A (m × n), with Σ = AᵀA, with probability ≥ 1 − δ
 
-    .. math:: \|A\varepsilon\| \le \sigma\sqrt{\mathrm{tr}\,\Sigma
-              + 2\sqrt{\mathrm{tr}(\Sigma^2)\log(1/\delta)} + 2\|\Sigma\|\log(1/\delta)}.
+    .. math:: \|A\varepsilon\| &\le \sigma\sqrt{s}, \quad\text{where}\\
+              s &= \mathrm{tr}\,\Sigma + 2\sqrt{\mathrm{tr}(\Sigma^2)\log(1/\delta)}\\
+              &\quad + 2\|\Sigma\|\log(1/\delta).
 
-    (The paper writes A² for symmetric A.) Returns the right-hand side.
+    (The paper writes A² for symmetric A.) Returns the right-hand side σ√s.
+    It needs every singular value of A, so A must be in memory: a matrix on
+    disk raises ``TypeError`` (:func:`lemma_c1_bound` bounds the same term
+    through tr K and takes K on disk).
 
     Parameters
     ----------
@@ -544,6 +586,11 @@ def hsu_kakade_zhang_bound(A: ArrayLike, sigma: float, delta: float) -> float:
     -------
     float
         The bound on ‖Aε‖.
+
+    Raises
+    ------
+    TypeError
+        A on disk (a ``.npy`` path, a memory map or an ``OnDiskKernel``).
     """
     if is_on_disk(A):
         raise TypeError(
@@ -624,8 +671,9 @@ def lemma_c1_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma:
     With ỹ = y + ε, ε independent, mean zero, σ-sub-Gaussian (given X, y), with
     probability ≥ 1 − δ
 
-    .. math:: \|f^*(X) - y\| \le \frac\lambda2\sqrt{y^\top K^{-1}y}
-              + \frac{\sigma}{2\lambda}\sqrt{\mathrm{tr}K} + \sigma\sqrt{2\log(1/\delta)}.
+    .. math:: \|f^*(X) - y\| \le{} &\frac\lambda2\sqrt{y^\top K^{-1}y}\\
+              &+ \frac{\sigma}{2\lambda}\sqrt{\mathrm{tr}K}\\
+              &+ \sigma\sqrt{2\log(1/\delta)}.
 
     Derivation (checked): f*(X) − y = Aε − λ²(K+λ²I)⁻¹y with A = K(K+λ²I)⁻¹.
     (i) λ²‖(K+λ²I)⁻¹y‖ ≤ (λ/2)√(yᵀK⁻¹y) since (s+λ²)² ≥ 4sλ² (AM–GM).
@@ -637,8 +685,9 @@ def lemma_c1_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma:
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y : ArrayLike, shape (n,)
         Clean labels.
     lam : float
@@ -670,8 +719,8 @@ def lemma_c2_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma:
 
     With probability ≥ 1 − δ,
 
-    .. math:: \|f^*\|_{\mathcal H} \le \sqrt{y^\top(K+\lambda^2I)^{-1}y}
-              + \frac{\sigma}{\lambda}\big(\sqrt n + \sqrt{2\log(1/\delta)}\big).
+    .. math:: &\|f^*\|_{\mathcal H} \le \sqrt{y^\top(K+\lambda^2I)^{-1}y}\\
+              &\quad + \frac{\sigma}{\lambda}\big(\sqrt n + \sqrt{2\log(1/\delta)}\big).
 
     Derivation (checked): ‖f*‖²_H = ỹᵀ(K+λ²I)⁻¹K(K+λ²I)⁻¹ỹ ≤ ỹᵀ(K+λ²I)⁻¹ỹ;
     the triangle inequality in that norm splits y and ε; ε-part ≤ ‖ε‖/λ; HKZ
@@ -680,8 +729,9 @@ def lemma_c2_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma:
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y : ArrayLike, shape (n,)
         Clean labels.
     lam : float
@@ -869,8 +919,9 @@ def theorem_5_1_bound(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y : ArrayLike, shape (n,)
         Clean targets, ``|y_i| ≤ 1``.
     lam : float
@@ -984,17 +1035,19 @@ def theorem_5_1_printed(
 ) -> PrintedBound:
     r"""Theorem 5.1, eq. (10), as printed:
 
-    .. math:: \frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}} + O\Big(\frac\sigma\lambda\Big)
-              + O\Big(\sigma\sqrt{\tfrac{\log(1/\delta)}{n}} + \frac\sigma\lambda\sqrt{\tfrac{\log(1/\delta)}{n}}
-              + \sqrt{\tfrac{\log\frac{n}{\delta\lambda}}{n}}\Big)
+    .. math:: &\frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}} + O\Big(\frac\sigma\lambda\Big)\\
+              &+ O\Big(\sigma\sqrt{\tfrac{\log(1/\delta)}{n}}\\
+              &\qquad + \frac\sigma\lambda\sqrt{\tfrac{\log(1/\delta)}{n}}\\
+              &\qquad + \sqrt{\tfrac{\log\frac{n}{\delta\lambda}}{n}}\Big)
 
     with each O(·) read as C·(·). This is *not* a rigorous bound for any
     particular C; use :func:`theorem_5_1_bound` for one.
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y : ArrayLike, shape (n,)
         Clean targets.
     lam : float
@@ -1071,7 +1124,8 @@ def _binary_inputs(
 def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
     r"""The ramp loss of the proof of Theorem 5.2 (Appendix C.2), with ȳ = (1 − 2p)y.
 
-    .. math:: \ell^{ramp}(u, \bar y) = \min\Big(1-2p,\ \max\big(0,\ (1-2p) - \frac{u\bar y}{1-2p}\big)\Big),
+    .. math:: \ell^{ramp}(u, \bar y) &= \min\Big(1-2p,\ \max\big(0,\\
+              &\quad (1-2p) - \frac{u\bar y}{1-2p}\big)\Big),
 
     i.e. 1 − 2p for uȳ ≤ 0, linear for 0 < uȳ < (1 − 2p)², 0 beyond. It is
     1-Lipschitz in u, ℓ(ȳ, ȳ) = 0, takes values in [0, 1 − 2p] and
@@ -1115,8 +1169,9 @@ def theorem_5_2_bound(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y : ArrayLike, shape (n,)
         Clean labels in {−1, +1}.
     lam : float
@@ -1173,9 +1228,9 @@ def theorem_5_2_printed(
 ) -> PrintedBound:
     r"""Theorem 5.2 as printed, O(·) := C·(·):
 
-    .. math:: \frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}} + \frac{1}{1-2p}
-              O\Big(\frac{\sqrt p}{\lambda} + \sqrt{\tfrac{p\log(1/\delta)}{n}}
-              + \sqrt{\tfrac{\log\frac{n}{\delta\lambda}}{n}}\Big)
+    .. math:: &\frac{\lambda + O(1)}{2}\sqrt{\frac{y^\top K^{-1}y}{n}}\\
+              &+ \frac{1}{1-2p} O\Big(\frac{\sqrt p}{\lambda} + \sqrt{\tfrac{p\log(1/\delta)}{n}}\\
+              &\qquad + \sqrt{\tfrac{\log\frac{n}{\delta\lambda}}{n}}\Big)
 
     i.e. Theorem 5.1's printed terms with σ = √p, the (σ/λ)√(log(1/δ)/n) term
     dropped (as in the paper) and the non-leading terms divided by 1 − 2p.
@@ -1184,8 +1239,9 @@ def theorem_5_2_printed(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     y : ArrayLike, shape (n,)
         Clean labels in {−1, +1}.
     lam : float
@@ -1273,8 +1329,9 @@ def theorem_5_3_bound(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     labels : ArrayLike, shape (n,)
         Clean classes, ints in 0..K−1.
     P : ArrayLike, shape (K, K)
@@ -1346,17 +1403,19 @@ def theorem_5_3_printed(
 ) -> PrintedBound:
     r"""Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
 
-    .. math:: \frac{1}{\mathrm{gap}}\Big(\frac{\lambda + O(1)}{2}\sum_{h=1}^K
-              \sqrt{\frac{q^{(h)\top}K^{-1}q^{(h)}}{n}} + K\cdot O\Big(\frac1\lambda
-              + \sqrt{\tfrac{\log(1/\delta')}{n}} + \sqrt{\tfrac{\log\frac{n}{\delta'\lambda}}{n}}\Big)\Big)
+    .. math:: &\frac{1}{\mathrm{gap}}\Big(\\
+              &\quad \frac{\lambda + O(1)}{2}\sum_{h=1}^K \sqrt{\frac{q^{(h)\top}K^{-1}q^{(h)}}{n}}\\
+              &\quad + K\cdot O\Big(\frac1\lambda + \sqrt{\tfrac{\log(1/\delta')}{n}}\\
+              &\qquad\quad + \sqrt{\tfrac{\log\frac{n}{\delta'\lambda}}{n}}\Big)\Big)
 
     i.e. Theorem 5.1's printed terms with σ = 1 (the paper's value), summed
     over the K outputs and divided by gap(P).
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite.
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
+        in blocks, never whole (see "Kernel matrices on disk" above).
     labels : ArrayLike, shape (n,)
         Clean classes.
     P : ArrayLike, shape (K, K)
@@ -1401,9 +1460,9 @@ def leading_lambda(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike
 
     Those terms are ``train_bias + train_noise + rademacher_noise``,
 
-    .. math:: g(\lambda) = \frac{\lambda}{2}\sum_h\sqrt{\frac{C_h}{n}}
-              + \frac{5\sqrt{\operatorname{tr}K/n}}{2\lambda}\sum_h\sigma_h ,
-              \qquad \lambda^\star = \sqrt{\frac{5\sqrt{\operatorname{tr}K/n}\,\sum_h\sigma_h}{\sum_h\sqrt{C_h/n}}} ,
+    .. math:: g(\lambda) &= \frac{\lambda}{2}\sum_h\sqrt{\frac{C_h}{n}}\\
+              &\quad + \frac{5\sqrt{\operatorname{tr}K/n}}{2\lambda}\sum_h\sigma_h ,\\
+              \lambda^\star &= \sqrt{\frac{5\sqrt{\operatorname{tr}K/n}\,\sum_h\sigma_h}{\sum_h\sqrt{C_h/n}}} ,
 
     with C = yᵀK⁻¹y (a scalar; for Theorem 5.3 one value per output h with its
     σ_h). For Theorem 5.2 pass C = yᵀK⁻¹y of the ±1 labels and
