@@ -3,9 +3,10 @@
 ``test_recorded_result_replays`` re-runs a few cheap units of every recorded result (chosen at random per run;
 the seed is printed and can be fixed with ``NTK_REPLAY_SEED``) and checks they equal the recorded rows to 1e-6
 (CPU runs are deterministic: same config and seed, same numbers). An experiment without a record is skipped
-with the reason, and so is one whose every unit took longer than the replay budget when recorded
-(``NTK_REPLAY_MAX_S``, default 150 s: the suite stays well under 30 minutes); ``NTK_REPLAY_MAX_S=inf`` replays
-those too. The other tests record a tiny configuration into a temporary folder.
+with the reason. The replay of each record has a budget in recorded compute seconds (``NTK_REPLAY_MAX_S``,
+default 240 s, so that the suite stays well under 30 minutes): two units where two fit, else one; a record
+whose every unit took longer than the budget when recorded is skipped, and ``NTK_REPLAY_MAX_S=inf`` replays it.
+The other tests record a tiny configuration into a temporary folder.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ntk_core.__main__ import main
 from ntk_core.experiments import _record
 from ntk_core.experiments._record import DataDiffer, RecordMissing, ReplayTooCostly, record_dir, recorded, replay
 
-#: the replay budget per unit, in seconds of recorded compute time (NTK_REPLAY_MAX_S; "inf" replays any unit)
-REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "150"))
+#: the replay budget per record, in seconds of recorded compute time (NTK_REPLAY_MAX_S; "inf" replays any unit)
+REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "240"))
 
 TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,), lams=(0.5, 2.0))
 
@@ -95,6 +96,10 @@ def test_record_round_trips_and_replays(data_env):
     # a replay budget below every unit's recorded time chooses nothing, and says so
     with pytest.raises(ReplayTooCostly, match="over the replay budget of 0 s"):
         replay("setting1", "quick", units=2, root=root, seed=0, max_seconds=0.0)
+    # the budget holds the chosen units together: one unit fits in 1.5 times the cheapest, two do not
+    cheapest = min(u["seconds"] for u in json.loads((folder / "units.json").read_text()))
+    one = replay("setting1", "quick", units=2, root=root, seed=0, max_seconds=1.5 * cheapest)
+    assert len(one) == 1 and not one[0].problems
 
 
 def test_replay_detects_a_changed_value(data_env):

@@ -371,7 +371,7 @@ class DataDiffer(Exception):
 
 
 class ReplayTooCostly(Exception):
-    """Every unit that :func:`replay` could choose took longer than its ``max_seconds`` when recorded."""
+    """Every unit that :func:`replay` could choose took longer than its ``max_seconds`` budget when recorded."""
 
 
 class _ReplayDone(BaseException):
@@ -438,9 +438,11 @@ def replay(
     The other units are not computed: their recorded rows are handed back, and the run stops as soon as every
     chosen unit is replayed. The torch thread count is set to the recorded one while replaying (float sums in
     another order could differ in the last bits). Raises :class:`DataDiffer` when this machine loads other
-    data than the record. With ``max_seconds``, only units whose recorded compute time is at most that are
-    chosen, and :class:`ReplayTooCostly` is raised when there is none (an experiment whose every unit is a long
-    training run: the test suite's time budget cannot hold it; replay it on purpose with a larger budget).
+    data than the record. ``max_seconds`` is a budget for the replay, in recorded compute seconds: the chosen
+    units together took at most that long when recorded (units are drawn in random order and kept while they
+    fit, so fewer than ``units`` may be replayed, but at least one), and :class:`ReplayTooCostly` is raised
+    when no single unit fits (an experiment whose every unit is a long training run: the test suite's time
+    budget cannot hold it; replay it on purpose with a larger budget).
     """
     import torch
 
@@ -459,10 +461,19 @@ def replay(
                 fastest = by_cost[0]["seconds"] if by_cost else None
                 raise ReplayTooCostly(
                     f"the cheapest unit of the {name} record took {fastest if fastest is None else round(fastest)} s "
-                    f"when recorded, over the replay budget of {max_seconds:g} s per unit"
+                    f"when recorded, over the replay budget of {max_seconds:g} s"
                 )
         rng = random.Random(seed)
-        chosen = {_canon(u["key"]) for u in rng.sample(pool, min(units, len(pool)))}
+        drawn = rng.sample(pool, len(pool))
+        if max_seconds is None:
+            picked = drawn[:units]
+        else:
+            picked, spent = [], 0.0
+            for u in drawn:
+                if len(picked) < units and spent + u["seconds"] <= max_seconds:
+                    picked.append(u)
+                    spent += u["seconds"]
+        chosen = {_canon(u["key"]) for u in picked}
     config = _config_from(name, provenance)
     from . import get
 
