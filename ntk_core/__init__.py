@@ -61,10 +61,12 @@ from .krr import (
     learning_rate_bound,
     linear_rate,
 )
+from .krr_ooc import OnDiskKernel, krr_predict_ooc, krr_solve_ooc
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
 
 from .ntk import CostEstimate, MethodChoice, empirical_ntk, select_method
+from .distributed import distributed_ntk
 
 __version__ = "0.1.0"
 
@@ -83,6 +85,7 @@ __all__ = [
     "DataError",
     "DataNotFoundError",
     "DifferenceTrick",
+    "distributed_ntk",
     "empirical_ntk",
     "empirical_transition",
     "flip_binary",
@@ -99,7 +102,9 @@ __all__ = [
     "krr_coefficients",
     "krr_path",
     "krr_predict",
+    "krr_predict_ooc",
     "krr_rkhs_norm",
+    "krr_solve_ooc",
     "KRRPath",
     "learning_rate_bound",
     "lemma_c1_bound",
@@ -116,6 +121,7 @@ __all__ = [
     "MulticlassBound",
     "NTKConv2d",
     "NTKLinear",
+    "OnDiskKernel",
     "pairflip_transition",
     "ParamGDTrajectory",
     "PrintedBound",

@@ -17,8 +17,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The names a user starts from (issue 13): each has an Examples section with code that runs.
 ENTRY_POINTS = [
     "ntk_core.ntk.empirical_ntk",
+    "ntk_core.distributed.distributed_ntk",
     "ntk_core.krr.krr_predict",
     "ntk_core.krr.KRRPath",
+    "ntk_core.krr_ooc.krr_solve_ooc",
+    "ntk_core.krr_ooc.OnDiskKernel",
     "ntk_core.bounds.theorem_5_1_bound",
     "ntk_core.bounds.theorem_5_2_bound",
     "ntk_core.bounds.theorem_5_3_bound",
