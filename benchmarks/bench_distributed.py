@@ -31,7 +31,11 @@ Cholesky) and ``krr_solve_ooc`` (memory map, PCG over row blocks of 256 rows)
 solve ``(K + λ² I) α = y`` for several λ. Reported: seconds, passes over K,
 iterations, max |Δα| / max |α|, and the peak of heap allocations
 (``tracemalloc``, which sees NumPy's buffers; the memory map's page cache is
-not counted: it is the file system's and can be evicted).
+not counted: it is the file system's and can be evicted). Then Theorem 5.1's
+explicit bound (``theorem_5_1_bound``, λ = 1, σ = 0.3, δ = 0.05, labels ±1/2)
+on the same K, in memory and on disk (``OnDiskKernel``, blocks of 256 rows):
+seconds, passes over K (validation, yᵀK⁻¹y and yᵀ(K + λ²I)⁻¹y by PCG), the
+relative difference of the totals and the heap peaks.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ import torch
 
 from ntk_core.infinite import relu_ntk
 from ntk_core.krr import krr_coefficients
-from ntk_core.krr_ooc import krr_solve_ooc
+from ntk_core.bounds import theorem_5_1_bound
+from ntk_core.krr_ooc import OnDiskKernel, krr_solve_ooc
 from ntk_core.ntk import empirical_ntk
 
 REPO = Path(__file__).resolve().parents[1]
@@ -268,8 +273,33 @@ def part_krr(n: int, lams: tuple[float, ...]) -> None:
                 f"{lam:6g} {t_mem:12.2f} {t_ooc:8.2f} {t_ooc / t_mem:7.2f}x {sol.passes:7.1f} {sol.iterations:6d} "
                 f"{sol.rank:5d} {err:15.1e} {p_mem / 2**20:13.0f} {p_ooc / 2**20:13.1f}"
             )
+        part_bounds(path, 0.5 * y)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def part_bounds(path: Path, y: np.ndarray) -> None:
+    """Theorem 5.1's explicit bound with K in memory (Cholesky) and on disk (PCG over row blocks)."""
+    args = (y, 1.0, 0.3, 0.05)
+    print("\n== Part 2b: theorem_5_1_bound (λ = 1, σ = 0.3, δ = 0.05) on the same K, in memory and on disk")
+    start = time.perf_counter()
+    b_mem = theorem_5_1_bound(np.load(path), *args)
+    t_mem = time.perf_counter() - start
+    start = time.perf_counter()
+    Kd = OnDiskKernel(path, block_rows=256)
+    b_ooc = theorem_5_1_bound(Kd, *args)
+    t_ooc = time.perf_counter() - start
+    _, p_mem = _peak(lambda: theorem_5_1_bound(np.load(path), *args))
+    _, p_ooc = _peak(lambda: theorem_5_1_bound(OnDiskKernel(path, block_rows=256), *args))
+    rel = abs(b_ooc.total - b_mem.total) / abs(b_mem.total)
+    print(
+        f"{'in-memory s':>12s} {'ooc s':>8s} {'ooc/mem':>8s} {'passes':>7s} {'total':>9s} {'|Δ|/total':>10s} "
+        f"{'peak MiB mem':>13s} {'peak MiB ooc':>13s}"
+    )
+    print(
+        f"{t_mem:12.2f} {t_ooc:8.2f} {t_ooc / t_mem:7.2f}x {Kd.passes:7.1f} {b_mem.total:9.4f} {rel:10.1e} "
+        f"{p_mem / 2**20:13.0f} {p_ooc / 2**20:13.1f}"
+    )
 
 
 def main() -> None:
