@@ -14,10 +14,15 @@ one pass over K per iteration, with a pivoted-Cholesky preconditioner
 ``P = L Lᵀ + s I`` (``L`` of shape ``(n, r)``, built from ``r`` rows of K,
 i.e. ``r / n`` of a pass; ``s = λ²``), applied through the eigendecomposition of
 ``L Lᵀ`` (the approach of GPyTorch, Gardner et al. 2018; Falkon uses Nyström
-centres instead). Every solve reads K
+centres instead). At λ = 0 (K positive definite, e.g. the complexity
+``yᵀK⁻¹y``) ``s`` is the mean residual diagonal ``tr(K − L Lᵀ)/n`` but at least
+``1e-8`` times the largest eigenvalue of ``L Lᵀ`` (so that applying ``P⁻¹``
+does not amplify rounding errors), and ``1e-3`` times its smallest when
+``r = n``. Every solve reads K
 
 * once to validate it (square, finite, symmetric to the same relative tolerance
-  as :func:`ntk_core.krr.check_kernel_matrix`, and its diagonal),
+  as :func:`ntk_core.krr.check_kernel_matrix`, and its diagonal; an
+  :class:`OnDiskKernel` is validated once over all its solves),
 * ``r / n`` of a pass for the preconditioner,
 * once per PCG iteration, and once more to compute the true residual
   ``ỹ − (K + λ² I) α`` and the training predictions ``K α`` (PCG is restarted

@@ -78,6 +78,16 @@ def test_lambda_zero_positive_definite(tmp_path):
     _close(sol.alpha, krr_coefficients(K, y, 0.0))
 
 
+def test_lambda_zero_full_rank_preconditioner(problem):
+    """λ = 0 with a preconditioner of rank n (K ≈ L Lᵀ): a few iterations, not a hundred (the shift s is not
+    the rounding-level tr(K − L Lᵀ)/n, whose P⁻¹ would amplify rounding errors by max eig / s)."""
+    K, _, y, _ = problem
+    Kpd = K[:120, :120] + 0.1 * np.eye(120)
+    sol = krr_solve_ooc(Kpd, y[:120], 0.0, block_rows=16)
+    assert sol.rank == 120 and sol.iterations <= 10, (sol.rank, sol.iterations)
+    _close(sol.alpha, krr_coefficients(Kpd, y[:120], 0.0))
+
+
 def test_float32_on_disk_nearly_symmetric(tmp_path):
     """A float32 K symmetric only up to rounding is used as (K + Kᵀ)/2, as check_kernel_matrix does."""
     rng = np.random.default_rng(2)
