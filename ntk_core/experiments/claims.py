@@ -205,11 +205,12 @@ def table_2(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_2_linearised(table: pd.DataFrame) -> dict:
-    r"""How far each run of a distance table ends from its linearised prediction (:func:`distance.tracking`).
+    r"""How far each run of a distance table ends from its linearised prediction.
 
     The linearised model's solution has distance :math:`\sqrt{\alpha^\top K\alpha}` from θ(0), with
     :math:`\alpha = (K + \lambda^2 I)^{-1}\tilde y` (λ = 0 for GD: the minimum-norm interpolant; λ > 0 for
-    GD + RDI: the kernel ridge solution of Theorem 4.1). ``gap`` is measured / linearised − 1, per run.
+    GD + RDI: the kernel ridge solution of Theorem 4.1). ``gap`` is measured / linearised − 1, per run, as
+    :func:`ntk_core.experiments.distance.tracking` measures it.
 
     Returns
     -------
