@@ -336,7 +336,9 @@ def test_table_2_linearised_measures_the_gap_to_the_linearised_solution():
     assert q2["by_width"] == pytest.approx({256.0: 0.3, 512.0: 0.2, 1024.0: 0.11}) and q2[
         "gd_gap_max"
     ] == pytest.approx(0.4)
-    assert not claims.table_2_linearised(_linearised_table(gd_gaps=(0.2, 0.1, 0.15)))["width_shrinks"]
+    assert not claims.table_2_linearised(_linearised_table(gd_gaps=(0.1, 0.2, 0.15)))["width_shrinks"]  # ρ > 0
+    assert not claims.table_2_linearised(_linearised_table(gd_gaps=(0.1, 0.3, 0.12)))["width_shrinks"]  # ends above
+    assert claims.table_2_linearised(_linearised_table(gd_gaps=(0.3, 0.31, 0.2)))["width_shrinks"]  # not strictly
     with pytest.raises(ValueError, match="GD \\+ RDI runs"):
         claims.table_2_linearised(_distance_table().query("lam == 0"))
 
@@ -351,12 +353,19 @@ def test_check_table_2_linearised_asserts_theorem_4_1_and_the_gd_finding():
         claims.check_table_2_linearised(Ledger("t"), _linearised_table(), "medium")
     with pytest.raises(AssertionError, match="finding"):  # the gap does not shrink with width: no evidence
         claims.check_table_2_linearised(
-            Ledger("t"), _linearised_table(gd_gaps=(0.2, 0.1, 0.15)), "medium", gd_finding=True
+            Ledger("t"), _linearised_table(gd_gaps=(0.1, 0.2, 0.15)), "medium", gd_finding=True
         )
     with pytest.raises(AssertionError, match="finding"):  # GD within 10 % everywhere: the finding is wrong
         claims.check_table_2_linearised(
             Ledger("t"), _linearised_table(gd_gaps=(0.08, 0.05, 0.01)), "medium", gd_finding=True
         )
+    ledger = Ledger("t")  # GD + RDI 8 % from its ridge solution, stated as a finding
+    claims.check_table_2_linearised(
+        ledger, _linearised_table(rdi_gap=0.08), "medium", rdi_finding=True, gd_finding=True
+    )
+    assert [c.status for c in ledger.claims] == ["not reproduced", "not reproduced"]
+    with pytest.raises(AssertionError, match="finding"):  # RDI within 5 %: the finding is wrong
+        claims.check_table_2_linearised(Ledger("t"), _linearised_table(), "medium", rdi_finding=True, gd_finding=True)
     ledger = Ledger("t")
     claims.check_table_2_linearised(ledger, _linearised_table(gd_gaps=(0.08, 0.05, 0.01)), "quick")
     assert [c.status for c in ledger.claims] == ["quick", "quick"]
