@@ -6,6 +6,9 @@ Run from the repository root::
     python benchmarks/bench_structured.py --big      # also the two-layer net at n = 2,000
     python benchmarks/bench_structured.py --quick    # small sizes, a smoke test
     python benchmarks/bench_structured.py --cnn-only # only the two CNN models
+    python benchmarks/bench_structured.py --models two-layer --width 10000 --n 512 2000 --no-tutorial
+    python benchmarks/bench_structured.py --models cnn --n 512            # the 3-layer CNN at n = 512
+    python benchmarks/bench_structured.py --models setting2 --n 256       # the Setting 2 CNN (11 layers)
 
 Everything runs side by side in this process, float32, on the CPU with
 torch's default threads. For each model it times
@@ -24,16 +27,26 @@ Each result is checked against the first one of its model (relative
 Frobenius error printed). ``ratio`` is the row's time over the reference
 (the closed form where there is one, else the tutorial). ``LB`` is the FLOP
 lower bound of a Jacobian contraction, ``3 × forward FLOPs × n + 2 n² N``
-(N trained parameters); ``LB rate`` = LB / seconds, and ``% peak`` divides it
-by the GFLOP/s of a 2048² float32 matrix product measured in this process
-(so 100 % would be a Jacobian contraction running at matmul speed; the
-structured rules do fewer FLOPs than LB and can exceed 100 %). Runs under
-10 s are repeated (best of 3 kept): the machine is shared.
+(N trained parameters), with the forward FLOPs counted analytically from the
+shapes of every convolution and matrix product the model runs
+(:func:`forward_flops`: ``2 × output elements × (C_in / groups) × kernel
+size`` for a convolution, ``2 × output elements × inner size`` for
+``linear`` / ``matmul`` / ``mm`` / ``bmm`` / ``addmm``; elementwise work is
+not counted). ``LB rate`` = LB / seconds, and ``% peak`` divides it by the
+GFLOP/s of a 2048² float32 matrix product measured in this process (so 100 %
+would be a Jacobian contraction running at matmul speed; the structured rules
+do fewer FLOPs than LB and can exceed 100 %); ``x LB`` = seconds / (LB /
+sgemm rate), the time as a multiple of the lower bound's time (its inverse is
+``% peak``): a method that does LB's FLOPs at sgemm speed can be at most
+``x LB`` times faster than the row. The methods of one model run interleaved,
+three rounds (a method that took 10 s or more runs once), best time kept: the
+machine is shared, and a slow minute should hit every method of a model alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import platform
@@ -46,10 +59,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
+from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ntk_core.ntk import _count_flops, _make_problem, empirical_ntk, select_method  # noqa: E402
+from ntk_core.experiments.setting2 import Config as Setting2Config  # noqa: E402
+from ntk_core.experiments.setting2 import network as setting2_network  # noqa: E402
+from ntk_core.ntk import empirical_ntk, select_method  # noqa: E402
 from ntk_core.structured import plan_structured, structured_ntk  # noqa: E402
 
 
@@ -157,18 +173,6 @@ def tutorial_ntk(model: nn.Module, x: Tensor) -> Tensor:
 # --------------------------------------------------------------------------- measurement
 
 
-def timed(fn: Callable[[], Tensor]) -> tuple[float, Tensor]:
-    best, out = float("inf"), None
-    for _ in range(3):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-        if best >= 10.0:
-            break
-    assert out is not None
-    return best, out
-
-
 def gemm_gflops() -> float:
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     a @ b
@@ -178,11 +182,47 @@ def gemm_gflops() -> float:
     return 3 * 2 * 2048**3 / (time.perf_counter() - t0) / 1e9
 
 
+class _FlopCount(TorchFunctionMode):
+    """Counts the multiply-adds (× 2) of every convolution and matrix product from the shapes of its operands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0.0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if name in ("conv1d", "conv2d", "conv3d"):
+            w = args[1] if len(args) > 1 else kwargs["weight"]
+            # output elements × (C_in / groups) × kernel size; w is (C_out, C_in / groups, *kernel)
+            self.flops += 2.0 * out.numel() * math.prod(w.shape[1:])
+        elif name == "linear":
+            self.flops += 2.0 * out.numel() * args[0].shape[-1]
+        elif name in ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm"):
+            a = args[0] if name != "__rmatmul__" else args[1]
+            self.flops += 2.0 * out.numel() * a.shape[-1]
+        elif name == "addmm":
+            self.flops += 2.0 * out.numel() * args[1].shape[-1]
+        return out
+
+
+def forward_flops(model: nn.Module, x: Tensor) -> float:
+    """Forward FLOPs of one example, counted analytically from the shapes of its convolutions and products."""
+    with torch.no_grad(), _FlopCount() as counter:
+        model(x[:1])
+    return counter.flops
+
+
 def lower_bound(model: nn.Module, x: Tensor) -> float:
-    prob = _make_problem(model, x[:2], None, "trace", torch.float32, "cpu", None)
-    fwd = _count_flops(prob, x[:1])
-    n, p = x.shape[0], prob.n_params
-    return 3 * fwd * n + 2.0 * n * n * p
+    """``3 × forward FLOPs × n + 2 n² N`` (issue 14), N the trained parameters."""
+    n = x.shape[0]
+    p = sum(q.numel() for q in model.parameters() if q.requires_grad)
+    return 3 * forward_flops(model, x) * n + 2.0 * n * n * p
+
+
+#: Skip timing ``empirical_ntk(method="auto")`` where it picks per-example Jacobians (``--auto-no-jacobian``).
+AUTO_SKIPS_JACOBIAN = False
 
 
 def run_case(
@@ -196,32 +236,52 @@ def run_case(
 ) -> list[str]:
     model.eval()
     lb = lower_bound(model, x)
-    rows: list[tuple[str, float, Tensor, str]] = []
+    methods: list[tuple[str, Callable[[], Tensor], str]] = []
     if closed is not None:
-        s, k = timed(closed)
-        rows.append(("closed form", s, k, ""))
-    s, k = timed(lambda: structured_ntk(model, x))
+        methods.append(("closed form", closed, ""))
     plan = plan_structured(model, x)
     routes = ", ".join(f"{n}:{r.route}" for n, r in plan.routes.items())
-    rows.append(("structured_ntk", s, k, routes))
+    if len(routes) > 80:  # many parameters: count them by route
+        counts = {r: len(plan.names(r)) for r in ("gram", "grad", "jacobian") if plan.names(r)}
+        routes = ", ".join(f"{c} x {r}" for r, c in counts.items())
+    methods.append(("structured_ntk", lambda: structured_ntk(model, x), routes))
     if tutorial:
-        s, k = timed(lambda: tutorial_ntk(model, x))
-        rows.append(("tutorial vmap(jacrev)+einsum", s, k, ""))
+        methods.append(("tutorial vmap(jacrev)+einsum", lambda: tutorial_ntk(model, x), ""))
     if auto:
         choice = select_method(model, x).method
-        s, k = timed(lambda: empirical_ntk(model, x))
-        rows.append(("empirical_ntk auto", s, k, f"picked {choice}"))
-    ref_t, ref_k = rows[0][1], rows[0][2].double()
+        if choice == "jacobian" and AUTO_SKIPS_JACOBIAN:
+            print(f"# {title}, n = {x.shape[0]}: empirical_ntk auto picks jacobian, not timed (--auto-no-jacobian)")
+        else:
+            methods.append(("empirical_ntk auto", lambda: empirical_ntk(model, x), f"picked {choice}"))
+    # interleaved: round r runs every method once, so that a slow minute of the shared machine hits all of them
+    best = [math.inf] * len(methods)
+    results: list[Tensor | None] = [None] * len(methods)
+    for r in range(3):
+        for i, (_, fn, _) in enumerate(methods):
+            if r > 0 and best[i] >= 10.0:
+                continue
+            t0 = time.perf_counter()
+            results[i] = fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    rows = [(name, best[i], results[i], note) for i, (name, _, note) in enumerate(methods)]
+    ref_t, ref_k = rows[0][1], rows[0][2].double()  # type: ignore[union-attr]
+    lb_time = lb / (peak * 1e9)
     lines = []
     for name, s, k, note in rows:
-        err = float((k.double() - ref_k).norm() / ref_k.norm())
+        err = float((k.double() - ref_k).norm() / ref_k.norm())  # type: ignore[union-attr]
         rate = lb / s / 1e9
         lines.append(
             f"| {title} | {x.shape[0]} | {name} | {s:.3f} | {s / ref_t:.2f}x | {lb / 1e9:.1f} | {rate:.1f} | "
-            f"{100 * rate / peak:.0f}% | {err:.1e} | {note} |"
+            f"{100 * rate / peak:.0f}% | {s / lb_time:.2f} | {err:.1e} | {note} |"
         )
         print(lines[-1], flush=True)
     return lines
+
+
+def setting2_net(depth: int) -> nn.Module:
+    """The Setting 2 network (difference trick of a bias-free ReLU CNN, first conv and readout frozen) at the
+    quick profile's width (16 channels, 8×8 inputs, output scale 4, ReLU gain) with ``depth`` layers."""
+    return setting2_network(dataclasses.replace(Setting2Config.quick(), depth=depth), seed=0)
 
 
 def main() -> None:
@@ -229,17 +289,56 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--big", action="store_true", help="also the two-layer net at n = 2,000")
     parser.add_argument("--cnn-only", action="store_true", help="only the CNN rows")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=("two-layer", "cnn", "setting2"),
+        help="run only these models (default: two-layer and cnn), at the sizes --n / --width give",
+    )
+    parser.add_argument("--n", type=int, nargs="+", help="numbers of examples (default: 512 two-layer, 128 CNN)")
+    parser.add_argument("--width", type=int, default=None, help="two-layer width m (default 2,000)")
+    parser.add_argument("--depth", type=int, default=11, help="Setting 2 CNN depth (default 11; quick profile: 8)")
+    parser.add_argument("--no-tutorial", action="store_true", help="skip the tutorial's Jacobian contraction")
+    parser.add_argument("--no-auto", action="store_true", help="skip empirical_ntk(method='auto')")
+    parser.add_argument(
+        "--auto-no-jacobian", action="store_true", help="time auto only where it does not pick per-example Jacobians"
+    )
     args = parser.parse_args()
+    global AUTO_SKIPS_JACOBIAN
+    AUTO_SKIPS_JACOBIAN = args.auto_no_jacobian
     torch.manual_seed(0)
     d, m, n, n_big, n_cnn, ch = (784, 2000, 512, 2000, 128, 64) if not args.quick else (50, 100, 32, 64, 8, 8)
+    m = args.width or m
+    tut, aut = not args.no_tutorial, not args.no_auto
     peak = gemm_gflops()
     print(
         f"# {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, float32; 2048^2 sgemm: {peak:.1f} GFLOP/s"
+        f"{torch.get_num_threads()} threads, float32; 2048^2 sgemm: {peak:.1f} GFLOP/s; "
+        f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}"
     )
-    print("| model | n | method | seconds | ratio | LB GFLOP | LB rate GFLOP/s | % peak | rel. error | note |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| model | n | method | seconds | ratio | LB GFLOP | LB rate GFLOP/s | % peak | x LB | rel. error | note |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     g = torch.Generator().manual_seed(1)
+    if args.models is not None:
+        for model_name in args.models:
+            for size in args.n or ([n] if model_name == "two-layer" else [n_cnn]):
+                if model_name == "two-layer":
+                    x = torch.randn(size, d, generator=g)
+                    for layout in ("x @ W.T", "x @ W", "F.linear", "nn.Linear"):
+                        net = TwoLayer(layout, d, m)
+                        closed = lambda net=net, x=x: closed_form(net, x)  # noqa: E731
+                        run_case(f"two-layer {layout}, d={d}, m={m}", net, x, peak, closed, tut, aut)
+                        del net
+                elif model_name == "cnn":
+                    xc = torch.randn(size, 3, 32, 32, generator=g)
+                    raw = RawCNN(ch)
+                    run_case(f"CNN 3 conv x{ch}, 32x32x3, raw F.conv2d", raw, xc, peak, None, tut, aut)
+                    run_case(f"CNN 3 conv x{ch}, 32x32x3, nn.Conv2d", ModuleCNN(raw), xc, peak, None, tut, aut)
+                else:
+                    xs = torch.randn(size, 3, 8, 8, generator=g)
+                    title = f"Setting 2 CNN, depth {args.depth}, 16 ch, 8x8x3"
+                    run_case(title, setting2_net(args.depth), xs, peak, None, tut, aut)
+        return
     x = torch.randn(n, d, generator=g)
     for layout in ("x @ W.T", "x @ W", "F.linear", "nn.Linear") if not args.cnn_only else ():
         net = TwoLayer(layout, d, m)

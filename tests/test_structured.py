@@ -511,3 +511,56 @@ def test_norm_affine_and_elementwise_scales() -> None:
     check(net, x1)
     plan = plan_structured(net, x1, dtype=F64)
     assert all(r.route != "jacobian" for r in plan.routes.values()), str(plan)
+
+
+@pytest.mark.parametrize(("im2col_channels", "sym_block"), [(0, 2), (1000, 3)])
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
+def test_conv_gradients_both_ways_and_symmetric_blocks(
+    im2col_channels: int, sym_block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per-example conv weight gradients by grouped convolution (threshold 0) and by im2col + bmm (threshold
+    1000), with diagonal tiles formed block row by block row (``_SYM_BLOCK`` 2 or 3; the other tests form
+    them whole): all exact."""
+    monkeypatch.setattr(st, "_IM2COL_MAX_CHANNELS", im2col_channels)
+    monkeypatch.setattr(st, "_SYM_BLOCK", sym_block)
+
+    class Convs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c2 = nn.Conv2d(2, 3, 3, stride=2, padding=1)
+            self.c1 = nn.Conv1d(3, 2, 2, dilation=2, bias=False)
+            self.w3 = nn.Parameter(randn(2, 1, 2, 2, 2, seed=170))
+            self.w4 = nn.Parameter(randn(3, 3, 2, 2, seed=171))  # padding (0, 1) on one side only: "same"
+
+        def forward(self, x: Tensor) -> Tensor:
+            h = torch.tanh(self.c2(x))  # (b, 3, 3, 3)
+            g = torch.tanh(self.c1(h.flatten(2)))  # (b, 2, 7)
+            v = F.conv3d(h[:, None], self.w3 * 0.5, stride=(1, 2, 1))  # (b, 2, 2, 1, 2); a scaled weight
+            w = F.conv2d(h, self.w4, padding="same")  # (b, 3, 3, 3)
+            return g.sum((1, 2)) + v.flatten(1).sum(1) + torch.tanh(w).flatten(1).sum(1)
+
+    for net in (Convs(), RawCNN(outputs=1)):
+        plan = plan_structured(net.double(), randn(2, *((2, 6, 6) if isinstance(net, Convs) else (3, 9, 9))))
+        assert all(r.route != "jacobian" for r in plan.routes.values()), str(plan)
+    check(Convs(), randn(5, 2, 6, 6, seed=172))
+    check(Convs(), randn(5, 2, 6, 6, seed=173), randn(3, 2, 6, 6, seed=174))
+    check(RawCNN(outputs=1), randn(5, 3, 9, 9, seed=175))
+    check(RawCNN(outputs=2), randn(5, 3, 9, 9, seed=176), tile_size=3)
+    check(RawCNN(outputs=2), randn(4, 3, 9, 9, seed=177), output="full")
+    check(TwoLayer("x@W.T", outputs=3), randn(7, 6, seed=178))  # pairwise rule with T = 1 on a diagonal tile
+    check(SharedMLP(), randn(5, 5, seed=179))
+    uses = [
+        u
+        for u in _uses(_make_problem(Convs().double(), randn(2, 2, 6, 6), None, "trace", F64, None, None), "c2.weight")
+    ]
+    assert (uses[0].grad_of is None) == (im2col_channels >= 2)  # type: ignore[attr-defined]
+
+
+def test_self_gram_blocks() -> None:
+    a = randn(11, 7, seed=180)
+    for block in (1, 2, 3, 5, 11, 20):
+        old, st._SYM_BLOCK = st._SYM_BLOCK, block
+        try:
+            torch.testing.assert_close(st._self_gram(a), a @ a.T, rtol=1e-13, atol=1e-13)
+        finally:
+            st._SYM_BLOCK = old
