@@ -373,3 +373,17 @@ def test_check_table_2_linearised_asserts_theorem_4_1_and_the_gd_finding():
     unconverged.loc[unconverged["factor"] == "noise", "train_loss"] = 1.0
     with pytest.raises(AssertionError, match="precondition"):
         claims.check_table_2_linearised(Ledger("t"), unconverged, "medium", gd_finding=True)
+
+
+def test_table_2_gaps_lists_the_gap_along_lambda_and_width_averaged_over_seeds():
+    t = pd.concat([_linearised_table(), _linearised_table(gd_gaps=(0.4, 0.3, 0.2)).assign(seed=1)], ignore_index=True)
+    gaps = claims.table_2_gaps(t)
+    assert gaps["run"].tolist() == [
+        "GD + RDI, λ = 0.5",
+        "GD + RDI, λ = 1",
+        "GD + RDI, λ = 2",
+        "GD, width 256",
+        "GD, width 512",
+        "GD, width 1024",
+    ]
+    assert gaps["gap"].tolist() == pytest.approx([0.01, 0.01, 0.01, 0.3, 0.2, 0.11])

@@ -113,7 +113,12 @@ class Config:
 
     @classmethod
     def full(cls) -> "Config":
-        """Up to 4,000 samples and width 10,000, 5,000 steps at lr scale 1. About 2 GPU-hours."""
+        """Up to 4,000 samples and width 10,000, 5,000 steps at lr scale 1. About 2 GPU-hours.
+
+        Not yet sized for the precondition (every run converged): on the CPU, 12,000 steps left 400 images at
+        width 512 at mean training loss 1.3 · 10⁻³ (see :meth:`medium`), and GD needs more steps the more
+        images, so 5,000 steps will not converge at 4,000 images. Size the steps by a timed trial on the GPU
+        (the loss curve of the largest n) before recording."""
         return cls(
             profile="full",
             n_train=1_000,
