@@ -209,7 +209,7 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     (package / "experiments" / "setting1.py").write_text(
         (package / "experiments" / "setting1.py").read_text() + "\n\ndef headline(table):\n    return table.mean()\n"
     )
-    (package / "theory.py").write_text((package / "theory.py").read_text() + "\nX = 1\n")
+    (package / "measure.py").write_text((package / "measure.py").read_text() + "\nX = 1\n")
     assert fp() == before
     assert fp(None) != whole  # the whole package did change
     # code that distance runs: the signature of setting1.mnist_features

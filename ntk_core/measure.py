@@ -1,7 +1,12 @@
-r"""Numerical checks of the paper's theory (Sections 3–5, Appendices A–C) for the book's theory chapters.
+r"""Measurements behind the book's theory chapters: numerical checks of Sections 3–5 and Appendices A–C.
 
 Every loop or non-trivial computation that a theory chapter needs lives here,
-so that a chapter is only prose, a call, a figure and an ``assert``. Nothing
+so that a chapter is only prose, a call, a figure and an ``assert``. What goes
+here and what goes in :mod:`ntk_core.experiments`: a measurement that takes
+seconds, runs at one size and is recomputed by every build belongs here; a
+study with ``quick``/``medium``/``full`` sizes, resumable units, a cache and
+recorded results is an experiment. (This module was ``ntk_core.theory``: it
+measures, it does not state the theory.) Nothing
 here states a new bound: the bounds are in :mod:`ntk_core.bounds`, the solvers
 in :mod:`ntk_core.krr`; this module *measures* (Monte Carlo over label-noise
 draws, clean test errors over grids of p and λ, width sweeps of the empirical
@@ -209,7 +214,7 @@ def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
 
     Examples
     --------
-    >>> from ntk_core.theory import loglog_slope
+    >>> from ntk_core.measure import loglog_slope
     >>> round(loglog_slope([1, 10, 100], [1.0, 0.316227766, 0.1]), 6)   # y ∝ x^(-1/2)
     -0.5
     """
@@ -1051,7 +1056,7 @@ def setting1_power_coefficient(j: int) -> float:
     Examples
     --------
     >>> import math
-    >>> from ntk_core.theory import setting1_power_coefficient
+    >>> from ntk_core.measure import setting1_power_coefficient
     >>> setting1_power_coefficient(1), math.isclose(setting1_power_coefficient(2), 1 / (2 * math.pi))
     (0.25, True)
     """
