@@ -48,7 +48,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal  # noqa: F401 (kept until the medium records are re-made: fingerprint)
+from typing import Any, Iterator, Literal, Sequence  # noqa: F401 (kept until the medium records are re-made: fingerprint)
 
 import numpy as np
 
@@ -58,6 +58,8 @@ if TYPE_CHECKING:  # the alias is for annotations only (never imported at run ti
     from ._typing import ArrayLike
 
 __all__ = [
+    "available_pairs",
+    "sample_classes",
     "ImageDataset",
     "BinaryTask",
     "DataError",
@@ -942,3 +944,61 @@ def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
     if np.any(norms == 0):
         raise ValueError(f"{int((norms == 0).sum())} image(s) are all zero and cannot be normalised")
     return x / norms * math.sqrt(x.shape[1])
+
+
+def sample_classes(labels: ArrayLike, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:
+    """Indices of ``per_class`` examples of each class in ``classes``, drawn without replacement, shuffled.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (N,)
+        Class labels.
+    classes : sequence of int
+        The classes to draw from.
+    per_class : int
+        Examples per class.
+    seed : int
+        Seed of the draw.
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(classes) * per_class,)
+        Indices into ``labels``.
+    """
+    lab = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in classes:
+        pool = np.flatnonzero(lab == c)
+        if pool.size < per_class:
+            raise ValueError(
+                f"class {c} has only {pool.size} examples, {per_class} requested; the embedded MNIST subset "
+                "holds 400 training and 100 test digits per class: set NTK_CORE_DATA to a folder with the "
+                "official files or allow the download"
+            )
+        out.append(rng.choice(pool, per_class, replace=False))
+    idx = np.concatenate(out)
+    rng.shuffle(idx)
+    return idx
+
+
+def available_pairs(labels: ArrayLike, classes: Sequence[int]) -> int:
+    """How many examples :func:`sample_classes` can draw per class: the size of the rarest of ``classes``.
+
+    Chapters cap their sample sizes with it, so that they also run on the embedded
+    MNIST subset (400 training and 100 test digits per class) when no full copy
+    is available; with the full data set the caps change nothing.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (N,)
+        Class labels.
+    classes : sequence of int
+        The classes.
+
+    Returns
+    -------
+    int
+    """
+    lab = np.asarray(labels)
+    return int(min(int(np.sum(lab == c)) for c in classes))

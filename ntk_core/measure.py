@@ -16,7 +16,7 @@ Contents
 
 * Inputs and kernels: :func:`sphere_features` (pixels → vectors of norm √d, so
   that Σ⁽⁰⁾(x, x') = cos∠(x, x')), :func:`setting1_kernel` (the infinite-width
-  NTK of the Setting-1 two-layer net), :func:`sample_classes`.
+  NTK of the Setting-1 two-layer net), :func:`ntk_core.data.sample_classes`.
 * Lemmas C.1 / C.2 and the Hsu–Kakade–Zhang bound: :func:`lemma_monte_carlo`;
   the Rademacher bound of Bartlett–Mendelson: :func:`rademacher_monte_carlo`.
 * Clean errors of the KRR predictor trained on noisy labels:
@@ -25,7 +25,7 @@ Contents
 * Noisy-label means: :func:`mean_noisy_onehot` (E[ỹ | c] = Q column, Theorem 5.3).
 * Wide networks: :func:`ntk_width_sweep` (empirical vs infinite NTK),
   :func:`train_vs_krr` (RDI/AUX training of a real network against KRR, and
-  the linearisation error), :class:`CaptionDifference` (the formula printed in
+  the linearisation error), :class:`ntk_core.nets.CaptionDifference` (the formula printed in
   the caption of the paper's difference-trick figure), :func:`initial_output_effect`.
 * :func:`loglog_slope`: least-squares slope of log y against log x.
 
@@ -55,7 +55,6 @@ if TYPE_CHECKING:  # the alias is for annotations only (never imported at run ti
     from ._typing import ArrayLike
 
 __all__ = [
-    "CaptionDifference",
     "LemmaC2Chain",
     "LemmaMonteCarlo",
     "TrainVsKRR",
@@ -70,7 +69,6 @@ __all__ = [
     "multiclass_error_grid",
     "ntk_width_sweep",
     "rademacher_monte_carlo",
-    "sample_classes",
     "cone_sample",
     "FitMonteCarlo",
     "fit_monte_carlo",
@@ -80,7 +78,6 @@ __all__ = [
     "setting1_kernel_arcsin",
     "setting1_power_coefficient",
     "sphere_sample",
-    "available_pairs",
     "setting1_kernel",
     "sphere_features",
     "train_vs_krr",
@@ -108,64 +105,6 @@ def setting1_kernel(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
     numpy.ndarray, shape (n1, n2)
     """
     return relu_ntk(x1, x2, depth=1, trained="first")
-
-
-def sample_classes(labels: ArrayLike, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:
-    """Indices of ``per_class`` examples of each class in ``classes``, drawn without replacement, shuffled.
-
-    Parameters
-    ----------
-    labels : ArrayLike, shape (N,)
-        Class labels.
-    classes : sequence of int
-        The classes to draw from.
-    per_class : int
-        Examples per class.
-    seed : int
-        Seed of the draw.
-
-    Returns
-    -------
-    numpy.ndarray, shape (len(classes) * per_class,)
-        Indices into ``labels``.
-    """
-    lab = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    out = []
-    for c in classes:
-        pool = np.flatnonzero(lab == c)
-        if pool.size < per_class:
-            raise ValueError(
-                f"class {c} has only {pool.size} examples, {per_class} requested; the embedded MNIST subset "
-                "holds 400 training and 100 test digits per class: set NTK_CORE_DATA to a folder with the "
-                "official files or allow the download"
-            )
-        out.append(rng.choice(pool, per_class, replace=False))
-    idx = np.concatenate(out)
-    rng.shuffle(idx)
-    return idx
-
-
-def available_pairs(labels: ArrayLike, classes: Sequence[int]) -> int:
-    """How many examples :func:`sample_classes` can draw per class: the size of the rarest of ``classes``.
-
-    Chapters cap their sample sizes with it, so that they also run on the embedded
-    MNIST subset (400 training and 100 test digits per class) when no full copy
-    is available; with the full data set the caps change nothing.
-
-    Parameters
-    ----------
-    labels : ArrayLike, shape (N,)
-        Class labels.
-    classes : sequence of int
-        The classes.
-
-    Returns
-    -------
-    int
-    """
-    lab = np.asarray(labels)
-    return int(min(int(np.sum(lab == c)) for c in classes))
 
 
 def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
@@ -644,36 +583,6 @@ def ntk_width_sweep(
             K_m = empirical_ntk(net, xx, dtype=torch.float64).numpy()
             errs[i, j] = np.linalg.norm(K_m - K_inf) / np.linalg.norm(K_inf)
     return WidthSweep(np.asarray(widths, dtype=np.int64), errs)
-
-
-class CaptionDifference(nn.Module):
-    """The network printed in the caption of the paper's difference-trick figure (Appendix A).
-
-    f = √(α/2) g(θ₁, x) − √((1 − α)/2) g(θ₂, x), with θ₁(0) = θ₂(0) (the
-    caption writes θ₁ twice; the second is read as θ₂). Its NTK is
-    (α/2 + (1 − α)/2) K_g = K_g/2 for every α. Compare
-    :class:`ntk_core.nets.DifferenceTrick` (no /2), whose NTK is K_g.
-
-    Parameters
-    ----------
-    g : torch.nn.Module
-        The network to mix (deep-copied twice).
-    alpha : float
-        α ∈ [0, 1].
-    """
-
-    def __init__(self, g: nn.Module, alpha: float = 0.5) -> None:
-        super().__init__()
-        import copy
-
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-        self.alpha = float(alpha)
-        self.g1 = copy.deepcopy(g)
-        self.g2 = copy.deepcopy(g)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return math.sqrt(self.alpha / 2) * self.g1(x) - math.sqrt((1 - self.alpha) / 2) * self.g2(x)
 
 
 @dataclass(frozen=True)

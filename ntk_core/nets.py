@@ -23,7 +23,16 @@ from torch import Tensor, nn
 
 from ._checks import check_probability
 
-__all__ = ["NTKLinear", "NTKConv2d", "TwoLayerNet", "MLP", "ConvNet", "DifferenceTrick", "as_generator"]
+__all__ = [
+    "NTKLinear",
+    "NTKConv2d",
+    "TwoLayerNet",
+    "MLP",
+    "ConvNet",
+    "DifferenceTrick",
+    "CaptionDifference",
+    "as_generator",
+]
 
 
 def as_generator(seed: int | torch.Generator, name: str = "seed") -> torch.Generator:
@@ -355,3 +364,31 @@ class DifferenceTrick(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return math.sqrt(self.alpha) * self.g1(x) - math.sqrt(1.0 - self.alpha) * self.g2(x)
+
+
+class CaptionDifference(nn.Module):
+    """The network printed in the caption of the paper's difference-trick figure (Appendix A).
+
+    f = √(α/2) g(θ₁, x) − √((1 − α)/2) g(θ₂, x), with θ₁(0) = θ₂(0) (the
+    caption writes θ₁ twice; the second is read as θ₂). Its NTK is
+    (α/2 + (1 − α)/2) K_g = K_g/2 for every α. Compare
+    :class:`ntk_core.nets.DifferenceTrick` (no /2), whose NTK is K_g.
+
+    Parameters
+    ----------
+    g : torch.nn.Module
+        The network to mix (deep-copied twice).
+    alpha : float
+        α ∈ [0, 1].
+    """
+
+    def __init__(self, g: nn.Module, alpha: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+        self.alpha = float(alpha)
+        self.g1 = copy.deepcopy(g)
+        self.g2 = copy.deepcopy(g)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return math.sqrt(self.alpha / 2) * self.g1(x) - math.sqrt((1 - self.alpha) / 2) * self.g2(x)

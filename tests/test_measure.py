@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from ntk_core import bounds, krr, measure, noise
-from ntk_core.nets import DifferenceTrick, TwoLayerNet
+from ntk_core import bounds, data, krr, measure, noise
+from ntk_core.nets import CaptionDifference, DifferenceTrick, TwoLayerNet
 from ntk_core.ntk import empirical_ntk
 
 
@@ -38,11 +38,11 @@ def test_loglog_slope_and_sampling():
     w = np.array([10.0, 100.0, 1000.0])
     assert measure.loglog_slope(w, 3 * w**-0.5) == pytest.approx(-0.5)
     labels = np.repeat(np.arange(3), 10)
-    idx = measure.sample_classes(labels, [0, 2], 4, seed=1)
+    idx = data.sample_classes(labels, [0, 2], 4, seed=1)
     assert len(idx) == 8 and set(labels[idx]) == {0, 2}
-    assert np.array_equal(idx, measure.sample_classes(labels, [0, 2], 4, seed=1))
+    assert np.array_equal(idx, data.sample_classes(labels, [0, 2], 4, seed=1))
     with pytest.raises(ValueError):
-        measure.sample_classes(labels, [0], 11, seed=0)
+        data.sample_classes(labels, [0], 11, seed=0)
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "rademacher"])
@@ -103,13 +103,13 @@ def test_width_sweep_and_difference_tricks():
     X = torch.as_tensor(x)
     g = TwoLayerNet(12, 32, seed=0, train_second=True).double()
     Kg = empirical_ntk(g, X, dtype=torch.float64)
-    half = empirical_ntk(measure.CaptionDifference(g, 0.3), X, dtype=torch.float64)
+    half = empirical_ntk(CaptionDifference(g, 0.3), X, dtype=torch.float64)
     assert torch.allclose(half, Kg / 2)
     assert torch.allclose(empirical_ntk(DifferenceTrick(g), X, dtype=torch.float64), Kg)
     Z = measure.jacobian_features(g, x)
     assert np.allclose(Z @ Z.T, Kg.numpy())
     with pytest.raises(ValueError):
-        measure.CaptionDifference(g, 1.5)
+        CaptionDifference(g, 1.5)
 
 
 def test_train_vs_krr_small():
@@ -129,11 +129,10 @@ def test_initial_output_effect():
 
 
 def test_available_pairs_is_the_rarest_class():
-    from ntk_core import measure
 
     labels = np.array([5, 5, 5, 8, 8, 3])
-    assert measure.available_pairs(labels, [5, 8]) == 2
-    assert measure.available_pairs(labels, [5, 8, 3]) == 1
+    assert data.available_pairs(labels, [5, 8]) == 2
+    assert data.available_pairs(labels, [5, 8, 3]) == 1
 
 
 # --------------------------------------------------------------------------- Remark 5.2 and the proof steps
