@@ -217,8 +217,11 @@ class _Recorder(TorchFunctionMode):
         batch: int,
         capture: bool = False,
         keep: set[str] | None = None,
+        taps: bool = False,
     ) -> None:
         super().__init__()
+        self.taps = taps
+        self.versions: list[int] = []
         self.refs: dict[int, tuple[Tensor, _Ref]] = {id(t): (t, _Ref(n, aranges[n], 1.0)) for n, t in params.items()}
         self.batch = batch
         self.capture = capture
@@ -345,8 +348,13 @@ class _Recorder(TorchFunctionMode):
     # -- uses
     def _new_call(self, out: Tensor) -> int:
         self.probes.append(None)
+        self.versions.append(-1)
         self.out_shapes.append(tuple(out.shape))
         return len(self.probes) - 1
+
+    def modified(self) -> bool:
+        """Whether a tapped output was changed in place after its call (its cotangent would be the wrong one)."""
+        return any(p is not None and p._version != v for p, v in zip(self.probes, self.versions))
 
     def _finish(self, out: Tensor, uses: list[_Use]) -> Tensor:
         if out.ndim < 1 or out.shape[0] != self.batch:
@@ -358,6 +366,12 @@ class _Recorder(TorchFunctionMode):
             self.uses.append(u)
             kept = kept or self.keep is None or u.name in self.keep
         if self.capture and kept:
+            if self.taps:  # the output itself is differentiated: no copy (see _GRADIENT_TAPS)
+                if not out.requires_grad:
+                    out.requires_grad_(True)  # a leaf: nothing before it is differentiated
+                self.probes[call] = out
+                self.versions[call] = out._version
+                return out
             probe = torch.zeros_like(out, requires_grad=True)
             self.probes[call] = probe
             return out + probe
@@ -575,11 +589,13 @@ def _conv_weight_grad(nd: int) -> Callable[..., Tensor]:
 _CONV_WEIGHT = {nd: _conv_weight_grad(nd) for nd in (1, 2, 3)}
 #: Per-example convolution weight gradients by one grouped convolution (True) or by im2col and bmm (False).
 _GROUPED_CONV_GRADIENTS = True
-#: ... except for convolutions with at most this many input channels per group, where im2col and bmm are used:
-#: the grouped-convolution weight gradient is slow on few channels (3-channel first layer of the 3-layer CNN
-#: on 32×32×3, n = 512, 2 threads: 0.28-0.53 s grouped against 0.11-0.15 s by im2col + bmm; with 64 input
-#: channels the grouped convolution was 0.41 s against 0.87 s).
+#: ... except for convolutions with at most this many input channels per group when torch runs on at least
+#: ``_IM2COL_MIN_THREADS`` threads: there im2col and bmm are used. The grouped-convolution weight gradient on few
+#: channels opens many short parallel regions and stalls when a thread is descheduled (the 3-channel first
+#: layer of the 3-layer CNN on 32×32×3, n = 512, on a 2-core VM loaded by two other processes: 8-14 s grouped
+#: against 0.11 s by im2col + bmm with 2 threads; with 1 thread 0.035 s grouped against 0.12 s).
 _IM2COL_MAX_CHANNELS = 8
+_IM2COL_MIN_THREADS = 2
 
 
 def _tuple(v: Any, nd: int) -> tuple[int, ...]:
@@ -659,7 +675,8 @@ def _conv_use(
         return gw.reshape(b, o, 1, c_out, d).transpose(3, 4)  # (b, O, G=1, D, K)
 
     use = _Use(ref.name, "bilinear", -1, idx, ref.scale, (t, g, d, k_g), a.detach(), u_of, g_of, ref.injective)
-    grouped = groups == 1 and _GROUPED_CONV_GRADIENTS and c_g > _IM2COL_MAX_CHANNELS
+    im2col = c_g <= _IM2COL_MAX_CHANNELS and torch.get_num_threads() >= _IM2COL_MIN_THREADS
+    grouped = groups == 1 and _GROUPED_CONV_GRADIENTS and not im2col
     use.grad_of = grad_of if grouped else None
     return use
 
@@ -792,13 +809,40 @@ def _aranges(prob: _Problem) -> dict[str, Tensor]:
     return {n: torch.arange(p.numel(), device=p.device).reshape(p.shape) for n, p in prob.params.items()}
 
 
+#: Cotangents at the recorded outputs by differentiating the outputs themselves ("taps", True) or zero probes
+#: added to them (False). Taps copy nothing; probes cost a fill and an add per output (0.06 s of a 0.28 s
+#: forward on the 3-layer CNN at n = 128). Where the model changes a tapped output in place afterwards (an
+#: in-place ReLU), the forward pass is run again with probes.
+_GRADIENT_TAPS = True
+
+
 def _record(
-    prob: _Problem, aranges: dict[str, Tensor], x: Tensor, capture: bool, keep: set[str] | None = None
+    prob: _Problem,
+    aranges: dict[str, Tensor],
+    x: Tensor,
+    capture: bool,
+    keep: set[str] | None = None,
+    taps: bool = False,
 ) -> tuple[_Recorder, Tensor]:
-    rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep)
+    rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep, taps)
     with rec:
         out = prob.forward(prob.params, x)
     return rec, out
+
+
+def _record_cotangents(
+    prob: _Problem, aranges: dict[str, Tensor], x: Tensor, keep: set[str]
+) -> tuple[_Recorder, Tensor]:
+    """The capturing forward pass: with taps if they are safe for this model, else with probes."""
+    if _GRADIENT_TAPS:
+        try:
+            rec, out = _record(prob, aranges, x, capture=True, keep=keep, taps=True)
+        except RuntimeError:  # e.g. an in-place operation on a tapped output that is a leaf
+            pass
+        else:
+            if not rec.modified():
+                return rec, out
+    return _record(prob, aranges, x, capture=True, keep=keep)
 
 
 def _describe(sigs: list[tuple[Any, ...]]) -> str:
@@ -966,7 +1010,7 @@ class _OperationEngine:
         keep = set(plan.names("gram")) | set(plan.names("grad"))
         if keep:
             with torch.enable_grad():
-                rec, out = _record(prob, self._aranges, x, capture=True, keep=keep)
+                rec, out = _record_cotangents(prob, self._aranges, x, keep)
                 uses: dict[str, list[_Use]] = {n: [] for n in keep}
                 for u in rec.uses:
                     if u.name in keep:

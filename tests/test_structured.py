@@ -519,9 +519,10 @@ def test_conv_gradients_both_ways_and_symmetric_blocks(
     im2col_channels: int, sym_block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Per-example conv weight gradients by grouped convolution (threshold 0) and by im2col + bmm (threshold
-    1000), with diagonal tiles formed block row by block row (``_SYM_BLOCK`` 2 or 3; the other tests form
+    1000, on any number of threads), with diagonal tiles formed block row by block row (``_SYM_BLOCK`` 2 or 3; the other tests form
     them whole): all exact."""
     monkeypatch.setattr(st, "_IM2COL_MAX_CHANNELS", im2col_channels)
+    monkeypatch.setattr(st, "_IM2COL_MIN_THREADS", 1)  # whatever the threads of the test run
     monkeypatch.setattr(st, "_SYM_BLOCK", sym_block)
 
     class Convs(nn.Module):
@@ -564,3 +565,61 @@ def test_self_gram_blocks() -> None:
             torch.testing.assert_close(st._self_gram(a), a @ a.T, rtol=1e-13, atol=1e-13)
         finally:
             st._SYM_BLOCK = old
+
+
+def test_conv_gradient_path_depends_on_channels_and_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """im2col + bmm only for few input channels and several threads; the grouped convolution otherwise."""
+    net = nn.Conv2d(3, 4, 3, bias=False).double()
+    x = randn(2, 3, 5, 5, seed=181)
+    prob = _make_problem(net, x, None, "trace", F64, None, None)
+    threads = torch.get_num_threads()
+    try:
+        for n_threads, max_channels, im2col in ((1, 8, False), (2, 8, True), (2, 2, False)):
+            torch.set_num_threads(n_threads)
+            monkeypatch.setattr(st, "_IM2COL_MAX_CHANNELS", max_channels)
+            (use,) = _uses(prob, "weight")
+            assert (use.grad_of is None) == im2col, (n_threads, max_channels)  # type: ignore[attr-defined]
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("taps", [True, False])
+def test_gradient_taps_and_in_place_outputs(taps: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cotangents by differentiating the recorded outputs themselves (taps) or zero probes: both exact; an
+    output changed in place later (a leaf: refused by autograd; a non-leaf: its version moves) runs the
+    forward pass again with probes."""
+    monkeypatch.setattr(st, "_GRADIENT_TAPS", taps)
+    calls: list[bool] = []
+    record = st._record
+
+    def spy(*args: object, **kwargs: object) -> object:
+        if kwargs.get("capture", args[3] if len(args) > 3 else False):
+            calls.append(bool(kwargs.get("taps", False)))
+        return record(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(st, "_record", spy)
+
+    class InPlace(nn.Module):
+        def __init__(self, where: str) -> None:
+            super().__init__()
+            self.where = where
+            self.c1 = nn.Conv2d(2, 3, 3, padding=1)
+            self.c2 = nn.Conv2d(3, 3, 3)
+            self.head = nn.Parameter(randn(12, 2, seed=190) / 3)
+
+        def forward(self, x: Tensor) -> Tensor:
+            h = self.c1(x)  # x is not differentiated: with taps this output is a leaf
+            h = F.relu(h, inplace=True) if self.where == "leaf" else torch.tanh(h)
+            h = self.c2(h)
+            h = h.relu_() if self.where == "later" else torch.relu(h)
+            return h.flatten(1) @ self.head
+
+    x1, x2 = randn(4, 2, 4, 4, seed=191), randn(3, 2, 4, 4, seed=192)
+    for where, retried in (("none", False), ("leaf", True), ("later", True)):
+        calls.clear()
+        check(InPlace(where), x1, output="full")
+        assert calls == ([True, False] if taps and retried else [taps]), (where, calls)
+        check(InPlace(where), x1, x2)
+    check(RawCNN(), randn(3, 3, 9, 9, seed=193))
+    check(TwoLayer("x@W.T", outputs=3), randn(5, 6, seed=194), output="full")
+    check(SharedMLP(), randn(4, 5, seed=195))
