@@ -230,6 +230,12 @@ def test_side_by_side_and_record_line(data_env):
     row = both[both["noise"] == 0.2].iloc[0]
     assert (row["quick"], row["medium"], row["paper"]) == (0.2, 0.15, "≈ 0.1")
     assert both[both["noise"] == 0.4]["quick"].isna().all() and len(both) == 3
+    assert both["noise"].tolist() == [0.0, 0.2, 0.4]
+    # keys keep the quick order, and a medium-only key follows its predecessor there (no lexicographic sort)
+    q = pd.DataFrame({"run": ["λ = 2", "λ = 10", "width 512", "width 1024"], "v": [1.0, 2.0, 3.0, 4.0]})
+    m = pd.DataFrame({"run": ["λ = 2", "λ = 10", "λ = 40", "width 512", "width 1024", "width 2048"], "v": 6 * [0.0]})
+    order = compare.side_by_side(q, m, ["run"], "v")["run"].tolist()
+    assert order == ["λ = 2", "λ = 10", "λ = 40", "width 512", "width 1024", "width 2048"]
     alone = compare.side_by_side(quick, None, ["noise", "method"], "mean")
     assert alone["medium"].isna().all()
     with pytest.raises(ValueError, match="no column"):

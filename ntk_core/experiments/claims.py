@@ -26,6 +26,7 @@ __all__ = [
     "figure_1b",
     "figure_4",
     "table_2",
+    "TABLE_2_FACTORS",
     "table_2_linearised",
     "table_2_gaps",
     "table_1",
@@ -197,6 +198,16 @@ def table_1_numbers(table: pd.DataFrame) -> dict:
         )
     out["seeds"] = min((c["gain"]["seeds"] for c in out["losses"].values()), default=0)
     return out
+
+
+#: Table 2's factors as a reader names them (the ``factor`` column of :func:`table_2` holds the short keys).
+TABLE_2_FACTORS = {
+    "samples": "number of samples",
+    "noise": "noise level",
+    "width": "width",
+    "lam": "λ (RDI)",
+    "lr": "learning rate",
+}
 
 
 def table_2(table: pd.DataFrame) -> pd.DataFrame:

@@ -113,8 +113,9 @@ def side_by_side(
     Returns
     -------
     DataFrame
-        Columns ``on + ["quick", "medium"]`` (+ ``"paper"``), keys in the order of ``quick`` and then of the
-        others.
+        Columns ``on + ["quick", "medium"]`` (+ ``"paper"``), keys in the order of ``quick``, a key only the
+        medium summary has placed after the key that precedes it there (so that a longer medium grid keeps
+        its order).
     """
     missing = [c for c in [*on, value] if c not in quick.columns]
     if missing:
@@ -124,11 +125,26 @@ def side_by_side(
         if any(c not in medium.columns for c in [*on, value]):
             raise ValueError(f"the medium summary needs the columns {[*on, value]}")
         out = out.merge(medium[[*on, value]].rename(columns={value: "medium"}), on=on, how="outer", sort=False)
+        out = out.iloc[_merged_order(out, quick, medium, on)]  # an outer merge sorts its keys: undo that
     else:
         out = out.assign(medium=float("nan"))
     if paper is not None:
         out = out.merge(paper[[*on, paper_value]].rename(columns={paper_value: "paper"}), on=on, how="left", sort=False)
     return out.reset_index(drop=True)
+
+
+def _merged_order(out: pd.DataFrame, first: pd.DataFrame, second: pd.DataFrame, on: list[str]) -> list[int]:
+    """Row positions of ``out`` in the order of ``first``'s keys, with ``second``'s other keys inserted after
+    the key that precedes them in ``second``."""
+    keys = lambda frame: list(frame[on].itertuples(index=False, name=None))  # noqa: E731
+    order = list(dict.fromkeys(keys(first)))
+    previous = None
+    for key in keys(second):
+        if key not in order:
+            order.insert(0 if previous is None else order.index(previous) + 1, key)
+        previous = key
+    rank = {key: i for i, key in enumerate(order)}
+    return sorted(range(len(out)), key=lambda i: rank[keys(out)[i]])
 
 
 def config_table(result: Result | Any) -> pd.DataFrame:
