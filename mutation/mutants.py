@@ -101,8 +101,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "c2-noise-lambda-squared",
         B,
-        "noise=sigma * math.sqrt(Km.shape[0]) / lam,",
-        "noise=sigma * math.sqrt(Km.shape[0]) / lam**2,",
+        "noise=sigma * math.sqrt(n) / lam,",
+        "noise=sigma * math.sqrt(n) / lam**2,",
         "Lemma C.2 noise: σ√n/λ² for σ√n/λ",
     ),
     Mutant(
@@ -123,15 +123,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "t51-c1-delta-not-thirds",
         B,
-        "lc1 = lemma_c1_bound(K, y, lam, sigma, delta / 3.0)",
-        "lc1 = lemma_c1_bound(K, y, lam, sigma, delta)",
+        "lc1 = _lemma_c1(comp, trace, lam, sigma, delta / 3.0)",
+        "lc1 = _lemma_c1(comp, trace, lam, sigma, delta)",
         "Theorem 5.1: Lemma C.1 at δ, not δ/3",
     ),
     Mutant(
         "t51-c2-delta-not-thirds",
         B,
-        "lc2 = lemma_c2_bound(K, y, lam, sigma, delta / 3.0)",
-        "lc2 = lemma_c2_bound(K, y, lam, sigma, delta)",
+        "lc2 = _lemma_c2(ridge, n, lam, sigma, delta / 3.0)",
+        "lc2 = _lemma_c2(ridge, n, lam, sigma, delta)",
         "Theorem 5.1: Lemma C.2 at δ, not δ/3",
     ),
     Mutant("t51-rademacher-halved", B, "rad = 2.0 * tau / n", "rad = tau / n", "2R̂ → R̂ in the Rademacher terms"),
@@ -255,8 +255,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "t53-delta-not-over-k",
         B,
-        "delta / k, eps_net, label_bound=1.0",
-        "delta, eps_net, label_bound=1.0",
+        "            delta / k,\n            eps_net,\n",
+        "            delta,\n            eps_net,\n",
         "Theorem 5.3 per output at δ, not δ/K",
     ),
     Mutant(
