@@ -93,24 +93,15 @@ def main(argv: list[str] | None = None) -> int:
             config = make_config(args.experiment, args.profile, **overrides)
         except TypeError as err:  # a value of a type that the config's own checks did not foresee
             raise ValueError(f"bad --set value: {err}") from None
-        if args.record:
-            result = record_experiment(
-                args.experiment,
-                config,
-                get(args.experiment).compute,
-                use_cache=not args.no_cache,
-                progress=True,
-                out=sys.stderr,
-            )
-        else:
-            result = run_experiment(
-                args.experiment,
-                config,
-                get(args.experiment).compute,
-                use_cache=not args.no_cache,
-                progress=True,
-                out=sys.stderr,
-            )
+        runner = record_experiment if args.record else run_experiment
+        result = runner(
+            args.experiment,
+            config,
+            get(args.experiment).compute,
+            use_cache=not args.no_cache,
+            progress=True,
+            out=sys.stderr,
+        )
     except (ValueError, FileNotFoundError) as err:  # bad configuration or missing data: no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

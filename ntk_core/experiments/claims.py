@@ -228,8 +228,9 @@ def table_2_linearised(table: pd.DataFrame) -> dict:
     -------
     dict
         ``gd_gap_min``, ``gd_gap_max``: the smallest and largest gap of a vanilla GD run; ``rdi_gap``: the
-        largest |gap| of a GD + RDI run; ``by_width``: {width: gap averaged over seeds} along the width factor
-        (vanilla GD), by increasing width; ``width_shrinks``: whether that gap falls as the width grows, over
+        largest |gap| of a GD + RDI run; ``by_lam``: {λ: gap averaged over seeds} along the λ factor (GD + RDI),
+        by increasing λ; ``by_width``: {width: gap averaged over seeds} along the width factor (vanilla GD), by
+        increasing width; ``width_shrinks``: whether that gap falls as the width grows, over
         the grid (Spearman ρ < 0, at least three widths) and from end to end (widest below narrowest).
     """
     from scipy.stats import spearmanr
@@ -239,11 +240,13 @@ def table_2_linearised(table: pd.DataFrame) -> dict:
     rdi = track[track["lam"] > 0]["gap"]
     if gd.empty or rdi.empty:
         raise ValueError("the distance table needs vanilla GD runs (lam = 0) and GD + RDI runs (lam > 0)")
-    by_width = track[track["factor"] == "width"].groupby("value")["gap"].mean().sort_index()
+    mean_gap = lambda factor: track[track["factor"] == factor].groupby("value")["gap"].mean().sort_index()  # noqa: E731
+    by_width = mean_gap("width")
     return {
         "gd_gap_min": float(gd.min()),
         "gd_gap_max": float(gd.max()),
         "rdi_gap": float(rdi.abs().max()),
+        "by_lam": {float(v): float(g) for v, g in mean_gap("lam").items()},
         "by_width": {float(w): float(g) for w, g in by_width.items()},
         "width_shrinks": bool(
             len(by_width) > 2
@@ -254,18 +257,17 @@ def table_2_linearised(table: pd.DataFrame) -> dict:
 
 
 def table_2_gaps(table: pd.DataFrame) -> pd.DataFrame:
-    """The gap to the linearised solution (:func:`table_2_linearised`), averaged over seeds, along λ and width.
+    """The gap to the linearised solution averaged over seeds (:func:`table_2_linearised`'s ``by_lam`` and
+    ``by_width``), as a table.
 
     One row per GD + RDI run of the λ factor (``run`` = "GD + RDI, λ = …") and per vanilla GD run of the width
     factor ("GD, width …"), in grid order; ``gap`` is measured / linearised − 1. Keyed by ``run`` so that the
     quick and medium tables can be put side by side (:func:`ntk_core.experiments.compare.side_by_side`).
     """
-    track = distance.tracking(table)
-    parts = []
-    for factor, label in (("lam", "GD + RDI, λ = {:g}"), ("width", "GD, width {:g}")):
-        mean = track[track["factor"] == factor].groupby("value")["gap"].mean().sort_index()
-        parts.append(pd.DataFrame({"run": [label.format(v) for v in mean.index], "gap": mean.to_numpy()}))
-    return pd.concat(parts, ignore_index=True)
+    q = table_2_linearised(table)
+    rows = [(f"GD + RDI, λ = {v:g}", g) for v, g in q["by_lam"].items()]
+    rows += [(f"GD, width {w:g}", g) for w, g in q["by_width"].items()]
+    return pd.DataFrame(rows, columns=["run", "gap"])
 
 
 # --------------------------------------------------------------------------- the checks, at any scale

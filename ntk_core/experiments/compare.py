@@ -144,7 +144,8 @@ def _merged_order(out: pd.DataFrame, first: pd.DataFrame, second: pd.DataFrame, 
             order.insert(0 if previous is None else order.index(previous) + 1, key)
         previous = key
     rank = {key: i for i, key in enumerate(order)}
-    return sorted(range(len(out)), key=lambda i: rank[keys(out)[i]])
+    out_keys = keys(out)
+    return sorted(range(len(out)), key=lambda i: rank[out_keys[i]])
 
 
 def config_table(result: Result | Any) -> pd.DataFrame:
