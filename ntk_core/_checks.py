@@ -8,18 +8,22 @@ early (see the conventions in DESIGN.md). Nothing here computes mathematics.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
     from ._typing import ArrayLike
 
 __all__ = [
     "as_float64_array",
+    "check_choice",
+    "check_count",
+    "check_device",
+    "check_each_in",
     "check_finite",
+    "check_interval",
     "check_probability",
     "check_rate",
     "check_seed",
@@ -99,6 +103,208 @@ def _check_real_scalar(value: Any, name: str) -> float:
     if not np.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v!r}")
     return v
+
+
+def check_choice(value: Any, name: str, allowed: Sequence[Any]) -> Any:
+    """One of a fixed set of values, for example a method name.
+
+    Parameters
+    ----------
+    value : object
+        The value.
+    name : str
+        Its name in the error message.
+    allowed : sequence
+        The allowed values; ``value`` must equal one of them and have its type
+        (so ``True`` is not the choice ``1``).
+
+    Returns
+    -------
+    object
+        ``value``, unchanged.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not one of ``allowed``.
+
+    Examples
+    --------
+    >>> check_choice("mse", "loss", ("mse", "ce"))
+    'mse'
+    """
+    for choice in allowed:
+        if type(value) is type(choice) and value == choice:
+            return choice
+    raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r}")
+
+
+def check_count(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer count that is at least ``minimum`` (``bool`` is refused).
+
+    Parameters
+    ----------
+    value : int
+        The count.
+    name : str
+        Its name in the error message.
+    minimum : int
+        The smallest allowed count.
+
+    Returns
+    -------
+    int
+        ``value`` as a Python ``int``.
+
+    Raises
+    ------
+    TypeError
+        Not an integer (a ``bool`` or a float included).
+    ValueError
+        Smaller than ``minimum``.
+
+    Examples
+    --------
+    >>> check_count(3, "width")
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def _inside(v: float, low: float, high: float, low_open: bool, high_open: bool) -> bool:
+    return (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+
+
+def check_interval(
+    value: Any, name: str, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> float:
+    """A finite real number in the interval from ``low`` to ``high``.
+
+    Parameters
+    ----------
+    value : float
+        The number.
+    name : str
+        Its name in the error message.
+    low, high : float
+        The ends of the interval (``high`` may be ``math.inf``).
+    low_open, high_open : bool
+        Whether each end is excluded (default: both included).
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    TypeError
+        Not a real number (a ``bool`` included).
+    ValueError
+        Not finite, or outside the interval.
+
+    Examples
+    --------
+    >>> check_interval(0.25, "p", 0.0, 0.5, high_open=True)
+    0.25
+    """
+    v = _check_real_scalar(value, name)
+    if not _inside(v, low, high, low_open, high_open):
+        raise ValueError(f"{name} must lie in {_interval(low, high, low_open, high_open)}, got {v!r}")
+    return v
+
+
+def check_each_in(
+    values: Any, name: str, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> tuple[float, ...]:
+    """A non-empty sequence of real numbers, each in the interval from ``low`` to ``high``.
+
+    Parameters
+    ----------
+    values : sequence of float
+        The numbers, for example a grid of λ values.
+    name : str
+        Their name in the error message.
+    low, high : float
+        The ends of the interval (``high`` may be ``math.inf``).
+    low_open, high_open : bool
+        Whether each end is excluded (default: both included).
+
+    Returns
+    -------
+    tuple of float
+        The values as floats, in order.
+
+    Raises
+    ------
+    TypeError
+        Not a sequence, or an entry that is not a real number (a ``bool`` included).
+    ValueError
+        Empty, or an entry outside the interval.
+
+    Examples
+    --------
+    >>> check_each_in([0.1, 0.2], "noise level", 0.0, 0.5, high_open=True)
+    (0.1, 0.2)
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__} {values!r}")
+    if len(values) == 0:
+        raise ValueError(f"{name} must hold at least one value")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"every {name} must be a real number, got {type(v).__name__} {v!r}")
+        if not _inside(float(v), low, high, low_open, high_open):
+            raise ValueError(f"every {name} must lie in {_interval(low, high, low_open, high_open)}, got {v!r}")
+        out.append(float(v))
+    return tuple(out)
+
+
+def check_device(device: Any) -> str:
+    """A PyTorch device name: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` when PyTorch sees a GPU.
+
+    Parameters
+    ----------
+    device : str
+        The device name.
+
+    Returns
+    -------
+    str
+        ``device``, unchanged.
+
+    Raises
+    ------
+    TypeError
+        Not a string.
+    ValueError
+        Another name, or a CUDA device on a machine where PyTorch sees no GPU.
+
+    Examples
+    --------
+    >>> check_device("cpu")
+    'cpu'
+    """
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str ('cpu', 'cuda' or 'cuda:N'), got {type(device).__name__} {device!r}")
+    if device == "cpu":
+        return device
+    if not (device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    import torch  # only here: validating a CPU run needs no torch import
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but PyTorch sees no CUDA GPU on this machine; use 'cpu'")
+    return device
 
 
 def check_probability(value: Any, name: str) -> float:

@@ -75,6 +75,7 @@ __all__ = [
     "cifar_features",
     "unit_norm",
     "sphere_features",
+    "mnist_features",
     "MNIST_MEAN",
     "MNIST_STD",
     "CIFAR10_MEAN",
@@ -944,6 +945,40 @@ def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
     if np.any(norms == 0):
         raise ValueError(f"{int((norms == 0).sum())} image(s) are all zero and cannot be normalised")
     return x / norms * math.sqrt(x.shape[1])
+
+
+def mnist_features(images: np.ndarray, pool: int = 1) -> np.ndarray:
+    """MNIST images as the experiments feed them to a network: :func:`sphere_features`, in float32.
+
+    Each image is flattened and scaled to ‖x‖² = d; ``pool = 2`` averages 2×2 pixel
+    blocks first (28×28 → 14×14, d = 196).
+
+    Parameters
+    ----------
+    images : numpy.ndarray, shape (N, 28, 28)
+        MNIST images (uint8 or float).
+    pool : int
+        Average ``pool × pool`` pixel blocks first (1: no pooling).
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, d)
+        float32 rows with ‖x‖² = d, d = (28 / pool)².
+
+    Raises
+    ------
+    ValueError
+        An all-zero image, or a bad ``pool``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core.data import mnist_features
+    >>> x = mnist_features(np.ones((2, 28, 28), dtype=np.uint8), pool=2)
+    >>> x.shape, x.dtype
+    ((2, 196), dtype('float32'))
+    """
+    return sphere_features(images, pool=pool).astype(np.float32)
 
 
 def sample_classes(labels: ArrayLike, classes: Sequence[int], per_class: int, seed: int) -> np.ndarray:

@@ -31,6 +31,7 @@ __all__ = [
     "ConvNet",
     "DifferenceTrick",
     "CaptionDifference",
+    "OutputScale",
     "as_generator",
 ]
 
@@ -392,3 +393,32 @@ class CaptionDifference(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return math.sqrt(self.alpha / 2) * self.g1(x) - math.sqrt((1 - self.alpha) / 2) * self.g2(x)
+
+
+class OutputScale(nn.Module):
+    """``c · g(x)`` for a constant ``c``: the √2 ReLU gain of every layer of a bias-free ReLU net, in one factor.
+
+    Scaling the output by c scales the NTK by c² (Setting 2 uses it for the ReLU gain
+    and for its ``output_scale``).
+
+    Parameters
+    ----------
+    g : torch.nn.Module
+        The network.
+    scale : float
+        The constant c.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntk_core.nets import OutputScale
+    >>> OutputScale(torch.nn.Identity(), 2.0)(torch.ones(2)).tolist()
+    [2.0, 2.0]
+    """
+
+    def __init__(self, g: nn.Module, scale: float) -> None:
+        super().__init__()
+        self.g, self.scale = g, float(scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale * self.g(x)

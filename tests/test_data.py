@@ -381,3 +381,14 @@ def test_mnist_folder_with_only_training_files_downloads_the_test_files(
     assert ds.source == "download" and len(ds) == 10_000 and not ds.partial
     assert data.load_mnist("test", data_dir=mnist_train_only).source == "data_dir"
     assert _leftovers(mnist_train_only) == []
+
+
+def test_mnist_features_are_float32_rows_on_the_sphere_of_radius_sqrt_d():
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(3, 28, 28), dtype=np.uint8)
+    x = data.mnist_features(images, pool=2)
+    pooled = images.astype(np.float64).reshape(3, 14, 2, 14, 2).mean(axis=(2, 4)).reshape(3, -1)
+    ref = pooled * np.sqrt(196) / np.sqrt((pooled**2).sum(axis=1, keepdims=True))
+    assert x.dtype == np.float32 and x.shape == (3, 196)
+    np.testing.assert_allclose(x, ref, rtol=1e-6)
+    np.testing.assert_array_equal(data.mnist_features(images), data.sphere_features(images).astype(np.float32))

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from ntk_core.nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
+from ntk_core.nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, OutputScale, TwoLayerNet
 from ntk_core.ntk import empirical_ntk
 
 
@@ -109,3 +109,11 @@ def test_difference_trick_caption_formula_halves_the_ntk() -> None:
             return self.inner(x) / math.sqrt(2.0)
 
     torch.testing.assert_close(empirical_ntk(CaptionForm(), x), empirical_ntk(g, x) / 2)
+
+
+def test_output_scale_multiplies_the_output_and_the_ntk_by_c_squared() -> None:
+    g = TwoLayerNet(4, 16, seed=3).double()
+    f = OutputScale(g, 3.0)
+    x = torch.randn(5, 4, dtype=torch.float64)
+    torch.testing.assert_close(f(x), 3.0 * g(x))
+    torch.testing.assert_close(empirical_ntk(f, x), 9.0 * empirical_ntk(g, x))

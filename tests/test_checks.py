@@ -1,0 +1,88 @@
+"""The shared validation helpers of ``ntk_core._checks``: what each accepts, returns and refuses."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ntk_core._checks import check_choice, check_count, check_device, check_each_in, check_interval
+
+
+def test_check_choice_returns_the_value_and_refuses_others():
+    assert check_choice("mse", "loss", ("mse", "ce")) == "mse"
+    assert check_choice(2, "k", (1, 2)) == 2
+    with pytest.raises(ValueError, match=r"loss must be one of \('mse', 'ce'\), got 'l1'"):
+        check_choice("l1", "loss", ("mse", "ce"))
+    with pytest.raises(ValueError, match="must be one of"):
+        check_choice(True, "k", (1, 2))  # a bool is not the choice 1
+    with pytest.raises(ValueError, match="must be one of"):
+        check_choice(None, "loss", ("mse",))
+
+
+def test_check_count():
+    assert check_count(3, "width") == 3
+    assert check_count(np.int64(0), "n", minimum=0) == 0 and type(check_count(np.int64(0), "n", 0)) is int
+    with pytest.raises(ValueError, match="width must be an int >= 1, got 0"):
+        check_count(0, "width")
+    with pytest.raises(ValueError, match="depth must be an int >= 3"):
+        check_count(2, "depth", minimum=3)
+    for bad in (True, 2.0, "3", None):
+        with pytest.raises(TypeError, match="width must be an int"):
+            check_count(bad, "width")
+
+
+@pytest.mark.parametrize(
+    "value, low_open, high_open, ok",
+    [(0.0, False, False, True), (0.0, True, False, False), (1.0, False, True, False), (0.5, True, True, True)],
+)
+def test_check_interval_ends(value, low_open, high_open, ok):
+    if ok:
+        assert check_interval(value, "x", 0.0, 1.0, low_open=low_open, high_open=high_open) == value
+    else:
+        with pytest.raises(ValueError, match=r"x must lie in [\[(]0.0, 1.0[\])], got"):
+            check_interval(value, "x", 0.0, 1.0, low_open=low_open, high_open=high_open)
+
+
+def test_check_interval_types_and_infinite_end():
+    assert check_interval(np.float32(2.5), "lam", 0.0, math.inf, low_open=True, high_open=True) == 2.5
+    assert isinstance(check_interval(1, "lam", 0.0, 2.0), float)
+    with pytest.raises(TypeError, match="lam must be a real number"):
+        check_interval("1", "lam", 0.0, 2.0)
+    with pytest.raises(TypeError):
+        check_interval(True, "lam", 0.0, 2.0)
+    with pytest.raises(ValueError, match="finite"):
+        check_interval(math.nan, "lam", 0.0, 2.0)
+
+
+def test_check_each_in():
+    assert check_each_in([0.1, 0], "noise level", 0.0, 0.5, high_open=True) == (0.1, 0.0)
+    with pytest.raises(ValueError, match=r"every noise level must lie in \[0.0, 0.5\), got 0.5"):
+        check_each_in((0.1, 0.5), "noise level", 0.0, 0.5, high_open=True)
+    with pytest.raises(ValueError, match=r"every λ \(lams\) must lie in \(0.0, inf\)"):
+        check_each_in((0.0,), "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
+    with pytest.raises(ValueError, match="seeds must hold at least one value"):
+        check_each_in((), "seeds", 0, 10)
+    with pytest.raises(TypeError, match="every lr must be a real number"):
+        check_each_in((0.1, True), "lr", 0.0, 1.0)
+    with pytest.raises(TypeError, match="must be a sequence"):
+        check_each_in(0.1, "lr", 0.0, 1.0)
+    with pytest.raises(ValueError, match="every lr must lie"):
+        check_each_in((math.nan,), "lr", 0.0, 1.0)
+
+
+def test_check_device():
+    import torch
+
+    assert check_device("cpu") == "cpu"
+    for bad in ("tpu", "cuda:", "cuda:x", "CPU"):
+        with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or 'cuda:N'"):
+            check_device(bad)
+    with pytest.raises(TypeError, match="device must be a str"):
+        check_device(0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA GPU"):
+            check_device("cuda:0")
+    else:  # pragma: no cover - a GPU machine
+        assert check_device("cuda") == "cuda"
