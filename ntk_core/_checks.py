@@ -7,6 +7,7 @@ early (see the conventions in DESIGN.md). Nothing here computes mathematics.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,8 @@ __all__ = [
     "check_each_in",
     "check_finite",
     "check_interval",
+    "check_kernel_matrix",
+    "check_lam",
     "check_probability",
     "check_rate",
     "check_seed",
@@ -31,6 +34,10 @@ __all__ = [
     "check_unit_interval_open",
     "check_positive",
 ]
+
+
+#: Relative tolerance of the symmetry check of kernel matrices (:func:`check_kernel_matrix`).
+SYMMETRY_RTOL = 1e-8
 
 
 def _describe(x: ArrayLike) -> str:
@@ -492,3 +499,88 @@ def check_transition_matrix(P: ArrayLike, name: str = "P", atol: float = 1e-8) -
             f"column {worst} sums to {sums[worst]:.6g}{hint}"
         )
     return np.clip(arr, 0.0, 1.0)
+
+
+def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RTOL) -> np.ndarray:
+    """Return ``K`` as a finite, square, symmetric float64 matrix, or raise.
+
+    Symmetry is checked to a relative tolerance ``rtol`` of the largest entry
+    (kernel matrices computed in float32 are symmetric only up to rounding);
+    the returned matrix is exactly symmetrised, ``(K + Kᵀ)/2``.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        The kernel matrix.
+    name : str
+        Its name in error messages.
+    rtol : float
+        Relative symmetry tolerance.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, n)
+        float64, exactly symmetric.
+
+    Raises
+    ------
+    ValueError
+        Not square, not finite, or not symmetric within ``rtol``.
+    """
+    arr = as_float64_array(K, name, ndim=2)
+    if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square (n, n) kernel matrix, got shape {arr.shape}")
+    scale = max(float(np.max(np.abs(arr))), float(np.finfo(np.float64).tiny))
+    asym = float(np.max(np.abs(arr - arr.T)))
+    if asym > rtol * scale:
+        raise ValueError(
+            f"{name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {asym:.3g} "
+            f"exceeds {rtol:g} x max |K| = {rtol * scale:.3g}"
+        )
+    return 0.5 * (arr + arr.T)
+
+
+def check_lam(value: Any, name: str = "lam", *, positive: bool = False) -> float:
+    """The paper's regularisation strength λ ≥ 0 (or λ > 0), whose ridge λ² I must be finite.
+
+    Parameters
+    ----------
+    value : float
+        λ (the ridge added to the kernel matrix is λ² I, eq. (8)).
+    name : str
+        Its name in error messages.
+    positive : bool
+        Refuse λ = 0 too (for the gradient-descent dynamics of Section 4).
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    TypeError
+        Not a real number.
+    ValueError
+        Negative (or zero with ``positive``), not finite, or so large that λ² overflows.
+
+    Examples
+    --------
+    >>> check_lam(0.5)
+    0.5
+    """
+    if positive:
+        v = check_positive(value, name)
+    else:
+        v = _check_real_scalar(value, name)
+        if v < 0.0:
+            raise ValueError(
+                f"{name} must be >= 0 (it is λ and the ridge is λ² I; a negative λ gives the same "
+                f"ridge and is refused to avoid sign confusion), got {v!r}"
+            )
+    if not math.isfinite(v * v):
+        raise ValueError(
+            f"{name} = λ = {v!r} is too large: the ridge λ² overflows float64 (λ must be below "
+            f"{math.sqrt(np.finfo(np.float64).max):.3g}); for λ² far above ‖K‖ the KRR predictor is ≈ K ỹ / λ²"
+        )
+    return v

@@ -33,7 +33,7 @@ Memory is one block of rows of K (``memory_budget``, default 256 MiB) plus
 vectors of length n. What each quantity costs, in passes over K:
 
 * K is validated once (square, finite, symmetric, as
-  :func:`ntk_core.krr.check_kernel_matrix`; one pass), which also reads its
+  :func:`ntk_core._checks.check_kernel_matrix`; one pass), which also reads its
   diagonal, so tr K costs nothing more (an unvalidated
   :class:`~ntk_core.krr_ooc.OnDiskKernel` streams only the diagonal tiles);
 * yᵀ(K + λ²I)⁻¹y and yᵀK⁻¹y (λ = 0, K positive definite) come from
@@ -92,12 +92,13 @@ from scipy.special import logsumexp
 from ._checks import (
     _check_real_scalar,
     as_float64_array,
+    check_kernel_matrix,
     check_positive,
     check_rate,
     check_transition_matrix,
     check_unit_interval_open,
 )
-from .krr import check_kernel_matrix, krr_coefficients
+from .krr import krr_coefficients
 from .krr_ooc import OnDiskKernel, is_on_disk, krr_solve_ooc, ridge_quadratic_ooc
 
 from typing import TYPE_CHECKING

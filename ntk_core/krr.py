@@ -38,16 +38,14 @@ Only NumPy and SciPy are imported; torch tensors are accepted through
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from ._checks import _check_real_scalar, as_float64_array, check_positive
+from ._checks import as_float64_array, check_count, check_kernel_matrix, check_lam, check_positive
 
 from typing import TYPE_CHECKING
 
@@ -58,7 +56,6 @@ __all__ = [
     "KRRPath",
     "KernelGDTrajectory",
     "ParamGDTrajectory",
-    "check_kernel_matrix",
     "gd_aux_kernel",
     "gd_aux_params",
     "gd_kernel_closed_form",
@@ -71,9 +68,6 @@ __all__ = [
     "learning_rate_bound",
     "linear_rate",
 ]
-
-#: Relative tolerance for the symmetry check of kernel matrices.
-SYMMETRY_RTOL = 1e-8
 
 #: Positive semi-definiteness: an (n, n) kernel matrix is refused when it has an eigenvalue
 #: below ``-PSD_RTOL * n * max|K_ij|``. An entrywise rounding error of relative size ε moves
@@ -88,45 +82,6 @@ _EXACT_PSD_CHECK_MAX_N = 256
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RTOL) -> np.ndarray:
-    """Return ``K`` as a finite, square, symmetric float64 matrix, or raise.
-
-    Symmetry is checked to a relative tolerance ``rtol`` of the largest entry
-    (kernel matrices computed in float32 are symmetric only up to rounding);
-    the returned matrix is exactly symmetrised, ``(K + Kᵀ)/2``.
-
-    Parameters
-    ----------
-    K : ArrayLike, shape (n, n)
-        The kernel matrix.
-    name : str
-        Its name in error messages.
-    rtol : float
-        Relative symmetry tolerance.
-
-    Returns
-    -------
-    numpy.ndarray, shape (n, n)
-        float64, exactly symmetric.
-
-    Raises
-    ------
-    ValueError
-        Not square, not finite, or not symmetric within ``rtol``.
-    """
-    arr = as_float64_array(K, name, ndim=2)
-    if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty square (n, n) kernel matrix, got shape {arr.shape}")
-    scale = max(float(np.max(np.abs(arr))), float(np.finfo(np.float64).tiny))
-    asym = float(np.max(np.abs(arr - arr.T)))
-    if asym > rtol * scale:
-        raise ValueError(
-            f"{name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {asym:.3g} "
-            f"exceeds {rtol:g} x max |K| = {rtol * scale:.3g}"
-        )
-    return 0.5 * (arr + arr.T)
 
 
 def _check_targets(y: ArrayLike, n: int, name: str = "y") -> np.ndarray:
@@ -144,29 +99,6 @@ def _check_cross_kernel(K_test_train: ArrayLike, n: int) -> np.ndarray:
             f"(entry [j, i] = k(x_test_j, x_i)), got shape {arr.shape}"
         )
     return arr
-
-
-def _check_lam_nonneg(lam: Any) -> float:
-    v = _check_real_scalar(lam, "lam")
-    if v < 0.0:
-        raise ValueError(
-            f"lam must be >= 0 (it is λ and the ridge is λ² I; a negative λ gives the same "
-            f"ridge and is refused to avoid sign confusion), got {v!r}"
-        )
-    return _check_lam_square(v)
-
-
-def _check_lam_positive(lam: Any) -> float:
-    return _check_lam_square(check_positive(lam, "lam"))
-
-
-def _check_lam_square(v: float) -> float:
-    if not math.isfinite(v * v):
-        raise ValueError(
-            f"lam = λ = {v!r} is too large: the ridge λ² overflows float64 (λ must be below "
-            f"{math.sqrt(np.finfo(np.float64).max):.3g}); for λ² far above ‖K‖ the KRR predictor is ≈ K ỹ / λ²"
-        )
-    return v
 
 
 def _psd_tolerance(K: np.ndarray) -> float:
@@ -231,14 +163,6 @@ def _check_psd_with_factor(K: np.ndarray, factor: tuple[np.ndarray, bool], lam: 
         _refuse_not_psd(name, rq, tol, "at most")
 
 
-def _check_count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
     n = K.shape[0]
     try:
@@ -292,7 +216,7 @@ def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray
     array([ 0.5, -0.5])
     """
     K = check_kernel_matrix(K_train, "K_train")
-    return _solve_ridge(K, _check_targets(y, K.shape[0]), _check_lam_nonneg(lam))
+    return _solve_ridge(K, _check_targets(y, K.shape[0]), check_lam(lam))
 
 
 def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train") -> np.ndarray:
@@ -355,7 +279,7 @@ def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: Arra
     """
     K = check_kernel_matrix(K_train, "K_train")
     yy = _check_targets(y, K.shape[0])
-    lam = _check_lam_nonneg(lam)
+    lam = check_lam(lam)
     Kt = K if K_test_train is None else _check_cross_kernel(K_test_train, K.shape[0])
     return Kt @ _solve_ridge(K, yy, lam)
 
@@ -429,7 +353,7 @@ class KRRPath:
             self._test_basis = _check_cross_kernel(K_test_train, self.n) @ self.eigenvectors
 
     def _filter(self, lam: float) -> np.ndarray:
-        lam = _check_lam_nonneg(lam)
+        lam = check_lam(lam)
         denom = self.eigenvalues + lam**2
         if np.min(denom) <= self._tol:
             raise ValueError(
@@ -555,7 +479,7 @@ def learning_rate_bound(K: ArrayLike, lam: float) -> float:
     0.25
     """
     Km = check_kernel_matrix(K)
-    lam = _check_lam_nonneg(lam)
+    lam = check_lam(lam)
     return 1.0 / (float(np.linalg.norm(Km, 2)) + lam**2)
 
 
@@ -584,7 +508,7 @@ def linear_rate(K: ArrayLike, lam: float, eta: float) -> float:
         ρ; the iterates converge when ρ < 1.
     """
     Km = check_kernel_matrix(K)
-    lam = _check_lam_nonneg(lam)
+    lam = check_lam(lam)
     eta = check_positive(eta, "eta")
     top = float(np.linalg.norm(Km, 2)) + lam**2
     return max(abs(1.0 - eta * lam**2), abs(1.0 - eta * top))
@@ -643,10 +567,10 @@ def _gd_setup(
     Zm = as_float64_array(Z, "Z", ndim=2)
     n, P = Zm.shape
     yy = _check_targets(y, n)
-    lam = _check_lam_positive(lam)
+    lam = check_lam(lam, positive=True)
     eta = check_positive(eta, "eta")
-    steps = _check_count(steps, "steps", 0)
-    record_every = _check_count(record_every, "record_every", 1)
+    steps = check_count(steps, "steps", 0)
+    record_every = check_count(record_every, "record_every")
     shape = (P,) + yy.shape[1:]
     if theta0 is None:
         th0 = np.zeros(shape)
@@ -662,6 +586,24 @@ def _record_times(steps: int, record_every: int) -> np.ndarray:
     if ts[-1] != steps:
         ts.append(steps)
     return np.asarray(ts, dtype=np.int64)
+
+
+def _run_recorded(
+    state: tuple[np.ndarray, ...], step: Callable[[tuple[np.ndarray, ...]], tuple[np.ndarray, ...]], times: np.ndarray
+) -> list[np.ndarray]:
+    """Apply ``step`` to ``state`` ``times[-1]`` times; the state at each t in ``times``, stacked per array."""
+    recorded = [np.empty((times.size,) + s.shape) for s in state]
+    steps = int(times[-1])
+    j = 0
+    for t in range(steps + 1):
+        if t == times[j]:
+            for r, s in zip(recorded, state):
+                r[j] = s
+            j += 1
+        if t == steps:
+            break
+        state = step(state)
+    return recorded
 
 
 def gd_rdi_params(
@@ -712,18 +654,14 @@ def gd_rdi_params(
     """
     Zm, yy, lam, eta, steps, th0, rec = _gd_setup(Z, y, lam, eta, steps, theta0, record_every)
     times = _record_times(steps, rec)
-    out = np.empty((times.size,) + th0.shape)
-    theta = th0.copy()
-    j = 0
-    for t in range(steps + 1):
-        if t == times[j]:
-            out[j] = theta
-            j += 1
-        if t == steps:
-            break
+
+    def step(state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        (theta,) = state
         d = theta - th0
         grad = Zm.T @ (Zm @ d - yy) + lam**2 * d
-        theta = theta - eta * grad
+        return (theta - eta * grad,)
+
+    (out,) = _run_recorded((th0.copy(),), step, times)
     return ParamGDTrajectory(steps=times, theta=out)
 
 
@@ -773,20 +711,13 @@ def gd_aux_params(
     """
     Zm, yy, lam, eta, steps, th0, rec = _gd_setup(Z, y, lam, eta, steps, theta0, record_every)
     times = _record_times(steps, rec)
-    out = np.empty((times.size,) + th0.shape)
-    bout = np.empty((times.size,) + yy.shape)
-    theta = th0.copy()
-    b = np.zeros_like(yy)
-    j = 0
-    for t in range(steps + 1):
-        if t == times[j]:
-            out[j] = theta
-            bout[j] = b
-            j += 1
-        if t == steps:
-            break
+
+    def step(state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        theta, b = state
         a = Zm @ (theta - th0) + lam * b - yy
-        theta, b = theta - eta * (Zm.T @ a), b - eta * lam * a
+        return theta - eta * (Zm.T @ a), b - eta * lam * a
+
+    out, bout = _run_recorded((th0.copy(), np.zeros_like(yy)), step, times)
     return ParamGDTrajectory(steps=times, theta=out, b=bout)
 
 
@@ -826,15 +757,15 @@ class KernelGDTrajectory:
 
 def _kernel_gd_setup(
     K: ArrayLike, y: ArrayLike, eta: float, steps: int, K_test_train: ArrayLike | None, record_every: int
-) -> tuple[np.ndarray, np.ndarray, float, int, np.ndarray | None, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None, np.ndarray]:
     Km = check_kernel_matrix(K)
     yy = _check_targets(y, Km.shape[0])
     eta = check_positive(eta, "eta")
-    steps = _check_count(steps, "steps", 0)
-    rec = _check_count(record_every, "record_every", 1)
+    steps = check_count(steps, "steps", 0)
+    rec = check_count(record_every, "record_every")
     _check_psd_direct(Km, "K")
     Kt = None if K_test_train is None else _check_cross_kernel(K_test_train, Km.shape[0])
-    return Km, yy, eta, steps, Kt, _record_times(steps, rec)
+    return Km, yy, eta, Kt, _record_times(steps, rec)
 
 
 def _run_kernel_gd(
@@ -842,29 +773,24 @@ def _run_kernel_gd(
     yy: np.ndarray,
     lam: float,
     eta: float,
-    steps: int,
     Kt: np.ndarray | None,
     times: np.ndarray,
     aux: bool,
 ) -> KernelGDTrajectory:
-    alphas = np.empty((times.size,) + yy.shape)
-    bs = np.empty((times.size,) + yy.shape) if aux else None
-    alpha = np.zeros_like(yy)
-    b = np.zeros_like(yy)
-    j = 0
-    for t in range(steps + 1):
-        if t == times[j]:
-            alphas[j] = alpha
-            if bs is not None:
-                bs[j] = b
-            j += 1
-        if t == steps:
-            break
-        if aux:
-            a = Km @ alpha + lam * b - yy
-            alpha, b = alpha - eta * a, b - eta * lam * a
-        else:
-            alpha = alpha - eta * (Km @ alpha - yy + lam**2 * alpha)
+    def aux_step(state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        alpha, b = state
+        a = Km @ alpha + lam * b - yy
+        return alpha - eta * a, b - eta * lam * a
+
+    def rdi_step(state: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        (alpha,) = state
+        return (alpha - eta * (Km @ alpha - yy + lam**2 * alpha),)
+
+    bs: np.ndarray | None = None
+    if aux:
+        alphas, bs = _run_recorded((np.zeros_like(yy), np.zeros_like(yy)), aux_step, times)
+    else:
+        (alphas,) = _run_recorded((np.zeros_like(yy),), rdi_step, times)
     train = np.einsum("ij,tj...->ti...", Km, alphas)
     test = None if Kt is None else np.einsum("ij,tj...->ti...", Kt, alphas)
     return KernelGDTrajectory(steps=times, alpha=alphas, train=train, test=test, b=bs)
@@ -925,9 +851,9 @@ def gd_rdi_kernel(
     >>> np.allclose(traj.train[-1], krr_predict(K, y, lam=1.0))
     True
     """
-    lam = _check_lam_positive(lam)
-    Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
-    return _run_kernel_gd(Km, yy, lam, eta, steps, Kt, times, aux=False)
+    lam = check_lam(lam, positive=True)
+    Km, yy, eta, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
+    return _run_kernel_gd(Km, yy, lam, eta, Kt, times, aux=False)
 
 
 def gd_aux_kernel(
@@ -969,9 +895,9 @@ def gd_aux_kernel(
     KernelGDTrajectory
         The recorded α(t), training (and test) outputs and b(t).
     """
-    lam = _check_lam_positive(lam)
-    Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
-    return _run_kernel_gd(Km, yy, lam, eta, steps, Kt, times, aux=True)
+    lam = check_lam(lam, positive=True)
+    Km, yy, eta, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
+    return _run_kernel_gd(Km, yy, lam, eta, Kt, times, aux=True)
 
 
 def gd_unregularized_kernel(
@@ -1012,8 +938,8 @@ def gd_unregularized_kernel(
     KernelGDTrajectory
         The recorded α(t), training (and test) outputs.
     """
-    Km, yy, eta, steps, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
-    return _run_kernel_gd(Km, yy, 0.0, eta, steps, Kt, times, aux=False)
+    Km, yy, eta, Kt, times = _kernel_gd_setup(K, y, eta, steps, K_test_train, record_every)
+    return _run_kernel_gd(Km, yy, 0.0, eta, Kt, times, aux=False)
 
 
 def gd_kernel_closed_form(
@@ -1054,8 +980,8 @@ def gd_kernel_closed_form(
     Km = check_kernel_matrix(K)
     yy = _check_targets(y, Km.shape[0])
     eta = check_positive(eta, "eta")
-    t = _check_count(t, "t", 0)
-    lam = _check_lam_nonneg(lam)
+    t = check_count(t, "t", 0)
+    lam = check_lam(lam)
     s, U = np.linalg.eigh(Km)
     _check_psd_eigenvalues(s, Km, "K")
     h = s + lam**2

@@ -21,7 +21,7 @@ does not amplify rounding errors), and ``1e-3`` times its smallest when
 ``r = n``. Every solve reads K
 
 * once to validate it (square, finite, symmetric to the same relative tolerance
-  as :func:`ntk_core.krr.check_kernel_matrix`, and its diagonal; an
+  as :func:`ntk_core._checks.check_kernel_matrix`, and its diagonal; an
   :class:`OnDiskKernel` is validated once over all its solves),
 * ``r / n`` of a pass for the preconditioner,
 * once per PCG iteration, and once more to compute the true residual
@@ -58,7 +58,6 @@ Contents
 from __future__ import annotations
 
 import math
-import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_float64_array
-from .krr import PSD_RTOL, SYMMETRY_RTOL, _check_lam_nonneg
+from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam
+from .krr import PSD_RTOL
 
 from typing import TYPE_CHECKING
 
@@ -170,18 +169,10 @@ class _Blocks:
         return diag
 
 
-def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _block_rows(n: int, columns: int, block_rows: int | None, memory_budget: int | None) -> int:
     if block_rows is not None:
-        return min(_check_int(block_rows, "block_rows", 1), n)
-    budget = DEFAULT_OOC_MEMORY if memory_budget is None else _check_int(memory_budget, "memory_budget", 1)
+        return min(check_count(block_rows, "block_rows", 1), n)
+    budget = DEFAULT_OOC_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget", 1)
     return max(1, min(n, budget // (8 * max(columns, 1))))
 
 
@@ -196,6 +187,17 @@ class _Scan:
     asym: float
 
 
+def _read_finite(K: _Blocks, rows: slice, cols: slice) -> np.ndarray:
+    """The tile K[rows, cols], refused if it holds NaN or infinite values."""
+    tile = K.read(rows, cols)
+    if not np.all(np.isfinite(tile)):
+        raise ValueError(
+            f"{K.name} holds NaN or infinite values in rows {rows.start}:{rows.stop}, "
+            f"columns {cols.start}:{cols.stop}; all entries must be finite"
+        )
+    return tile
+
+
 def _scan(K: _Blocks, side: int) -> _Scan:
     """One pass over K in pairs of tiles (I, J), (J, I): finiteness, max|K|, max|K − Kᵀ|, the diagonal."""
     n = K.shape[0]
@@ -204,23 +206,13 @@ def _scan(K: _Blocks, side: int) -> _Scan:
     blocks = _slices(n, side)
     for a, rows in enumerate(blocks):
         for cols in blocks[a:]:
-            upper = K.read(rows, cols)
-            if not np.all(np.isfinite(upper)):
-                raise ValueError(
-                    f"{K.name} holds NaN or infinite values in rows {rows.start}:{rows.stop}, "
-                    f"columns {cols.start}:{cols.stop}; all entries must be finite"
-                )
+            upper = _read_finite(K, rows, cols)
             scale = max(scale, float(np.max(np.abs(upper))))
             if cols == rows:
                 diag[rows] = np.diagonal(upper)
                 asym = max(asym, float(np.max(np.abs(upper - upper.T))))
                 continue
-            lower = K.read(cols, rows)
-            if not np.all(np.isfinite(lower)):
-                raise ValueError(
-                    f"{K.name} holds NaN or infinite values in rows {cols.start}:{cols.stop}, "
-                    f"columns {rows.start}:{rows.stop}; all entries must be finite"
-                )
+            lower = _read_finite(K, cols, rows)
             scale = max(scale, float(np.max(np.abs(lower))))
             asym = max(asym, float(np.max(np.abs(upper - lower.T))))
     return _Scan(diag, scale, asym)
@@ -321,11 +313,11 @@ class OnDiskKernel:
     ) -> None:
         if isinstance(K, OnDiskKernel):
             K = K._blocks.K
-        self.tol = _check_tol(tol)
-        self.max_iter = None if max_iter is None else _check_int(max_iter, "max_iter", 1)
-        self.rank = None if rank is None else _check_int(rank, "rank", 0)
-        self.block_rows = None if block_rows is None else _check_int(block_rows, "block_rows", 1)
-        self.memory_budget = None if memory_budget is None else _check_int(memory_budget, "memory_budget", 1)
+        self.tol = check_interval(tol, "tol", 0.0, 1.0, low_open=True, high_open=True)
+        self.max_iter = None if max_iter is None else check_count(max_iter, "max_iter", 1)
+        self.rank = None if rank is None else check_count(rank, "rank", 0)
+        self.block_rows = None if block_rows is None else check_count(block_rows, "block_rows", 1)
+        self.memory_budget = None if memory_budget is None else check_count(memory_budget, "memory_budget", 1)
         self._blocks: _Blocks = _open_square(K, "K")
         self.n = self._blocks.shape[0]
         self._rows = _block_rows(self.n, self.n, self.block_rows, self.memory_budget)
@@ -412,12 +404,6 @@ class OnDiskKernel:
         if W.shape[0] != self.n:
             raise ValueError(f"V must have n = {self.n} rows to match K, got shape {W.shape}")
         return _matvec(self._blocks, W.reshape(self.n, -1), self._rows, scan.asym > 0.0).reshape(W.shape)
-
-
-def _check_tol(tol: Any) -> float:
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0.0 < float(tol) < 1.0:
-        raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
-    return float(tol)
 
 
 # --------------------------------------------------------------------------- preconditioner
@@ -644,13 +630,13 @@ def krr_solve_ooc(
     >>> sol.residual < 1e-12, sol.max_block_entries < 9
     (True, True)
     """
-    lam = _check_lam_nonneg(lam)
+    lam = check_lam(lam)
     disk = K_train if isinstance(K_train, OnDiskKernel) else None
     if disk is not None:
         tol = disk.tol if tol is None else tol
         max_iter = disk.max_iter if max_iter is None else max_iter
         rank = disk.rank if rank is None else rank
-    tol = _check_tol(1e-12 if tol is None else tol)
+    tol = check_interval(1e-12 if tol is None else tol, "tol", 0.0, 1.0, low_open=True, high_open=True)
     yy = as_float64_array(y, "y", ndim=(1, 2))
     if disk is not None:
         Kb = disk._blocks
@@ -671,8 +657,8 @@ def krr_solve_ooc(
             raise ValueError(f"y must have n = {n} rows to match the kernel matrix, got shape {yy.shape}")
         rows = _block_rows(n, n, block_rows, memory_budget)
         scan = _validate(Kb, rows, block_rows, memory_budget)
-    iters_max = n + 50 if max_iter is None else _check_int(max_iter, "max_iter", 1)
-    r_max = min(n, _DEFAULT_RANK) if rank is None else min(_check_int(rank, "rank", 0), n)
+    iters_max = n + 50 if max_iter is None else check_count(max_iter, "max_iter", 1)
+    r_max = min(n, _DEFAULT_RANK) if rank is None else min(check_count(rank, "rank", 0), n)
     lam2 = lam * lam
     precond = _pivoted_cholesky(Kb, scan, lam2, r_max, "K_train")
     symmetrize = scan.asym > 0.0

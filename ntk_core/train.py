@@ -33,20 +33,21 @@ import math
 import os
 from dataclasses import asdict, dataclass, field  # noqa: F401 (kept until the medium records are re-made: fingerprint)
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, get_args
 
 import pandas as pd
 import torch
 from torch import nn
 
 from . import _store
-from ._checks import check_positive
+from ._checks import check_choice, check_count, check_interval, check_positive
 
-__all__ = ["Method", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
+__all__ = ["TrainingMethod", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
 
 #: A training method, plain GD/SGD (``"vanilla"``), early stopping, RDI (eq. 3) or AUX (eq. 4).
-Method = Literal["vanilla", "early_stopping", "rdi", "aux"]
-_METHODS = ("vanilla", "early_stopping", "rdi", "aux")
+TrainingMethod = Literal["vanilla", "early_stopping", "rdi", "aux"]
+_METHODS: tuple[str, ...] = get_args(TrainingMethod)
+Method = TrainingMethod  # TEMPORARY (helper V): removed once experiments/ and measure.py import TrainingMethod
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class TrainConfig:
         count or rate.
     """
 
-    method: Method = "vanilla"
+    method: TrainingMethod = "vanilla"
     lam: float | None = None
     loss: Literal["l2", "ce"] = "l2"
     epochs: int = 10
@@ -107,24 +108,20 @@ class TrainConfig:
     eval_every: int = 1
 
     def __post_init__(self) -> None:
-        if self.method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
+        check_choice(self.method, "method", _METHODS)
         if self.method in ("rdi", "aux"):
             if self.lam is None:
                 raise ValueError(f"method {self.method!r} needs lam = λ > 0 (the paper's regularisation strength)")
             check_positive(self.lam, "lam")
-        if self.loss not in ("l2", "ce"):
-            raise ValueError(f"loss must be 'l2' or 'ce', got {self.loss!r}")
+        check_choice(self.loss, "loss", ("l2", "ce"))
         for name in ("epochs", "eval_every"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
-        if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
-            raise ValueError(f"batch_size must be a positive int or None (full batch), got {self.batch_size!r}")
+            check_count(getattr(self, name), name)
+        if self.batch_size is not None:
+            check_count(self.batch_size, "batch_size (an int, or None for the full batch)")
         check_positive(self.lr, "lr")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
-        if self.weight_decay < 0 or self.aux_weight_decay < 0:
-            raise ValueError("weight_decay and aux_weight_decay must be >= 0")
+        check_interval(self.momentum, "momentum", 0.0, 1.0, high_open=True)
+        check_interval(self.weight_decay, "weight_decay", 0.0, math.inf)
+        check_interval(self.aux_weight_decay, "aux_weight_decay", 0.0, math.inf)
         if self.aux_weight_decay and self.method != "aux":
             raise ValueError("aux_weight_decay only applies to method='aux'")
 

@@ -86,3 +86,17 @@ def test_check_device():
             check_device("cuda:0")
     else:  # pragma: no cover - a GPU machine
         assert check_device("cuda") == "cuda"
+
+
+def test_check_lam():
+    from ntk_core._checks import check_lam
+
+    assert check_lam(0) == 0.0 and check_lam(2.5, positive=True) == 2.5
+    with pytest.raises(ValueError, match="lam must be >= 0"):
+        check_lam(-1.0)
+    with pytest.raises(ValueError, match="lam must be > 0"):
+        check_lam(0.0, positive=True)
+    with pytest.raises(ValueError, match="λ² overflows"):
+        check_lam(1e200)
+    with pytest.raises(TypeError, match="lam must be a real number"):
+        check_lam("1")
