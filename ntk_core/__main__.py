@@ -180,7 +180,7 @@ def _gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
     import torch
 
     from . import data
-    from .experiments import setting1, setting2
+    from .experiments import setting2
     from .nets import TwoLayerNet
 
     name = args.data or ("mnist5v8" if args.model == "two-layer" else "cifar2")
@@ -189,7 +189,7 @@ def _gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
         raise ValueError("--model cnn takes CIFAR images (--data cifar2 or cifar10), not MNIST")
     if name == "mnist5v8":
         images = data.mnist_5_vs_8(args.split).x
-        x = setting1.mnist_features(images if args.n is None else images[: args.n], pool)
+        x = data.mnist_features(images if args.n is None else images[: args.n], pool)
     else:
         images = (
             data.cifar_airplane_vs_automobile(args.split).x

@@ -45,7 +45,7 @@ def _explicit_ntk(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
 def _features(images: np.ndarray, config) -> np.ndarray:
     """The experiment's input features; ``pool`` (average pooling) where the config has one."""
     pool = getattr(config, "pool", 1)
-    return setting1.mnist_features(images) if pool == 1 else setting1.mnist_features(images, pool)
+    return data.mnist_features(images) if pool == 1 else data.mnist_features(images, pool)
 
 
 def _errors(pred: np.ndarray, y: np.ndarray) -> float:

@@ -62,7 +62,7 @@ def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
     import copy
     import math
 
-    from ntk_core.nets import ConvNet
+    from ntk_core.nets import ConvNet, OutputScale
 
     depth = 4
     g = ConvNet(3, 5, depth, 1, freeze_first_last=True, seed=2)
@@ -71,7 +71,7 @@ def test_setting2_output_scale_is_the_relu_gain_of_every_layer() -> None:
     for layer in (*convs[1:], gained.readout):  # every layer whose input went through a ReLU
         layer.scale *= math.sqrt(2.0)
     x = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(1))
-    torch.testing.assert_close(setting2.OutputScale(g, 2.0 ** ((depth - 1) / 2))(x), gained(x))
+    torch.testing.assert_close(OutputScale(g, 2.0 ** ((depth - 1) / 2))(x), gained(x))
     model = setting2.network(make_config("setting2", "quick", depth=depth, channels=5), seed=2)
     assert torch.allclose(model(x), torch.zeros(3), atol=1e-6)  # difference trick: f(θ(0), x) = 0
     # output_scale multiplies each copy's output on top of the ReLU gain (the NTK by its square)
@@ -133,7 +133,7 @@ def test_setting3_rejects_bad_configs(overrides, message) -> None:
 def test_full_profiles_are_the_papers_scale(monkeypatch) -> None:
     import ntk_core.experiments._base as base
 
-    monkeypatch.setattr(base, "check_device", lambda device: None)  # full() asks for CUDA
+    monkeypatch.setattr(base, "check_device", lambda device: device)  # full() asks for CUDA
     f2, f3 = setting2.Config.full(), setting3.Config.full()
     assert (f2.depth, f2.channels, f2.noise, f2.device, f2.pool) == (11, 192, 0.2, "cuda", 1)
     q2 = setting2.Config.quick()

@@ -212,8 +212,8 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     (package / "measure.py").write_text((package / "measure.py").read_text() + "\nX = 1\n")
     assert fp() == before
     assert fp(None) != whole  # the whole package did change
-    # code that distance runs: the signature of setting1.mnist_features
-    edit("experiments/setting1.py", "def mnist_features(", "def mnist_features(*_unused, ")
+    # code that distance runs: the signature of data.mnist_features
+    edit("data.py", "def mnist_features(", "def mnist_features(*_unused, ")
     assert fp() != before
     with pytest.raises(ValueError, match="no experiment module"):
         _code.code_fingerprint("setting9", package)

@@ -48,26 +48,26 @@ import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TextIO
+from typing import Any, Callable, ClassVar, Mapping, TextIO
 
 import numpy as np
 import pandas as pd
 
 from .. import _store
+from .._checks import check_count, check_device
 from ._code import code_fingerprint
 
 __all__ = [
     "ExperimentConfig",
     "Result",
     "RunContext",
-    "Split",
+    "Splits",
+    "train_on",
+    "load_features",
     "run_experiment",
     "cache_dir",
     "code_fingerprint",
     "check_common",
-    "check_count",
-    "check_device",
-    "check_values",
     "make_split",
     "split_from",
     "config_hash",
@@ -75,12 +75,6 @@ __all__ = [
     "memorised_fraction",
     "paired_stats",
 ]
-
-
-class ExperimentConfig(Protocol):
-    profile: str
-    seeds: tuple[int, ...]
-    device: str
 
 
 def cache_dir() -> Path:
@@ -433,59 +427,71 @@ def _compute(
     return Result(table, meta)
 
 
-# --------------------------------------------------------------------------- config validation shared by experiments
+# --------------------------------------------------------------------------- what every experiment config shares
+
+
+class ExperimentConfig:
+    """Base of every experiment's ``Config``: the fields all configs have, and construction-time checks.
+
+    Each experiment's ``Config`` is a frozen dataclass that derives from this class. It declares its own
+    fields, ``profile``, ``seeds`` and ``device`` among them (in its own order and with its own defaults:
+    the field values key the result cache and the records), the class methods ``quick()``, ``medium()``
+    and ``full()``, the smallest value of each count field in :attr:`counts`, and any other check in
+    ``_check``. Constructing a config validates it, before any data are loaded or any training starts:
+    :func:`check_common` (profile, seeds, device), then the counts, then ``_check``.
+    """
+
+    profile: str
+    seeds: tuple[int, ...]
+    device: str
+    #: the int fields of the config, each with the smallest value it may take
+    counts: ClassVar[Mapping[str, int]] = {}
+
+    def __post_init__(self) -> None:
+        check_common(self)
+        for name, minimum in self.counts.items():
+            check_count(getattr(self, name), name, minimum)
+        self._check()
+
+    def _check(self) -> None:
+        """The experiment's own checks, after the shared ones (none here)."""
 
 
 def check_common(config: Any) -> None:
     """Validate the fields every experiment config has: profile, seeds, device.
 
     Raised before any data is loaded or any training starts.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+        The config.
+
+    Raises
+    ------
+    ValueError
+        An unknown profile, no seeds or a negative one, or an unknown or unavailable device.
+    TypeError
+        A seed that is not an int.
     """
     from ..profile import book_profile
 
     book_profile(config.profile)
-    if not config.seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in config.seeds):
+    if not isinstance(config.seeds, (tuple, list)) or not config.seeds:
         raise ValueError(f"seeds must be a non-empty tuple of non-negative ints, got {config.seeds!r}")
+    for seed in config.seeds:
+        check_count(seed, "every seed", minimum=0)
     check_device(config.device)
-
-
-def check_device(device: str) -> None:
-    """``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` when PyTorch sees that GPU."""
-    import torch
-
-    if device == "cpu":
-        return
-    if not (device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but PyTorch sees no CUDA GPU on this machine; use 'cpu'")
-
-
-def check_values(
-    values: Any, name: str, low: float, high: float, *, high_open: bool = False, low_open: bool = False
-) -> None:
-    """Each of ``values`` lies in the interval [low, high] (ends opened as asked), and there is at least one."""
-    if not values:
-        raise ValueError(f"{name} must hold at least one value")
-    for v in values:
-        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok:
-            lo = "(" if low_open else "["
-            hi = ")" if high_open else "]"
-            raise ValueError(f"every {name} must lie in {lo}{low}, {high}{hi}, got {v!r}")
-
-
-def check_count(value: Any, name: str, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 # --------------------------------------------------------------------------- data splits shared by experiments
 
 
 @dataclass
-class Split:
-    """Train / validation / test tensors; ``y_*`` are clean labels (±1 or class indices).
+class Splits:
+    """Train / validation / test tensors of one experiment run; ``y_*`` are clean labels (±1 or class indices).
+
+    (Not ``ntk_core.data.Split``, the name of one split of a data set on disk.)
 
     The validation split is cut from the training split and held out of training
     (it is what early stopping and the λ grid search look at).
@@ -498,8 +504,59 @@ class Split:
     x_test: Any
     y_test: Any
 
-    def to(self, device: str) -> "Split":
-        return Split(*(t.to(device) for t in dataclasses.astuple(self)))
+    def to(self, device: str) -> "Splits":
+        """The same tensors on ``device``."""
+        return Splits(*(t.to(device) for t in dataclasses.astuple(self)))
+
+
+def train_on(model: Any, splits: Splits, y_noisy: Any, config: Any, *, progress: bool) -> Any:
+    """:func:`ntk_core.train.train` on the training split with labels ``y_noisy``, tracking every split.
+
+    The errors against the clean training labels (``splits.y_train``), on the validation split and on
+    the test split are recorded at every evaluation.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, on the device of ``splits``.
+    splits : Splits
+        The data.
+    y_noisy : torch.Tensor, shape (n_train,)
+        The training labels it is trained on (corrupted or not).
+    config : ntk_core.train.TrainConfig
+        Method, loss, optimiser and schedule.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    ntk_core.train.TrainResult
+        The trained model and its history.
+    """
+    from ..train import train
+
+    return train(
+        model,
+        splits.x_train,
+        y_noisy,
+        config,
+        y_clean=splits.y_train,
+        val=(splits.x_val, splits.y_val),
+        test=(splits.x_test, splits.y_test),
+        progress=progress,
+    )
+
+
+def load_features(ctx: RunContext, train: Any, test: Any, features: Callable[[Any], Any]) -> tuple[Any, Any, Any, Any]:
+    """Report where ``train`` and ``test`` came from, and give ``(x_train, y_train, x_test, y_test)``.
+
+    ``x_*`` are ``features`` of the images; ``train`` and ``test`` are :class:`ntk_core.data.ImageDataset`
+    or :class:`ntk_core.data.BinaryTask` objects (both unpack as ``x, y``).
+    """
+    ctx.add_dataset(train)
+    ctx.add_dataset(test)
+    (x_train, y_train), (x_test, y_test) = train, test
+    return features(x_train), y_train, features(x_test), y_test
 
 
 def split_from(
@@ -513,20 +570,10 @@ def split_from(
     n_test: int,
     seed: int,
     what: str,
-) -> Split:
-    """Report where ``train`` and ``test`` came from, then :func:`make_split` on their ``features``.
-
-    ``train`` and ``test`` are :class:`ntk_core.data.ImageDataset` or
-    :class:`ntk_core.data.BinaryTask` objects (both unpack as ``x, y``).
-    """
-    ctx.add_dataset(train)
-    ctx.add_dataset(test)
-    (x_train, y_train), (x_test, y_test) = train, test
+) -> Splits:
+    """:func:`make_split` on the :func:`load_features` of ``train`` and ``test``."""
     return make_split(
-        features(x_train),
-        y_train,
-        features(x_test),
-        y_test,
+        *load_features(ctx, train, test, features),
         n_train=n_train,
         n_val=n_val,
         n_test=n_test,
@@ -537,7 +584,7 @@ def split_from(
 
 def make_split(
     x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train: int, n_val: int, n_test: int, seed: int, what: str
-) -> Split:
+) -> Splits:
     """Shuffle with ``seed``, hold out ``n_val`` validation examples, keep ``n_train`` and ``n_test``.
 
     ``n_test = 0`` keeps the whole test split. Raises a ``ValueError`` that says
@@ -561,7 +608,7 @@ def make_split(
     def t(a: Any, idx: Any) -> Any:
         return torch.as_tensor(np.ascontiguousarray(a[idx]))
 
-    return Split(
+    return Splits(
         t(x_train, train_idx),
         t(y_train, train_idx),
         t(x_train, val_idx),

@@ -27,16 +27,17 @@ import torch
 from .. import data
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
+from .._checks import check_each_in, check_interval
+from ..data import mnist_features
 from ..train import TrainConfig, predict, train
-from ._base import RunContext, check_common, check_count, check_values, make_split
-from ._base import paired_stats
-from .setting1 import check_pool, input_dim, mnist_features
+from ._base import ExperimentConfig, RunContext, load_features, make_split, paired_stats
+from .setting1 import check_pool, input_dim
 
 __all__ = ["Config", "compute", "paired_effect"]
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """Sizes of the difference-trick study; ``quick()`` for 2 CPU cores, ``medium()`` about an hour on them
     (recorded), ``full()`` is the figure's scale."""
 
@@ -106,15 +107,13 @@ class Config:
             device="cuda",
         )
 
-    def __post_init__(self) -> None:
-        check_common(self)
-        for name in ("n_train", "width", "steps"):
-            check_count(getattr(self, name), name)
-        check_count(self.n_test, "n_test", minimum=0)
+    counts = {"n_train": 1, "width": 1, "steps": 1, "n_test": 0}
+
+    def _check(self) -> None:
         check_pool(self.pool)
-        check_values(self.alphas, "α (alphas)", 0.0, 1.0)
-        check_values((self.noise,), "noise", 0.0, 0.5, high_open=True)
-        check_values((self.lr_scale,), "lr_scale", 0.0, 2.0, low_open=True)
+        check_each_in(self.alphas, "α (alphas)", 0.0, 1.0)
+        check_interval(self.noise, "noise", 0.0, 0.5, high_open=True)
+        check_interval(self.lr_scale, "lr_scale", 0.0, 2.0, low_open=True)
 
 
 def _run(config: Config, split, alpha: float, seed: int, lr: float, progress: bool) -> dict:
@@ -138,17 +137,14 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """One row per (seed, α): initial-output scale, final training loss, test error."""
     from .. import noise
 
-    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    ctx.add_dataset(train_task)
-    ctx.add_dataset(test_task)
+    features = load_features(
+        ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), lambda images: mnist_features(images, config.pool)
+    )
     rows = []
     for seed in config.seeds:
-        n_train = min(config.n_train, len(train_task))
+        n_train = min(config.n_train, len(features[1]))
         split = make_split(
-            mnist_features(train_task.x, config.pool),
-            train_task.y,
-            mnist_features(test_task.x, config.pool),
-            test_task.y,
+            *features,
             n_train=n_train,
             n_val=0,
             n_test=config.n_test,

@@ -34,9 +34,11 @@ import torch
 from .. import data, noise
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
+from .._checks import check_count, check_each_in
+from ..data import mnist_features
 from ..train import TrainConfig, train
-from ._base import RunContext, check_common, check_count, check_values, make_split
-from .setting1 import check_pool, input_dim, mnist_features
+from ._base import ExperimentConfig, RunContext, load_features, make_split
+from .setting1 import check_pool, input_dim
 
 __all__ = ["Config", "compute", "FACTORS", "trends", "tracking"]
 
@@ -46,7 +48,7 @@ PAPER_TRENDS = {"samples": 1, "noise": 1, "width": 0, "lam": -1, "lr": 0}
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """Base point and the values each factor takes; ``quick()`` for 2 CPU cores, ``medium()`` about an hour
     on them (recorded), ``full()`` for a GPU."""
 
@@ -134,18 +136,17 @@ class Config:
             device="cuda",
         )
 
-    def __post_init__(self) -> None:
-        check_common(self)
-        for name in ("n_train", "width", "steps"):
-            check_count(getattr(self, name), name)
+    counts = {"n_train": 1, "width": 1, "steps": 1}
+
+    def _check(self) -> None:
         check_pool(self.pool)
         for n in self.samples_grid:
             check_count(n, "samples_grid entry", minimum=2)
         for w in self.width_grid:
             check_count(w, "width_grid entry")
-        check_values((self.noise, *self.noise_grid), "noise", 0.0, 0.5, high_open=True)
-        check_values((self.lam, *self.lam_grid), "λ", 0.0, math.inf, low_open=True, high_open=True)
-        check_values(self.lr_grid, "lr scale", 0.0, 2.0, low_open=True)
+        check_each_in((self.noise, *self.noise_grid), "noise", 0.0, 0.5, high_open=True)
+        check_each_in((self.lam, *self.lam_grid), "λ", 0.0, math.inf, low_open=True, high_open=True)
+        check_each_in(self.lr_grid, "lr scale", 0.0, 2.0, low_open=True)
 
     def points(self) -> list[dict]:
         """Every (factor, value) run: the base point with one factor moved."""
@@ -209,15 +210,9 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """One row per (seed, factor, value): measured distance and the linearised prediction."""
-    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    ctx.add_dataset(train_task)
-    ctx.add_dataset(test_task)
     # normalised once: every run below draws its own subset from these arrays
-    features = (
-        mnist_features(train_task.x, config.pool),
-        train_task.y,
-        mnist_features(test_task.x, config.pool),
-        test_task.y,
+    features = load_features(
+        ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), lambda images: mnist_features(images, config.pool)
     )
     rows = []
     for seed in config.seeds:

@@ -32,17 +32,19 @@ import pandas as pd
 import torch
 
 from .. import data, noise
+from .._checks import check_choice, check_each_in, check_interval
+from ..data import mnist_features
 from ..krr import krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..train import Method, TrainConfig, classification_error, predict, train
-from ._base import RunContext, Split, check_common, check_count, check_values, split_from
+from ..train import TrainConfig, TrainingMethod, classification_error, predict
+from ._base import ExperimentConfig, RunContext, Splits, split_from, train_on
 
-__all__ = ["Config", "compute", "mnist_features", "input_dim", "check_pool", "selection", "figure_table"]
+__all__ = ["Config", "compute", "input_dim", "check_pool", "selection", "figure_table"]
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """Sizes and grids of Setting 1; ``quick()`` fits 2 CPU cores, ``medium()`` about an hour on them (recorded),
     ``full()`` is the paper's scale."""
 
@@ -122,32 +124,23 @@ class Config:
             device="cuda",
         )
 
-    def __post_init__(self) -> None:
-        check_common(self)
-        for name in ("n_train", "n_val", "width", "steps", "eval_every"):
-            check_count(getattr(self, name), name)
-        check_count(self.n_test, "n_test", minimum=0)
+    counts = {"n_train": 1, "n_val": 1, "width": 1, "steps": 1, "eval_every": 1, "n_test": 0}
+
+    def _check(self) -> None:
         check_pool(self.pool)
-        check_values(self.noise_levels, "noise level", 0.0, 0.5, high_open=True)
-        check_values(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
-        check_values((self.lr_scale,), "lr_scale", 0.0, 2.0, low_open=True)
-
-
-def mnist_features(images: np.ndarray, pool: int = 1) -> np.ndarray:
-    """Flattened images scaled to ``‖x‖² = d`` (:func:`ntk_core.data.sphere_features`), float32;
-    ``pool = 2`` averages 2×2 pixel blocks first (28×28 → 14×14, d = 196)."""
-    return data.sphere_features(images, pool=pool).astype(np.float32)
+        check_each_in(self.noise_levels, "noise level", 0.0, 0.5, high_open=True)
+        check_each_in(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
+        check_interval(self.lr_scale, "lr_scale", 0.0, 2.0, low_open=True)
 
 
 def input_dim(pool: int) -> int:
-    """d of :func:`mnist_features` with ``pool``: 784, 196 (pool 2) or 49 (pool 4)."""
+    """d of :func:`ntk_core.data.mnist_features` with ``pool``: 784, 196 (pool 2) or 49 (pool 4)."""
     return (28 // pool) ** 2
 
 
 def check_pool(pool: int) -> None:
     """``pool`` must divide the 28-pixel side: 1, 2, 4, 7, 14 or 28."""
-    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1 or 28 % pool:
-        raise ValueError(f"pool must be a divisor of 28 (1, 2, 4, 7, 14, 28), got {pool!r}")
+    check_choice(pool, "pool (a divisor of 28)", (1, 2, 4, 7, 14, 28))
 
 
 def _network(config: Config, seed: int) -> torch.nn.Module:
@@ -155,7 +148,7 @@ def _network(config: Config, seed: int) -> torch.nn.Module:
     return DifferenceTrick(g, alpha=0.5) if config.difference_trick else g
 
 
-def _load(config: Config, seed: int, ctx: RunContext) -> Split:
+def _load(config: Config, seed: int, ctx: RunContext) -> Splits:
     return split_from(
         ctx,
         data.mnist_5_vs_8("train"),
@@ -171,7 +164,7 @@ def _load(config: Config, seed: int, ctx: RunContext) -> Split:
 
 def _train_rows(
     config: Config,
-    split: Split,
+    split: Splits,
     y_noisy: torch.Tensor,
     method: str,
     lam: float | None,
@@ -181,7 +174,7 @@ def _train_rows(
 ) -> list[dict]:
     model = _network(config, seed).to(config.device)
     cfg = TrainConfig(
-        method=cast(Method, "early_stopping" if method == "GD" else method),
+        method=cast(TrainingMethod, "early_stopping" if method == "GD" else method),
         lam=lam,
         loss="l2",
         epochs=config.steps,
@@ -189,16 +182,7 @@ def _train_rows(
         eval_every=config.eval_every,
         seed=seed,
     )
-    result = train(
-        model,
-        split.x_train,
-        y_noisy,
-        cfg,
-        y_clean=split.y_train,
-        val=(split.x_val, split.y_val),
-        test=(split.x_test, split.y_test),
-        progress=progress,
-    )
+    result = train_on(model, split, y_noisy, cfg, progress=progress)
     last = result.final
     # the network alone, without AUX's auxiliary variables (for GD and RDI the same as train_error_noisy)
     net_error = classification_error(predict(result.model, split.x_train), y_noisy)

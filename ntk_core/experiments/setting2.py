@@ -72,17 +72,17 @@ import torch
 from torch import nn
 
 from .. import data, noise
-from ..nets import ConvNet, DifferenceTrick
+from .._checks import check_choice, check_each_in, check_interval
+from ..nets import ConvNet, DifferenceTrick, OutputScale
 from ..ntk import empirical_ntk
-from ..train import Method, TrainConfig, TrainResult, classification_error, predict, train
-from ._base import RunContext, Split, check_common, check_count, check_values, memorised_fraction, split_from
+from ..train import TrainConfig, TrainingMethod, TrainResult, classification_error, predict
+from ._base import ExperimentConfig, RunContext, Splits, memorised_fraction, split_from, train_on
 
 __all__ = [
     "Config",
     "compute",
     "network",
     "features",
-    "OutputScale",
     "figure_curves",
     "layer_curves",
     "sweep",
@@ -95,7 +95,7 @@ _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """Sizes, λ grids and optimiser of Setting 2; ``quick()`` fits 2 CPU cores, ``full()`` is the paper's scale."""
 
     profile: str = "quick"
@@ -212,39 +212,33 @@ class Config:
             device="cuda",
         )
 
-    def __post_init__(self) -> None:
-        check_common(self)
-        for name in ("n_train", "n_val", "channels", "epochs", "batch_size", "eval_every"):
-            check_count(getattr(self, name), name)
-        check_count(self.n_test, "n_test", minimum=0)
-        check_count(self.depth, "depth", minimum=3)
-        if self.pool not in (1, 2, 4, 8):
-            raise ValueError(f"pool must be 1, 2, 4 or 8 (a divisor of the 32-pixel side), got {self.pool!r}")
-        check_values((self.noise,), "noise", 0.0, 0.5, high_open=True)
-        check_values(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
+    counts = {
+        "n_train": 1,
+        "n_val": 1,
+        "channels": 1,
+        "epochs": 1,
+        "batch_size": 1,
+        "eval_every": 1,
+        "n_test": 0,
+        "depth": 3,
+    }
+
+    def _check(self) -> None:
+        check_choice(self.pool, "pool (a divisor of the 32-pixel side)", (1, 2, 4, 8))
+        check_interval(self.noise, "noise", 0.0, 0.5, high_open=True)
+        check_each_in(self.lams, "λ (lams)", 0.0, math.inf, low_open=True, high_open=True)
         if self.clean_lams:
-            check_values(self.clean_lams, "λ (clean_lams)", 0.0, math.inf, low_open=True, high_open=True)
+            check_each_in(self.clean_lams, "λ (clean_lams)", 0.0, math.inf, low_open=True, high_open=True)
         if self.curve_lam not in self.lams:
             raise ValueError(f"curve_lam = {self.curve_lam!r} (the λ of Figure 1b) must be one of lams = {self.lams}")
-        check_values((self.lr,), "lr", 0.0, math.inf, low_open=True, high_open=True)
-        check_values((self.output_scale,), "output_scale", 0.0, math.inf, low_open=True, high_open=True)
+        check_interval(self.lr, "lr", 0.0, math.inf, low_open=True, high_open=True)
+        check_interval(self.output_scale, "output_scale", 0.0, math.inf, low_open=True, high_open=True)
         unstable = [lam for lam in (*self.lams, *self.clean_lams) if self.lr * lam**2 >= 2.0]
         if unstable:
             raise ValueError(
                 f"lr = {self.lr} is unstable for AUX with λ = {unstable}: SGD on the auxiliary "
                 "variables needs lr · λ² < 2; lower lr or λ"
             )
-
-
-class OutputScale(nn.Module):
-    """``c · g(x)`` for a constant ``c``: the √2 ReLU gain of every layer of a bias-free ReLU net, in one factor."""
-
-    def __init__(self, g: nn.Module, scale: float) -> None:
-        super().__init__()
-        self.g, self.scale = g, float(scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.scale * self.g(x)
 
 
 def network(config: Config, seed: int) -> nn.Module:
@@ -271,7 +265,7 @@ def features(config: Config) -> Callable[[np.ndarray], np.ndarray]:
     return feats
 
 
-def _load(config: Config, seed: int, ctx: RunContext) -> Split:
+def _load(config: Config, seed: int, ctx: RunContext) -> Splits:
     return split_from(
         ctx,
         data.cifar_airplane_vs_automobile("train", download=config.download),
@@ -318,14 +312,14 @@ def _layer_rows(result: TrainResult, initial: dict[str, float]) -> list[dict]:
 
 
 def _run(
-    config: Config, split: Split, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int, progress: bool
+    config: Config, split: Splits, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int, progress: bool
 ) -> list[dict]:
     model = network(config, seed).to(config.device)
     initial = {
         name: float(torch.linalg.vector_norm(p.detach())) for name, p in model.named_parameters() if p.requires_grad
     }
     cfg = TrainConfig(
-        method=cast(Method, method),
+        method=cast(TrainingMethod, method),
         lam=lam,
         loss="l2",
         epochs=config.epochs,
@@ -334,16 +328,7 @@ def _run(
         seed=seed,
         eval_every=config.eval_every,
     )
-    result = train(
-        model,
-        split.x_train,
-        y_noisy,
-        cfg,
-        y_clean=split.y_train,
-        val=(split.x_val, split.y_val),
-        test=(split.x_test, split.y_test),
-        progress=progress,
-    )
+    result = train_on(model, split, y_noisy, cfg, progress=progress)
     h = result.history
     rows: list[dict] = []
     for _, r in h.iterrows():
@@ -395,7 +380,7 @@ def _run(
     return rows
 
 
-def _spectrum(config: Config, split: Split, y_noisy: torch.Tensor, seed: int) -> list[dict]:
+def _spectrum(config: Config, split: Splits, y_noisy: torch.Tensor, seed: int) -> list[dict]:
     """Eigenvalues μ_k of the empirical NTK of f at initialisation on the training set (float64), and the
     share of ‖ỹ‖² along each eigenvector (``energy``, sums to 1): part ``spectrum``, one row per k."""
     model = network(config, seed).to(config.device)

@@ -62,9 +62,9 @@ from torch import nn
 
 from .. import data
 from ..resnet import CifarResNet, RandomCropFlip
-from ..train import TrainConfig, train
-from ._base import RunContext, Split, check_common, check_count, check_values, split_from
-from ._base import paired_stats
+from .._checks import check_choice, check_count, check_each_in, check_interval
+from ..train import TrainConfig
+from ._base import ExperimentConfig, RunContext, Splits, paired_stats, split_from, train_on
 
 __all__ = ["Config", "compute", "corrupt_exact", "network", "paired_gain", "paired_verdict", "table1"]
 
@@ -72,7 +72,7 @@ _LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(ExperimentConfig):
     """Sizes, schedule and AUX settings of Setting 3; ``quick()`` fits 2 CPU cores, ``full()`` is the paper's scale."""
 
     profile: str = "quick"
@@ -169,19 +169,19 @@ class Config:
             device="cuda",
         )
 
-    def __post_init__(self) -> None:
-        check_common(self)
-        for name in ("n_train", "n_val", "width", "epochs", "batch_size"):
-            check_count(getattr(self, name), name)
-        check_count(self.n_test, "n_test", minimum=0)
+    counts = {"n_train": 1, "n_val": 1, "width": 1, "epochs": 1, "batch_size": 1, "n_test": 0}
+
+    def _check(self) -> None:
         if len(self.blocks) != 4:
             raise ValueError(f"blocks must give the number of blocks of each of the 4 stages, got {self.blocks!r}")
         for b in self.blocks:
             check_count(b, "blocks per stage")
         # symmetric 10-class noise keeps the labels identifiable (gap(P) > 0) only for rates below 9/10
-        check_values(self.noise_levels, "noise level", 0.0, 0.9, high_open=True)
-        if not self.losses or any(loss not in _LOSS_NAMES for loss in self.losses):
+        check_each_in(self.noise_levels, "noise level", 0.0, 0.9, high_open=True)
+        if not self.losses:
             raise ValueError(f"losses must be a non-empty tuple of 'ce' and/or 'mse', got {self.losses!r}")
+        for loss in self.losses:
+            check_choice(loss, "every entry of losses", tuple(_LOSS_NAMES))
         m = self.lr_milestones
         if (
             any(isinstance(e, bool) or not isinstance(e, int) for e in m)
@@ -189,11 +189,11 @@ class Config:
             or any(not 0 < e < self.epochs for e in m)
         ):
             raise ValueError(f"lr_milestones must be increasing epochs in 1..{self.epochs - 1}, got {m!r}")
-        check_values((self.lr,), "lr", 0.0, math.inf, low_open=True, high_open=True)
-        check_values((self.lam,), "λ (lam)", 0.0, math.inf, low_open=True, high_open=True)
-        check_values((self.mse_scale,), "mse_scale", 0.0, math.inf, low_open=True, high_open=True)
-        check_values((self.momentum,), "momentum", 0.0, 1.0, high_open=True)
-        check_values((self.weight_decay, self.aux_weight_decay), "weight decay", 0.0, math.inf, high_open=True)
+        check_interval(self.lr, "lr", 0.0, math.inf, low_open=True, high_open=True)
+        check_interval(self.lam, "λ (lam)", 0.0, math.inf, low_open=True, high_open=True)
+        check_interval(self.mse_scale, "mse_scale", 0.0, math.inf, low_open=True, high_open=True)
+        check_interval(self.momentum, "momentum", 0.0, 1.0, high_open=True)
+        check_each_in((self.weight_decay, self.aux_weight_decay), "weight decay", 0.0, math.inf, high_open=True)
 
 
 def corrupt_exact(labels: np.ndarray, rate: float, num_classes: int, seed: int) -> np.ndarray:
@@ -204,7 +204,7 @@ def corrupt_exact(labels: np.ndarray, rate: float, num_classes: int, seed: int) 
     of corrupted labels"). ``labels`` are class indices ``0..num_classes-1``, shape ``(n,)``.
     """
     clean = np.asarray(labels).astype(np.int64)
-    check_values((rate,), "noise rate", 0.0, 1.0)
+    check_interval(rate, "noise rate", 0.0, 1.0)
     if clean.size and (clean.min() < 0 or clean.max() >= num_classes):
         raise ValueError(f"labels must lie in 0..{num_classes - 1}, found range [{clean.min()}, {clean.max()}]")
     rng = np.random.default_rng(seed)
@@ -221,7 +221,7 @@ def network(config: Config, seed: int) -> nn.Module:
     return nn.Sequential(RandomCropFlip(seed=10_000 + seed), net) if config.augment else net
 
 
-def _load(config: Config, seed: int, ctx: RunContext) -> Split:
+def _load(config: Config, seed: int, ctx: RunContext) -> Splits:
     return split_from(
         ctx,
         data.load_cifar10("train", download=config.download),
@@ -257,20 +257,11 @@ def _train_config(config: Config, loss: str, aux: bool, seed: int) -> TrainConfi
 
 
 def _run(
-    config: Config, split: Split, y_noisy: torch.Tensor, loss: str, aux: bool, seed: int, progress: bool
+    config: Config, split: Splits, y_noisy: torch.Tensor, loss: str, aux: bool, seed: int, progress: bool
 ) -> list[dict]:
     model = network(config, seed).to(config.device)
     cfg = _train_config(config, loss, aux, seed)
-    result = train(
-        model,
-        split.x_train,
-        y_noisy,
-        cfg,
-        y_clean=split.y_train,
-        val=(split.x_val, split.y_val),
-        test=(split.x_test, split.y_test),
-        progress=progress,
-    )
+    result = train_on(model, split, y_noisy, cfg, progress=progress)
     h = result.history
     name = _LOSS_NAMES[loss] + ("+AUX" if aux else "")
     rows: list[dict] = []
