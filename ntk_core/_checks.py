@@ -19,7 +19,10 @@ if TYPE_CHECKING:  # the alias is for annotations only (never imported at run ti
 
 __all__ = [
     "as_float64_array",
+    "as_labels",
+    "as_numpy",
     "check_choice",
+    "check_class_labels",
     "check_count",
     "check_device",
     "check_each_in",
@@ -48,6 +51,30 @@ def _describe(x: ArrayLike) -> str:
     return f"{type(x).__name__} {x!r}"
 
 
+def as_numpy(x: ArrayLike) -> np.ndarray:
+    """``x`` as a NumPy array of its own dtype; a torch tensor is detached and copied to the CPU first.
+
+    Parameters
+    ----------
+    x : ArrayLike
+        A NumPy array, a torch tensor (torch is not imported for this) or anything
+        :func:`numpy.asarray` accepts.
+
+    Returns
+    -------
+    numpy.ndarray
+        The shape and dtype of ``x`` (no copy for an ndarray).
+
+    Examples
+    --------
+    >>> as_numpy([1, 2]).dtype
+    dtype('int64')
+    """
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
 def as_float64_array(x: ArrayLike, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Return ``x`` (NumPy array, torch tensor or nested sequence) as a float64 ndarray.
 
@@ -68,10 +95,8 @@ def as_float64_array(x: ArrayLike, name: str, ndim: int | tuple[int, ...] | None
     numpy.ndarray
         float64, the shape of ``x``.
     """
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
-        x = x.detach().cpu().numpy()
     try:
-        arr = np.asarray(x)
+        arr = as_numpy(x)
     except Exception as exc:  # pragma: no cover - numpy raises many kinds
         raise TypeError(f"{name} must be array-like, got {_describe(x)}") from exc
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
@@ -584,3 +609,79 @@ def check_lam(value: Any, name: str = "lam", *, positive: bool = False) -> float
             f"{math.sqrt(np.finfo(np.float64).max):.3g}); for λ² far above ‖K‖ the KRR predictor is ≈ K ỹ / λ²"
         )
     return v
+
+
+def as_labels(labels: ArrayLike, name: str = "labels") -> np.ndarray:
+    """Integer labels (classes, or ±1) as an int64 vector.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (n,)
+        Integer labels (floats with integral values are accepted).
+    name : str
+        Their name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        int64.
+
+    Raises
+    ------
+    TypeError
+        Labels that are not integers.
+    ValueError
+        Not one-dimensional.
+
+    Examples
+    --------
+    >>> as_labels([1.0, -1.0])
+    array([ 1, -1])
+    """
+    arr = as_numpy(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d array of labels, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must hold integer labels, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def check_class_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> np.ndarray:
+    """Class labels c ∈ {0, …, K − 1} (Section 3.1), as an int64 vector.
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (n,)
+        Integer labels (floats with integral values are accepted).
+    num_classes : int
+        K.
+    name : str
+        Their name in error messages.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        int64.
+
+    Raises
+    ------
+    TypeError
+        Labels that are not integers.
+    ValueError
+        Not one-dimensional, or a label outside {0, …, K − 1}.
+
+    Examples
+    --------
+    >>> check_class_labels([0, 2, 1], 3)
+    array([0, 2, 1])
+    """
+    arr = as_labels(labels, name)
+    if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
+        raise ValueError(
+            f"{name} must lie in {{0, ..., {num_classes - 1}}} (K = {num_classes} classes), "
+            f"found range [{arr.min()}, {arr.max()}]"
+        )
+    return arr

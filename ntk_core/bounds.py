@@ -90,10 +90,13 @@ from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
 from ._checks import (
-    _check_real_scalar,
     as_float64_array,
+    as_numpy,
+    check_class_labels,
+    check_interval,
     check_kernel_matrix,
     check_positive,
+    check_probability,
     check_rate,
     check_transition_matrix,
     check_unit_interval_open,
@@ -139,13 +142,6 @@ __all__ = [
 
 
 # =========================================================================== validation
-
-
-def _check_nonneg(value: Any, name: str) -> float:
-    v = _check_real_scalar(value, name)
-    if v < 0.0:
-        raise ValueError(f"{name} must be >= 0, got {v!r}")
-    return v
 
 
 def _check_vector(y: ArrayLike, n: int, name: str) -> np.ndarray:
@@ -394,28 +390,13 @@ def q_matrix(P: ArrayLike, labels: ArrayLike) -> np.ndarray:
     """
     Pm = check_transition_matrix(P)
     k = Pm.shape[0]
-    arr = _as_numpy(labels)
+    arr = as_numpy(labels)
     if arr.ndim == 2:
         Y = as_float64_array(arr, "labels", ndim=2)
         if Y.shape[0] != k:
             raise ValueError(f"one-hot labels Y must have shape (K, n) with K = {k}, got {Y.shape}")
         return Pm @ Y
-    return Pm[:, _check_class_labels(arr, k)]
-
-
-def _as_numpy(x: ArrayLike) -> np.ndarray:
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
-def _check_class_labels(labels: ArrayLike, k: int) -> np.ndarray:
-    arr = _as_numpy(labels)
-    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"labels must be a 1-D integer array of classes, got dtype {arr.dtype} shape {arr.shape}")
-    if arr.size and (arr.min() < 0 or arr.max() >= k):
-        raise ValueError(f"labels must lie in {{0, ..., {k - 1}}}, got range [{arr.min()}, {arr.max()}]")
-    return arr.astype(np.int64)
+    return Pm[:, check_class_labels(arr, k)]
 
 
 # =========================================================================== sub-Gaussian constants
@@ -439,9 +420,7 @@ def centred_bernoulli_subgaussian_sigma(q: float) -> float:
     float
         σ.
     """
-    q = _check_real_scalar(q, "q")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be a probability in [0, 1], got {q!r}")
+    q = check_probability(q, "q")
     if q in (0.0, 1.0):
         return 0.0
     if abs(q - 0.5) < 1e-7:
@@ -600,7 +579,7 @@ def hsu_kakade_zhang_bound(A: ArrayLike, sigma: float, delta: float) -> float:
             "noise term through tr K (streamed) and takes K on disk, or load A with numpy.load if it fits"
         )
     Am = as_float64_array(A, "A", ndim=2)
-    sigma = _check_nonneg(sigma, "sigma")
+    sigma = check_interval(sigma, "sigma", 0.0, math.inf)
     L = _log_inv(check_unit_interval_open(delta, "delta"))
     sv = np.linalg.svd(Am, compute_uv=False) ** 2  # eigenvalues of Σ = AᵀA
     inside = sv.sum() + 2.0 * math.sqrt(float(np.sum(sv**2)) * L) + 2.0 * float(sv.max(initial=0.0)) * L
@@ -662,7 +641,7 @@ def _lemma_inputs(
 ) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
     Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
-    lam, sigma = check_positive(lam, "lam"), _check_nonneg(sigma, "sigma")
+    lam, sigma = check_positive(lam, "lam"), check_interval(sigma, "sigma", 0.0, math.inf)
     return Km, yy, lam, sigma, check_unit_interval_open(delta, "delta")
 
 
@@ -965,7 +944,7 @@ def theorem_5_1_bound(
         Km,
         yy,
         check_positive(lam, "lam"),
-        _check_nonneg(sigma, "sigma"),
+        check_interval(sigma, "sigma", 0.0, math.inf),
         check_unit_interval_open(delta, "delta"),
         check_positive(eps_net, "eps_net"),
         label_bound=1.0,
@@ -1067,8 +1046,8 @@ def theorem_5_1_printed(
     """
     Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
-    lam, sigma = check_positive(lam, "lam"), _check_nonneg(sigma, "sigma")
-    delta, C = check_unit_interval_open(delta, "delta"), _check_nonneg(C, "C")
+    lam, sigma = check_positive(lam, "lam"), check_interval(sigma, "sigma", 0.0, math.inf)
+    delta, C = check_unit_interval_open(delta, "delta"), check_interval(C, "C", 0.0, math.inf)
     n = Km.shape[0]
     terms = _printed_terms(math.sqrt(max(float(complexity(Km, yy)), 0.0) / n), n, lam, sigma, delta, C)
     return PrintedBound("5.1", C, *terms)
@@ -1260,7 +1239,7 @@ def theorem_5_2_printed(
         The printed form's terms; ``total`` is their sum.
     """
     Km, yy, lam, p, delta = _binary_inputs(K, y, lam, p, delta)
-    C = _check_nonneg(C, "C")
+    C = check_interval(C, "C", 0.0, math.inf)
     n = Km.shape[0]
     lead, noise, tail, _, net = _printed_terms(
         math.sqrt(max(float(complexity(Km, yy)), 0.0) / n), n, lam, math.sqrt(p), delta, C
@@ -1303,7 +1282,7 @@ def _multiclass_inputs(
 ) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, np.ndarray, float, float, float]:
     Pm = check_transition_matrix(P)
     Km = _kernel(K)
-    c = _check_class_labels(labels, Pm.shape[0])
+    c = check_class_labels(labels, Pm.shape[0])
     if c.shape[0] != Km.shape[0]:
         raise ValueError(f"labels must have n = {Km.shape[0]} entries to match K, got {c.shape[0]}")
     g = _require_positive_gap(Pm)
@@ -1434,7 +1413,7 @@ def theorem_5_3_printed(
         The printed form's terms; ``total`` is their sum.
     """
     Km, Pm, Q, g, lam, delta = _multiclass_inputs(K, labels, P, lam, delta)
-    C = _check_nonneg(C, "C")
+    C = check_interval(C, "C", 0.0, math.inf)
     n, k = Km.shape[0], Pm.shape[0]
     comps = np.atleast_1d(complexity(Km, Q.T))
     lead = sum(_printed_terms(math.sqrt(max(float(c), 0.0) / n), n, lam, 1.0, delta / k, C)[0] for c in comps)

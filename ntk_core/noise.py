@@ -22,7 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_probability, check_rate, check_seed, check_transition_matrix
+from ._checks import (
+    as_labels,
+    check_class_labels,
+    check_count,
+    check_probability,
+    check_rate,
+    check_seed,
+    check_transition_matrix,
+    check_unit_interval_open,
+)
 
 __all__ = [
     "flip_binary",
@@ -32,20 +41,6 @@ __all__ = [
     "empirical_transition",
     "wilson_interval",
 ]
-
-
-def _as_label_array(labels: Any, name: str) -> np.ndarray:
-    if hasattr(labels, "detach") and hasattr(labels, "cpu"):
-        labels = labels.detach().cpu().numpy()
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array of labels, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise TypeError(f"{name} must hold integer labels, got dtype {arr.dtype}")
-    return arr.astype(np.int64, copy=False)
 
 
 def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: bool = False) -> np.ndarray:
@@ -92,7 +87,7 @@ def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: boo
     >>> bool(np.all(np.abs(flip_binary(y, 0.2, seed=1)) == 1))   # only signs change
     True
     """
-    arr = _as_label_array(y, "y")
+    arr = as_labels(y, "y")
     if arr.size and not np.all(np.isin(arr, (-1, 1))):
         bad = np.setdiff1d(np.unique(arr), (-1, 1))
         raise ValueError(f"y must hold binary labels in {{-1, +1}}, found {bad[:5].tolist()}")
@@ -154,14 +149,9 @@ def corrupt(labels: Any, P: Any, seed: int | np.random.Generator) -> np.ndarray:
     >>> bool(abs(np.mean(noisy != clean) - 0.25) < 0.03)             # the rate asked for
     True
     """
-    arr = _as_label_array(labels, "labels")
+    arr = as_labels(labels)
     P = check_transition_matrix(P)
-    K = P.shape[0]
-    if arr.size and (arr.min() < 0 or arr.max() >= K):
-        raise ValueError(
-            f"labels must lie in {{0, ..., {K - 1}}} for a {K}×{K} transition matrix, "
-            f"found range [{arr.min()}, {arr.max()}]"
-        )
+    arr = check_class_labels(arr, P.shape[0])
     rng = check_seed(seed)
     # Inverse-CDF sampling, one uniform per example: column c of the cumulative P.
     cdf = np.cumsum(P, axis=0)
@@ -201,7 +191,7 @@ def symmetric_transition(num_classes: int, rate: float) -> np.ndarray:
            [0.15, 0.7 , 0.15],
            [0.15, 0.15, 0.7 ]])
     """
-    K = _check_num_classes(num_classes)
+    K = check_count(num_classes, "num_classes", minimum=2)
     r = check_probability(rate, "rate")
     P = np.full((K, K), r / (K - 1))
     np.fill_diagonal(P, 1.0 - r)
@@ -228,7 +218,7 @@ def pairflip_transition(num_classes: int, rate: float) -> np.ndarray:
     numpy.ndarray, shape (K, K)
         Column-stochastic float64 matrix, ``P[c', c]`` = Pr[noisy c' | clean c].
     """
-    K = _check_num_classes(num_classes)
+    K = check_count(num_classes, "num_classes", minimum=2)
     r = check_probability(rate, "rate")
     P = (1.0 - r) * np.eye(K)
     P[(np.arange(K) + 1) % K, np.arange(K)] += r
@@ -254,14 +244,12 @@ def empirical_transition(clean: Any, noisy: Any, num_classes: int) -> np.ndarray
     numpy.ndarray, shape (K, K)
         float64 estimate, columns summing to 1 (or ``NaN``).
     """
-    K = _check_num_classes(num_classes)
-    c = _as_label_array(clean, "clean")
-    t = _as_label_array(noisy, "noisy")
+    K = check_count(num_classes, "num_classes", minimum=2)
+    c = as_labels(clean, "clean")
+    t = as_labels(noisy, "noisy")
     if c.shape != t.shape:
         raise ValueError(f"clean and noisy must have the same shape, got {c.shape} and {t.shape}")
-    for name, a in (("clean", c), ("noisy", t)):
-        if a.size and (a.min() < 0 or a.max() >= K):
-            raise ValueError(f"{name} labels must lie in {{0, ..., {K - 1}}}, found range [{a.min()}, {a.max()}]")
+    c, t = check_class_labels(c, K, "clean"), check_class_labels(t, K, "noisy")
     counts = np.zeros((K, K))
     np.add.at(counts, (t, c), 1.0)
     totals = counts.sum(axis=0)
@@ -304,9 +292,7 @@ def wilson_interval(successes: Any, trials: Any, confidence: float = 0.999) -> t
     n = np.asarray(trials, dtype=np.float64)
     if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
         raise ValueError("need 0 <= successes <= trials and trials > 0")
-    conf = float(confidence)
-    if not 0.0 < conf < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    conf = check_unit_interval_open(confidence, "confidence")
     z = norm.ppf(0.5 + conf / 2.0)
     q = k / n
     centre = (q + z**2 / (2 * n)) / (1 + z**2 / n)
@@ -315,11 +301,3 @@ def wilson_interval(successes: Any, trials: Any, confidence: float = 0.999) -> t
     low = np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
     high = np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0))
     return low, high
-
-
-def _check_num_classes(num_classes: Any) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
-        raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
-    if num_classes < 2:
-        raise ValueError(f"num_classes must be at least 2, got {num_classes}")
-    return int(num_classes)

@@ -441,7 +441,7 @@ def test_bad_input_is_refused_with_clear_errors() -> None:
         lemma_c1_bound(K, y, 0.0, 1.0, 0.1)
     with pytest.raises(ValueError, match="lam must be > 0"):
         theorem_5_1_printed(K, 0.5 * y, -2.0, 1.0, 0.1)
-    with pytest.raises(ValueError, match="sigma must be >= 0"):
+    with pytest.raises(ValueError, match=r"sigma must lie in \[0.0, inf\]"):
         lemma_c2_bound(K, y, 1.0, -1.0, 0.1)
     with pytest.raises(ValueError, match="symmetric"):
         complexity(K + np.triu(np.ones((10, 10)), 1), y)
@@ -472,7 +472,10 @@ def test_bad_transition_matrices_are_refused() -> None:
     with pytest.raises(ValueError, match=r"labels must lie in"):
         theorem_5_3_bound(K, labels + 1, symmetric_P(3, 0.1), 1.0, 0.1)
     with pytest.raises(TypeError, match="integer"):
-        q_matrix(symmetric_P(3, 0.1), labels.astype(float))
+        q_matrix(symmetric_P(3, 0.1), labels + 0.5)
+    np.testing.assert_array_equal(  # integral floats are labels (as in ntk_core.noise)
+        q_matrix(symmetric_P(3, 0.1), labels.astype(float)), q_matrix(symmetric_P(3, 0.1), labels)
+    )
     with pytest.raises(ValueError, match="n = 10 entries"):
         theorem_5_3_bound(K, labels[:5], symmetric_P(3, 0.1), 1.0, 0.1)
 

@@ -100,3 +100,23 @@ def test_check_lam():
         check_lam(1e200)
     with pytest.raises(TypeError, match="lam must be a real number"):
         check_lam("1")
+
+
+def test_labels_and_class_labels():
+    import torch
+
+    from ntk_core._checks import as_labels, as_numpy, check_class_labels
+
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    np.testing.assert_array_equal(as_numpy(t), [1.0, 2.0])
+    assert as_labels(torch.tensor([1, -1])).dtype == np.int64
+    np.testing.assert_array_equal(as_labels(np.array([2.0, 0.0])), [2, 0])
+    with pytest.raises(TypeError, match="y must hold integer labels"):
+        as_labels([0.5], "y")
+    with pytest.raises(ValueError, match="1-d"):
+        as_labels(np.zeros((2, 2), dtype=int))
+    np.testing.assert_array_equal(check_class_labels([0, 2], 3), [0, 2])
+    with pytest.raises(ValueError, match=r"labels must lie in \{0, ..., 2\}"):
+        check_class_labels([0, 3], 3)
+    with pytest.raises(ValueError, match=r"found range \[-1, 0\]"):
+        check_class_labels([-1, 0], 3)

@@ -125,7 +125,7 @@ def test_pairflip_transition():
     P = noise.pairflip_transition(5, 0.3)
     np.testing.assert_allclose(P.sum(axis=0), 1.0)
     assert P[1, 0] == pytest.approx(0.3) and P[0, 4] == pytest.approx(0.3) and P[0, 0] == pytest.approx(0.7)
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match="num_classes must be an int >= 2"):
         noise.pairflip_transition(1, 0.1)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         noise.symmetric_transition(3, 1.2)
