@@ -24,14 +24,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import data
+from .._checks import check_each_in, check_interval
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from .._checks import check_each_in, check_interval
-from ..data import mnist_features
 from ..train import TrainConfig, predict, train
-from ._base import ExperimentConfig, RunContext, load_features, make_split, paired_stats
-from .setting1 import check_pool, input_dim
+from ._base import ExperimentConfig, RunContext, make_split, paired_stats
+from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "paired_effect"]
 
@@ -137,9 +135,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """One row per (seed, α): initial-output scale, final training loss, test error."""
     from .. import noise
 
-    features = load_features(
-        ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), lambda images: mnist_features(images, config.pool)
-    )
+    features = mnist_5_vs_8_features(ctx, config.pool)
     rows = []
     for seed in config.seeds:
         n_train = min(config.n_train, len(features[1]))

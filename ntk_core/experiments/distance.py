@@ -31,14 +31,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import data, noise
+from .. import noise
+from .._checks import check_count, check_each_in
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from .._checks import check_count, check_each_in
-from ..data import mnist_features
 from ..train import TrainConfig, train
-from ._base import ExperimentConfig, RunContext, load_features, make_split
-from .setting1 import check_pool, input_dim
+from ._base import ExperimentConfig, RunContext, make_split
+from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "FACTORS", "trends", "tracking"]
 
@@ -211,9 +210,7 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """One row per (seed, factor, value): measured distance and the linearised prediction."""
     # normalised once: every run below draws its own subset from these arrays
-    features = load_features(
-        ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), lambda images: mnist_features(images, config.pool)
-    )
+    features = mnist_5_vs_8_features(ctx, config.pool)
     rows = []
     for seed in config.seeds:
         for point in config.points():

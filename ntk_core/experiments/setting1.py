@@ -38,9 +38,9 @@ from ..krr import krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, TrainingMethod, classification_error, predict
-from ._base import ExperimentConfig, RunContext, Splits, split_from, train_on
+from ._base import ExperimentConfig, RunContext, Splits, load_features, make_split, train_on
 
-__all__ = ["Config", "compute", "input_dim", "check_pool", "selection", "figure_table"]
+__all__ = ["Config", "compute", "input_dim", "check_pool", "mnist_5_vs_8_features", "selection", "figure_table"]
 
 
 @dataclass(frozen=True)
@@ -148,12 +148,30 @@ def _network(config: Config, seed: int) -> torch.nn.Module:
     return DifferenceTrick(g, alpha=0.5) if config.difference_trick else g
 
 
+def mnist_5_vs_8_features(ctx: RunContext, pool: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """MNIST "5" vs "8" as the MNIST experiments use it, the data sets reported to ``ctx``.
+
+    Parameters
+    ----------
+    ctx : RunContext
+        The run's context (records the data sets and their fingerprints).
+    pool : int
+        Average ``pool × pool`` pixel blocks first (:func:`check_pool`).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(x_train, y_train, x_test, y_test)``: :func:`ntk_core.data.mnist_features` rows, shape
+        ``(N, input_dim(pool))``, and ±1 labels ("5" is +1), shape ``(N,)``.
+    """
+    return load_features(
+        ctx, data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test"), lambda images: mnist_features(images, pool)
+    )
+
+
 def _load(config: Config, seed: int, ctx: RunContext) -> Splits:
-    return split_from(
-        ctx,
-        data.mnist_5_vs_8("train"),
-        data.mnist_5_vs_8("test"),
-        lambda images: mnist_features(images, config.pool),
+    return make_split(
+        *mnist_5_vs_8_features(ctx, config.pool),
         n_train=config.n_train,
         n_val=config.n_val,
         n_test=config.n_test,
