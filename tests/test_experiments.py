@@ -3,6 +3,8 @@ plus the cache, resumption after an interruption, the command line, and bad conf
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -179,6 +181,42 @@ def test_interrupted_experiment_resumes_where_it_stopped(cache, monkeypatch):
 def test_bad_configuration_is_refused_before_training(name, overrides, match):
     with pytest.raises(ValueError, match=match):
         experiments.make_config(name, "quick", **overrides)
+
+
+def test_the_config_base_checks_the_shared_fields_then_the_counts_then_the_experiments_own():
+    from ntk_core._checks import check_interval
+    from ntk_core.experiments._base import ExperimentConfig, _jsonable
+
+    @dataclasses.dataclass(frozen=True)
+    class Toy(ExperimentConfig):
+        profile: str = "quick"
+        n: int = 2
+        x: float = 0.5
+        seeds: tuple[int, ...] = (0,)
+        device: str = "cpu"
+        counts = {"n": 2}
+
+        def _check(self) -> None:
+            check_interval(self.x, "x", 0.0, 1.0)
+
+    # the base adds no field: field order, values (and so the config hashes) are the subclass's own
+    assert [f.name for f in dataclasses.fields(Toy)] == ["profile", "n", "x", "seeds", "device"]
+    assert _jsonable(Toy()) == {"profile": "quick", "n": 2, "x": 0.5, "seeds": [0], "device": "cpu"}
+    for bad, error, match in [
+        ({"profile": "huge"}, ValueError, "profile"),
+        ({"seeds": ()}, ValueError, "seeds must be a non-empty tuple"),
+        ({"seeds": (-1,)}, ValueError, "every seed must be an int >= 0"),
+        ({"device": "tpu"}, ValueError, "device must be"),
+        ({"n": 1}, ValueError, "n must be an int >= 2"),
+        ({"n": 2.0}, TypeError, "n must be an int"),
+        ({"x": 1.5}, ValueError, r"x must lie in \[0.0, 1.0\]"),
+        ({"n": 1, "x": 1.5}, ValueError, "n must be"),  # the counts before the experiment's own checks
+    ]:
+        with pytest.raises(error, match=match):
+            Toy(**bad)
+    for name in experiments.EXPERIMENTS:
+        config = experiments.make_config(name, "quick")
+        assert list(_jsonable(config)) == [f.name for f in dataclasses.fields(config)]
 
 
 def test_unknown_experiment_field_and_profile():

@@ -2,8 +2,9 @@
 
 An experiment module defines
 
-* ``Config``: a frozen dataclass with ``quick()``, ``medium()`` and ``full()`` class methods and
-  the fields ``profile``, ``seeds`` and ``device``;
+* ``Config``: a frozen dataclass derived from :class:`ExperimentConfig`, with ``quick()``, ``medium()``
+  and ``full()`` class methods and the fields ``profile``, ``seeds`` and ``device`` (checked on
+  construction, with the experiment's own checks);
 * ``compute(config, ctx) -> pandas.DataFrame``: the tidy result table.
 
 :func:`run_experiment` wraps ``compute`` with what a reader needs to trust and
