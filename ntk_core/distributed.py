@@ -38,6 +38,7 @@ runs on one process.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -56,19 +57,15 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from . import _store
+from ._checks import check_choice
 from .ntk import (
     METHODS,
     OUTPUTS,
-    MethodChoice,
     _blocks,
-    _check_choice,
-    _estimates,
+    _compute_tile,
     _FeatureSource,
     _identity,
-    _make_engine,
-    _make_problem,
-    _pick,
-    _resolve_dtype,
+    _prepare,
     _tile_pairs,
     _TileStore,
 )
@@ -168,7 +165,7 @@ def init_from_env(backend: str | None = None, timeout: float = 1800.0) -> bool:
     if dist.is_initialized() or "WORLD_SIZE" not in os.environ:
         return False
     chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    _check_choice(chosen, "backend", BACKENDS)
+    check_choice(chosen, "backend", BACKENDS)
     if chosen == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(chosen, init_method="env://", timeout=timedelta(seconds=timeout))
@@ -306,20 +303,16 @@ def distributed_ntk(
     ``torch.distributed.init_process_group(...)`` then the same call on every rank.
     """
     started = time.monotonic()
-    _check_choice(method, "method", ("auto", *METHODS))
-    _check_choice(output, "output", OUTPUTS)
+    check_choice(method, "method", ("auto", *METHODS))
+    check_choice(output, "output", OUTPUTS)
     if checkpoint_dir is None:
         raise ValueError("checkpoint_dir is required: the ranks share their finished tiles through it")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     rank, world, store = _group()
-    prob = _make_problem(model, x1, x2, output, dtype, _default_device(device, model), memory_budget)
-    out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
-    if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, int) or tile_size < 1):
-        raise ValueError(f"tile_size must be a positive int or None, got {tile_size!r}")
-    est, prof, chunk, cached = _estimates(prob)
-    chosen = _pick(est) if method == "auto" else method
-    tile = tile_size or est[chosen].tile_size
+    dev = _default_device(device, model)
+    run = _prepare(model, x1, x2, method, output, tile_size, dtype, dev, out_dtype, memory_budget, announce=rank == 0)
+    prob, out_dt, chosen, tile = run.prob, run.out_dtype, run.method, run.tile
 
     # one plan for all ranks: rank 0's method and tile size, and the hash of what determines the tiles
     # keys of this call: every rank makes the same calls in the same order, so the n-th call has one prefix
@@ -342,13 +335,9 @@ def distributed_ntk(
                     f"fingerprints of the tiles differ): every rank must build the same model (same seed) "
                     f"and the same inputs"
                 )
-        if method == "auto" and rank == 0:
-            import logging
-
-            logging.getLogger("ntk_core.ntk").info("%s", MethodChoice(chosen, est[chosen].tile_size, est))
-        engine = _make_engine(chosen, prob, prof, chunk, cached)
-        meta = {"method": chosen, "output": output, "tile_size": tile, "n1": prob.x1.shape[0], "n2": prob.x2.shape[0]}
-        tiles = _TileStore(checkpoint_dir, identity, meta)
+        run = dataclasses.replace(run, method=chosen, tile=tile)  # rank 0's choice
+        engine = run.engine()
+        tiles = _TileStore(checkpoint_dir, identity, run.meta(output))
         n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
         rows, cols = _blocks(n1, tile), _blocks(n2, tile)
         pairs = list(_tile_pairs(len(rows), len(cols), prob.symmetric))
@@ -362,13 +351,7 @@ def distributed_ntk(
             block = tiles.load(i, j, tile_shape, out_dt)
             if block is not None:
                 return block, False
-            with torch.enable_grad():
-                block = engine.kernel(source.row(i), source.col(j)).to(device="cpu", dtype=out_dt)
-            if not bool(torch.isfinite(block).all()):
-                raise ValueError(
-                    f"tile ({i}, {j}) of the Gram matrix holds NaN or Inf: the model's output or its gradient "
-                    f"is not finite on these inputs (at dtype {prob.dtype})"
-                )
+            block = _compute_tile(source, i, j, out_dt)
             tiles.save(i, j, block)
             return block, True
 

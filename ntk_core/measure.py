@@ -42,12 +42,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_float64_array, check_positive, check_unit_interval_open
+from ._checks import as_float64_array, check_interval, check_positive, check_unit_interval_open
 from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
 from .data import sphere_features
 from .infinite import relu_kernels, relu_ntk
 from .krr import KRRPath, check_kernel_matrix, krr_coefficients, krr_predict
 from .noise import corrupt, flip_binary
+from .ntk import _make_problem, _per_example_jacobians, empirical_ntk
 
 from typing import TYPE_CHECKING
 
@@ -124,19 +125,18 @@ def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (n, P)
+
+    Raises
+    ------
+    ValueError
+        A model with more than one output per example, or not one fixed
+        per-example function (as for :func:`ntk_core.ntk.empirical_ntk`).
     """
-    from torch.func import functional_call, jacrev, vmap
-
-    xx = torch.as_tensor(as_float64_array(x, "x"))
-    params = {k: v.detach().double() for k, v in model.named_parameters() if v.requires_grad}
-    frozen = {k: v.detach().double() for k, v in model.named_parameters() if not v.requires_grad}
-    frozen.update({k: v.detach() for k, v in model.named_buffers()})
-
-    def f(p: dict, xi: torch.Tensor) -> torch.Tensor:
-        return functional_call(model, {**p, **frozen}, (xi[None],)).reshape(())
-
-    jac = vmap(jacrev(f), in_dims=(None, 0))(params, xx)
-    return torch.cat([jac[k].reshape(xx.shape[0], -1) for k in params], dim=1).numpy()
+    prob = _make_problem(model, torch.as_tensor(as_float64_array(x, "x")), None, "trace", torch.float64, "cpu", None)
+    if prob.n_out != 1:
+        raise ValueError(f"model must have one output per example (the features of f: R^d -> R), got {prob.n_out}")
+    jac = _per_example_jacobians(prob, list(prob.params), prob.x1)  # name -> (n, 1, p)
+    return torch.cat([j.reshape(j.shape[0], -1) for j in jac.values()], dim=1).numpy()
 
 
 def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
@@ -572,7 +572,6 @@ def ntk_width_sweep(
     WidthSweep
     """
     from .nets import TwoLayerNet
-    from .ntk import empirical_ntk
 
     xx = torch.as_tensor(as_float64_array(x, "x", ndim=2))
     K_inf = relu_ntk(xx.numpy(), depth=1, trained="all" if train_second else "first")
@@ -677,7 +676,6 @@ def train_vs_krr(
     """
     from .krr import gd_aux_kernel, gd_kernel_closed_form, gd_rdi_kernel, gd_unregularized_kernel, learning_rate_bound
     from .nets import DifferenceTrick, TwoLayerNet
-    from .ntk import empirical_ntk
     from .train import predict
 
     X = torch.as_tensor(as_float64_array(x, "x", ndim=2))
@@ -733,13 +731,13 @@ def _train_binary(
     net: nn.Module, X: torch.Tensor, y: torch.Tensor, method: str, lam: float, eta: float, steps: int
 ) -> None:
     """Full-batch GD on eq. (3) (RDI) or eq. (4) (AUX) with ±1 labels, by the library trainer."""
-    from .train import Method, TrainConfig, train
+    from .train import TrainConfig, TrainingMethod, train
 
     labels = torch.where(y >= 0, 1, -1)
     if not torch.equal(labels.to(y.dtype), y):
         raise ValueError("train_vs_krr trains on binary labels in {-1, +1}")
     cfg = TrainConfig(
-        method=cast(Method, method),
+        method=cast(TrainingMethod, method),
         lam=None if method == "vanilla" else lam,
         loss="l2",
         epochs=steps,
@@ -900,7 +898,7 @@ def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Gene
         raise ValueError(
             f"d must be an int >= k + 2 = {k + 2} (the sphere of the remaining axes must not be two points), got {d!r}"
         )
-    theta = _check_real_in(theta, "theta", 0.0, math.pi / 2)
+    theta = check_interval(theta, "theta", 0.0, math.pi / 2, low_open=True, high_open=True)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     w, _ = sphere_sample(n, d - k, rng)
     c = rng.integers(0, k, size=n)
@@ -910,26 +908,17 @@ def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Gene
     return u * math.sqrt(d), c
 
 
-def _check_real_in(value: Any, name: str, low: float, high: float) -> float:
-    v = float(value)
-    if not low < v < high:
-        raise ValueError(f"{name} must lie in ({low:g}, {high:g}), got {value!r}")
-    return v
-
-
 def setting1_kernel_arcsin(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
     """The Setting-1 NTK written through arcsin: k = t/4 + t·arcsin(t)/(2π), t = xᵀx'/d.
 
     Equal to :func:`setting1_kernel` (t(π − arccos t)/(2π)) because
     arccos t = π/2 − arcsin t; computed here independently, as the first step of
-    the power series behind :func:`setting1_power_coefficient`. Inputs of norm √d.
+    the power series behind :func:`setting1_power_coefficient`.
 
     Parameters
     ----------
-    x1 : ArrayLike, shape (n1, d)
-        Inputs of norm √d.
-    x2 : ArrayLike, shape (n2, d), optional
-        Second inputs (default ``x1``).
+    x1, x2 : ArrayLike, shapes (n1, d) and (n2, d)
+        As for :func:`setting1_kernel` (inputs of norm √d; ``x2`` defaults to ``x1``).
 
     Returns
     -------

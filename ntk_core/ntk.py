@@ -16,16 +16,26 @@ ICML 2022):
     ``J(x1) (J(x2)^T e_{j,o})``, one VJP on ``x2_j`` then one JVP on the
     ``x1`` tile; the Jacobian of a tile is never formed.
 ``"structured"``
-    For a layer ``y_t = W u_t`` (``nn.Linear``; ``nn.Conv2d`` through its
-    patches ``u_t = unfold(a)_t``) the parameter gradient of output ``o`` is
-    ``sum_t g^o_t u_t^T`` with ``g^o_t`` the output cotangent, so the
-    layer's NTK contribution is
-    ``sum_{t,s} <u_t(x), u_s(x')> <g^o_t(x), g^o_s(x')>``; for a dense layer
-    on flat inputs this is ``(U U^T) ⊙ (G G^T)`` and never forms the
+    Structured derivatives of the operations the model runs
+    (:mod:`ntk_core.structured`, whatever the weight layout: ``nn.Linear``,
+    ``nn.Conv2d``, raw parameters in ``x @ W.T``, ``x @ W``, ``F.linear``,
+    ``F.conv1d/2d/3d``, ``einsum``; shared and partially frozen weights). For a
+    use ``y_t = W u_t`` the parameter gradient of output ``o`` is
+    ``sum_t δ^o_t u_t^T`` with ``δ^o_t`` the output cotangent, so the
+    parameter's NTK contribution is
+    ``sum_{t,s} <u_t(x), u_s(x')> <δ^o_t(x), δ^o_s(x')>``; for a dense layer
+    on flat inputs this is ``(U U^T) ⊙ (Δ Δ^T)`` and never forms the
     ``d_out × d_in`` per-example gradients. Where that is dearer (large
-    spatial maps, where the ``T^2`` position pairs dominate) the layer, like
-    every trainable parameter without a structured rule, falls back to
-    Jacobian contraction, for those parameters only.
+    spatial maps, where the ``T^2`` position pairs dominate) the per-example
+    gradients ``sum_t δ_t u_t^T`` are formed instead; a parameter that
+    reaches an operation without a rule falls back to Jacobian contraction,
+    for that parameter only. The routes are chosen per parameter by the cost
+    model (see :func:`ntk_core.structured.plan_structured`).
+
+``method="auto"`` takes the cheapest by estimated FLOPs within the memory
+budget and logs its choice (INFO, logger ``ntk_core.ntk``): the estimates of
+every method and, when it takes ``"structured"``, each parameter's route and
+why.
 
 Conventions
 -----------
@@ -60,12 +70,12 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 from tqdm import tqdm  # the console bar: no ipywidgets needed in notebooks
 
 from . import _store
+from ._checks import check_choice, check_count
 
 from typing import TYPE_CHECKING
 
@@ -93,7 +103,8 @@ DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 _MAX_TILE = 4096
 _ALLOWED_DTYPES = (torch.float32, torch.float64)
 
-Method = Literal["auto", "jacobian", "ntvp", "structured"]
+#: The ``method`` argument of :func:`empirical_ntk`.
+NTKMethod = Literal["auto", "jacobian", "ntvp", "structured"]
 Output = Literal["trace", "full"]
 
 
@@ -144,12 +155,6 @@ def _as_tensor(x: ArrayLike, name: str) -> Tensor:
     return x
 
 
-def _check_choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
-
-
 def _resolve_dtype(dtype: torch.dtype | None, model: nn.Module, name: str = "dtype") -> torch.dtype:
     if dtype is None:
         first = next((p for p in model.parameters() if p.requires_grad), None)
@@ -192,13 +197,11 @@ def _make_problem(
 ) -> _Problem:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    _check_choice(output, "output", OUTPUTS)
+    check_choice(output, "output", OUTPUTS)
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model has no trainable parameters (all have requires_grad=False); the NTK would be zero")
     _check_fixed_function(model)
-    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise ValueError(f"memory_budget must be a positive int (bytes), got {memory_budget!r}")
+    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else check_count(memory_budget, "memory_budget")
     dt = _resolve_dtype(dtype, model)
     dev = _resolve_device(device, model)
     t1 = _as_tensor(x1, "x1")
@@ -258,75 +261,21 @@ def _output_dim(prob: _Problem) -> int:
     return int(out[0].numel())
 
 
-# --------------------------------------------------------------------------- model profile
+# --------------------------------------------------------------------------- forward cost
 
 
 @dataclass
-class _Layer:
-    """A Linear/Conv2d module handled by structured derivatives: ``y_t = W u_t (+ b)``."""
+class _ForwardCost:
+    """What one example costs the model's forward pass: the numbers the cost models of the methods start from."""
 
-    name: str
-    module: nn.Module
-    weight: str | None  # functional name of the weight if trainable
-    bias: str | None  # functional name of the bias if trainable
-    positions: int = 1  # T, the number of positions t sharing W
-    d_in: int = 0
-    d_out: int = 0
-    route: str = "gram"  # "gram": (U U^T)(G G^T); "grad": per-example Jacobians (vmap(jacrev))
-
-
-@dataclass
-class _Profile:
-    layers: list[_Layer]
-    fallback: list[str]
-    forward_flops: float  # per example
+    flops: float  # per example (at least 2 per trained parameter)
     activations: float  # numbers output by leaf modules, per example
 
 
-def _plain_linear(m: nn.Module) -> bool:
-    return isinstance(m, nn.Linear) and type(m).forward is nn.Linear.forward
-
-
-def _plain_conv(m: nn.Module) -> bool:
-    return (
-        isinstance(m, nn.Conv2d)
-        and type(m).forward is nn.Conv2d.forward
-        and m.groups == 1
-        and m.padding_mode == "zeros"
-        and isinstance(m.padding, tuple)
-    )
-
-
-def _candidate_layers(prob: _Problem) -> list[_Layer]:
-    """Linear/Conv2d modules with a trainable parameter, not sharing parameters with others."""
-    owners: dict[int, int] = {}
-    for _, m in prob.model.named_modules(remove_duplicate=False):
-        for p in m.parameters(recurse=False):
-            owners[id(p)] = owners.get(id(p), 0) + 1
-    layers = []
-    for name, m in prob.model.named_modules():
-        if not (_plain_linear(m) or _plain_conv(m)):
-            continue
-        if any(owners[id(p)] > 1 for p in m.parameters(recurse=False)):
-            continue
-        prefix = f"{name}." if name else ""
-        w = prefix + "weight" if prefix + "weight" in prob.params else None
-        b = prefix + "bias" if m.bias is not None and prefix + "bias" in prob.params else None
-        if w or b:
-            layers.append(_Layer(name, m, w, b))
-    return layers
-
-
-def _profile(prob: _Problem) -> _Profile:
-    """Run one example through the model to find layer shapes, call counts and FLOPs."""
-    layers = _candidate_layers(prob)
-    calls: dict[str, list[tuple[torch.Size, torch.Size]]] = {l.name: [] for l in layers}
-    handles = [
-        l.module.register_forward_hook(lambda m, inp, out, _n=l.name: calls[_n].append((inp[0].shape, out.shape)))
-        for l in layers
-    ]
+def _forward_cost(prob: _Problem) -> _ForwardCost:
+    """Run one example through the model, counting its FLOPs and the outputs of its leaf modules."""
     sizes: list[int] = []
-    handles += [
+    handles = [
         m.register_forward_hook(lambda m, inp, out: sizes.append(out.numel() if isinstance(out, Tensor) else 0))
         for m in prob.model.modules()
         if not list(m.children())
@@ -336,28 +285,7 @@ def _profile(prob: _Problem) -> _Profile:
     finally:
         for h in handles:
             h.remove()
-    kept = []
-    for l in layers:
-        if len(calls[l.name]) != 1:
-            continue  # called several times (or never): weight sharing, use the fallback
-        in_shape, out_shape = calls[l.name][0]
-        _set_layer_shape(l, in_shape, out_shape)
-        kept.append(l)
-    owned = {n for l in kept for n in (l.weight, l.bias) if n}
-    fallback = [n for n in prob.params if n not in owned]
-    return _Profile(kept, fallback, max(flops, 2.0 * prob.n_params), float(max(sum(sizes), 1)))
-
-
-def _set_layer_shape(layer: _Layer, in_shape: torch.Size, out_shape: torch.Size) -> None:
-    m = layer.module
-    if isinstance(m, nn.Linear):
-        layer.d_in, layer.d_out = m.in_features, m.out_features
-        layer.positions = math.prod(out_shape[1:-1]) if len(out_shape) > 2 else 1
-    else:
-        assert isinstance(m, nn.Conv2d)
-        layer.d_in = m.in_channels * math.prod(m.kernel_size)
-        layer.d_out = m.out_channels
-        layer.positions = math.prod(out_shape[2:])
+    return _ForwardCost(max(flops, 2.0 * prob.n_params), float(max(sum(sizes), 1)))
 
 
 def _count_flops(prob: _Problem, x: Tensor) -> float:
@@ -381,23 +309,6 @@ def _contract_jacobians(j1: Tensor, j2: Tensor, full: bool) -> Tensor:
     if full:
         return torch.einsum("iap,jbp->ijab", j1, j2)
     return j1.reshape(j1.shape[0], -1) @ j2.reshape(j2.shape[0], -1).T
-
-
-def _contract_gram(u1: Tensor, g1: Tensor, u2: Tensor, g2: Tensor, full: bool) -> Tensor:
-    """Structured contribution of one layer from patches ``u (b, T, d_in)`` and cotangents ``g (b, T, O, d_out)``.
-
-    ``K[i, j, a, b] = sum_{t, s} <u1_it, u2_js> <g1_it^a, g2_js^b>``.
-    """
-    if u1.shape[1] == 1:
-        uu = u1[:, 0] @ u2[:, 0].T
-        if full:
-            return uu[:, :, None, None] * torch.einsum("iac,jbc->ijab", g1[:, 0], g2[:, 0])
-        return uu * (g1.reshape(g1.shape[0], -1) @ g2.reshape(g2.shape[0], -1).T)
-    if full:  # _plan never routes T > 1 layers here in full mode
-        raise AssertionError("full output with T > 1 uses per-example gradients")
-    uu = torch.einsum("itd,jsd->ijts", u1, u2)
-    gg = torch.einsum("itk,jsk->ijts", g1.flatten(2), g2.flatten(2))
-    return (uu * gg).sum(dim=(2, 3))
 
 
 # --------------------------------------------------------------------------- methods
@@ -463,113 +374,6 @@ class _NTVPEngine:
         cols = vmap(vmap(column, in_dims=(None, 0)), in_dims=(0, None), chunk_size=self.chunk)(x2, basis)
         k = cols.permute(2, 0, 3, 1)  # (j, b, i, a) -> (i, j, a, b)
         return k if prob.full else torch.diagonal(k, dim1=2, dim2=3).sum(-1)
-
-
-@dataclass
-class _LayerFeatures:
-    grams: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # (U, G) per gram-route layer
-    jacobians: list[Tensor] = field(default_factory=list)  # (b, O, p) blocks
-
-
-@dataclass
-class _StructuredEngine:
-    """Method "structured": layer inputs and output cotangents, fallback Jacobians."""
-
-    prob: _Problem
-    profile: _Profile
-    cache_columns: bool = False
-    name: str = "structured"
-
-    def features(self, x: Tensor) -> _LayerFeatures:
-        feats = _LayerFeatures()
-        layers = _gram_layers(self.profile)
-        if layers:
-            for layer, (u, g) in zip(layers, _capture_layers(self.prob, layers, x)):
-                _layer_features(layer, u, g, feats)
-        jac_names = _jacobian_parameters(self.prob, self.profile)
-        if jac_names:
-            feats.jacobians += _per_example_jacobians(self.prob, jac_names, x).values()
-        return feats
-
-    def kernel(self, f1: _LayerFeatures, f2: _LayerFeatures) -> Tensor:
-        full = self.prob.full
-        terms = [_contract_gram(u1, g1, u2, g2, full) for (u1, g1), (u2, g2) in zip(f1.grams, f2.grams)]
-        terms += [_contract_jacobians(j1, j2, full) for j1, j2 in zip(f1.jacobians, f2.jacobians)]
-        return torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
-
-
-def _gram_layers(profile: _Profile) -> list[_Layer]:
-    return [l for l in profile.layers if l.route == "gram"]
-
-
-def _jacobian_parameters(prob: _Problem, profile: _Profile) -> list[str]:
-    """Parameters handled by Jacobian contraction: no structured rule, or layers routed to "grad"."""
-    grad_layers = {n for l in profile.layers if l.route == "grad" for n in (l.weight, l.bias) if n}
-    return [n for n in prob.params if n in grad_layers or n in profile.fallback]
-
-
-def _capture_layers(prob: _Problem, layers: list[_Layer], x: Tensor) -> list[tuple[Tensor, Tensor]]:
-    """Per layer: patches ``u (b, T, d_in)`` and output cotangents ``g (b, T, O, d_out)``.
-
-    A forward hook records each layer's input and adds a zero "probe" tensor to
-    its output; the gradient of ``sum_i f_o(x_i)`` with respect to the probe is
-    the cotangent of output o for every example at once (examples do not
-    interact). No parameter gradient is computed.
-    """
-    store: dict[str, tuple[Tensor, Tensor]] = {}
-
-    def hook(name: str) -> Callable[..., Tensor]:
-        def fn(module: nn.Module, inputs: tuple[Tensor, ...], out: Tensor) -> Tensor:
-            probe = torch.zeros_like(out, requires_grad=True)
-            store[name] = (inputs[0].detach(), probe)
-            return out + probe
-
-        return fn
-
-    handles = [l.module.register_forward_hook(hook(l.name)) for l in layers]
-    try:
-        with torch.enable_grad():
-            out = prob.forward(prob.params, x)
-            probes = [store[l.name][1] for l in layers]
-            cots = [_cotangents(out[:, o], probes, o < prob.n_out - 1) for o in range(prob.n_out)]
-    finally:
-        for h in handles:
-            h.remove()
-    result = []
-    for k, layer in enumerate(layers):
-        g = torch.stack([c[k] for c in cots], dim=1)  # (b, O, *out_shape)
-        result.append((_patches(layer, store[layer.name][0]), _positions_last(layer, g)))
-    return result
-
-
-def _cotangents(out_o: Tensor, probes: list[Tensor], retain: bool) -> list[Tensor]:
-    grads = torch.autograd.grad(out_o.sum(), probes, retain_graph=retain, allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, probes)]
-
-
-def _patches(layer: _Layer, a: Tensor) -> Tensor:
-    """Layer input as ``(b, T, d_in)``: ``y_t = W u_t``."""
-    m = layer.module
-    if isinstance(m, nn.Linear):
-        return a.reshape(a.shape[0], -1, layer.d_in)
-    assert isinstance(m, nn.Conv2d) and isinstance(m.padding, tuple)  # _plain_conv: numeric padding only
-    cols = F.unfold(a, m.kernel_size, dilation=m.dilation, padding=m.padding, stride=m.stride)
-    return cols.transpose(1, 2)
-
-
-def _positions_last(layer: _Layer, g: Tensor) -> Tensor:
-    """Cotangents ``(b, O, *out)`` as ``(b, T, O, d_out)``."""
-    b, o = g.shape[:2]
-    if isinstance(layer.module, nn.Linear):
-        return g.reshape(b, o, -1, layer.d_out).transpose(1, 2)
-    return g.reshape(b, o, layer.d_out, -1).permute(0, 3, 1, 2)
-
-
-def _layer_features(layer: _Layer, u: Tensor, g: Tensor, feats: _LayerFeatures) -> None:
-    if layer.weight is not None:
-        feats.grams.append((u, g))
-    if layer.bias is not None:  # the bias gradient is sum_t g_t
-        feats.jacobians.append(g.sum(dim=1))
 
 
 # --------------------------------------------------------------------------- cost model
@@ -657,91 +461,42 @@ def _n_rows_computed(prob: _Problem, tile: int, cached: bool) -> float:
     return n1 + (row_tiles * (row_tiles - 1) / 2 * tile if prob.symmetric else row_tiles * n2)
 
 
-def _estimate_jacobian(prob: _Problem, prof: _Profile) -> CostEstimate:
+def _estimate_jacobian(prob: _Problem, cost: _ForwardCost) -> CostEstimate:
     e, o, p = prob.itemsize, prob.n_out, prob.n_params
     n_max = max(prob.x1.shape[0], prob.x2.shape[0])
     per_row = 2.0 * o * p * e  # Jacobian plus its reverse-mode workspace
     per_pair = 2.0 * e * (prob.n_out**2 if prob.full else 1)
     tile = _tile_fit(0, per_row, per_pair, prob.budget, n_max)
     rows = _n_rows_computed(prob, tile, cached=False)
-    flops = rows * (1 + 2 * o) * prof.forward_flops + _pairs(prob) * 2.0 * p * _out_factor(prob)
+    flops = rows * (1 + 2 * o) * cost.flops + _pairs(prob) * 2.0 * p * _out_factor(prob)
     mem = int(2 * tile * per_row + tile * tile * per_pair)
     return CostEstimate("jacobian", flops, mem, tile, mem <= prob.budget)
 
 
-def _estimate_ntvp(prob: _Problem, prof: _Profile) -> tuple[CostEstimate, int]:
+def _estimate_ntvp(prob: _Problem, cost: _ForwardCost) -> tuple[CostEstimate, int]:
     """NTVP: ``c`` Gram columns at a time, each a parameter tangent and a JVP through the x1 tile.
 
     Memory ``c O (2 P + 3 t A) e + t^2 e`` for tile t, chunk c, A activations per example.
     """
-    e, o, p, act = prob.itemsize, prob.n_out, prob.n_params, prof.activations
+    e, o, p, act = prob.itemsize, prob.n_out, prob.n_params, cost.activations
     n_max = max(prob.x1.shape[0], prob.x2.shape[0])
     per_pair = (prob.n_out**2 if prob.full else 1) * e
     tile = _tile_fit(2.0 * o * p * e, 1.5 * o * act * e, per_pair, prob.budget, n_max)
     per_column = o * (2.0 * p + 3.0 * tile * act) * e
     chunk = int(max(1, min(tile, (prob.budget - tile * tile * per_pair) // per_column)))
-    column_flops = 3.0 * o * prof.forward_flops
+    column_flops = 3.0 * o * cost.flops
     flops = _pairs(prob) * column_flops + _n_rows_computed(prob, tile, False) * column_flops
     mem = int(chunk * per_column + tile * tile * per_pair)
     return CostEstimate("ntvp", flops, mem, tile, mem <= prob.budget), chunk
 
 
-def _plan_routes(prob: _Problem, prof: _Profile) -> None:
-    """Per layer, pick ``(U U^T) ⊙ (G G^T)`` or per-example gradients, whichever costs fewer FLOPs."""
-    n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
-    pairs, rows, o = _pairs(prob), (n1 if prob.symmetric else n1 + n2), prob.n_out
-    for l in prof.layers:
-        t, di, do = l.positions, l.d_in, l.d_out
-        if t > 1 and prob.full:
-            l.route = "grad"
-            continue
-        gram = pairs * 2.0 * t * t * (di + _out_factor(prob) * do)
-        grad = rows * 2.0 * o * t * di * do + pairs * 2.0 * _out_factor(prob) * di * do  # as Jacobian rows
-        l.route = "gram" if gram <= grad else "grad"
-
-
-def _structured_sizes(prob: _Problem, prof: _Profile) -> tuple[float, float, float]:
-    """(FLOPs per example of features, bytes per example of features, FLOPs per pair)."""
-    o, e, of = prob.n_out, prob.itemsize, _out_factor(prob)
-    feat_flops, feat_bytes, pair_flops = 0.0, 0.0, 0.0
-    grams = _gram_layers(prof)
-    if grams:
-        feat_flops += (1 + o) * prof.forward_flops  # forward with hooks, O backward passes to activations
-    for l in grams:
-        t, di, do = l.positions, l.d_in, l.d_out
-        feat_bytes += t * (di + o * do) * e  # captured u and g
-        pair_flops += 2.0 * t * t * (di + of * do) if l.weight is not None else 0.0
-        pair_flops += 2.0 * of * do if l.bias is not None else 0.0
-    n_jac = sum(prob.params[n].numel() for n in _jacobian_parameters(prob, prof))
-    if n_jac:
-        feat_flops += (1 + 2 * o) * prof.forward_flops
-        feat_bytes += 2.0 * o * n_jac * e
-        pair_flops += 2.0 * of * n_jac
-    return feat_flops, feat_bytes, pair_flops
-
-
-def _estimate_structured(prob: _Problem, prof: _Profile) -> tuple[CostEstimate, bool]:
-    _plan_routes(prob, prof)
-    feat_flops, feat_bytes, pair_flops = _structured_sizes(prob, prof)
-    e = prob.itemsize
-    n_max = max(prob.x1.shape[0], prob.x2.shape[0])
-    per_pair = e * (4.0 * max((l.positions**2 for l in prof.layers if l.route == "gram"), default=1))
-    per_pair += e * 2 * (prob.n_out**2 if prob.full else 1)
-    col_bytes = prob.x2.shape[0] * feat_bytes
-    cached = col_bytes <= prob.budget / 2
-    tile = _tile_fit(col_bytes if cached else 0.0, feat_bytes, per_pair, prob.budget, n_max)
-    rows = _n_rows_computed(prob, tile, cached)
-    flops = rows * feat_flops + _pairs(prob) * pair_flops
-    mem = int((col_bytes if cached else 0) + 2 * tile * feat_bytes + tile * tile * per_pair)
-    return CostEstimate("structured", flops, mem, tile, mem <= prob.budget), cached
-
-
-def _estimates(prob: _Problem) -> tuple[dict[str, CostEstimate], _Profile, int, bool]:
-    prof = _profile(prob)
-    jac = _estimate_jacobian(prob, prof)
-    ntvp, chunk = _estimate_ntvp(prob, prof)
-    struct, cached = _estimate_structured(prob, prof)
-    return {"jacobian": jac, "ntvp": ntvp, "structured": struct}, prof, chunk, cached
+def _estimates(prob: _Problem) -> tuple[dict[str, CostEstimate], _structured.StructuredPlan, int]:
+    """Every method's estimate, the structured method's plan (routes per parameter) and the NTVP chunk."""
+    cost = _forward_cost(prob)
+    jac = _estimate_jacobian(prob, cost)
+    ntvp, chunk = _estimate_ntvp(prob, cost)
+    plan = _structured._plan(prob, cost.flops)
+    return {"jacobian": jac, "ntvp": ntvp, "structured": plan.estimate}, plan, chunk
 
 
 def _pick(estimates: dict[str, CostEstimate]) -> str:
@@ -796,7 +551,7 @@ def select_method(
     ['jacobian', 'ntvp', 'structured']
     """
     prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
-    est, _, _, _ = _estimates(prob)
+    est, _, _ = _estimates(prob)
     best = _pick(est)
     return MethodChoice(best, est[best].tile_size, est)
 
@@ -903,6 +658,18 @@ class _FeatureSource:
         return feats
 
 
+def _compute_tile(source: _FeatureSource, i: int, j: int, out_dtype: torch.dtype) -> Tensor:
+    """Tile ``(i, j)`` of the Gram matrix as a CPU tensor of ``out_dtype``; NaN or Inf is an error."""
+    with torch.enable_grad():
+        block = source.engine.kernel(source.row(i), source.col(j)).to(device="cpu", dtype=out_dtype)
+    if not bool(torch.isfinite(block).all()):
+        raise ValueError(
+            f"tile ({i}, {j}) of the Gram matrix holds NaN or Inf: the model's output or its "
+            f"gradient is not finite on these inputs (at dtype {source.prob.dtype})"
+        )
+    return block
+
+
 def _run_tiles(
     prob: _Problem,
     engine: _Engine,
@@ -926,13 +693,7 @@ def _run_tiles(
             block = store.load(i, j, tile_shape, out_dtype) if store is not None else None
             computed = block is None
             if block is None:
-                with torch.enable_grad():
-                    block = engine.kernel(source.row(i), source.col(j)).to(device="cpu", dtype=out_dtype)
-                if not bool(torch.isfinite(block).all()):
-                    raise ValueError(
-                        f"tile ({i}, {j}) of the Gram matrix holds NaN or Inf: the model's output or its "
-                        f"gradient is not finite on these inputs (at dtype {prob.dtype})"
-                    )
+                block = _compute_tile(source, i, j, out_dtype)
                 if store is not None:
                     store.save(i, j, block)
             _place(result, rows[i], cols[j], block, prob.symmetric and i != j)
@@ -949,7 +710,7 @@ def empirical_ntk(
     x1: Tensor | np.ndarray,
     x2: Tensor | np.ndarray | None = None,
     *,
-    method: Method = "auto",
+    method: NTKMethod = "auto",
     output: Output = "trace",
     tile_size: int | None = None,
     dtype: torch.dtype | None = None,
@@ -1047,28 +808,66 @@ def empirical_ntk(
     >>> empirical_ntk(net, x_test, x, dtype=torch.float64).shape
     torch.Size([2, 4])
     """
-    method = _check_choice(method, "method", ("auto", *METHODS))  # type: ignore[assignment]
-    prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
-    out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
-    if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, int) or tile_size < 1):
-        raise ValueError(f"tile_size must be a positive int or None, got {tile_size!r}")
-    est, prof, chunk, cached = _estimates(prob)
-    chosen = _pick(est) if method == "auto" else method
-    if method == "auto":
-        log.info("%s", MethodChoice(chosen, est[chosen].tile_size, est))
-    tile = tile_size or est[chosen].tile_size
-    engine = _make_engine(chosen, prob, prof, chunk, cached)
+    run = _prepare(model, x1, x2, method, output, tile_size, dtype, device, out_dtype, memory_budget)
     store = None
     if checkpoint_dir is not None:
-        identity = _identity(prob, chosen, tile, out_dt)
-        meta = {"method": chosen, "output": output, "tile_size": tile, "n1": prob.x1.shape[0], "n2": prob.x2.shape[0]}
-        store = _TileStore(checkpoint_dir, identity, meta)
-    return _run_tiles(prob, engine, tile, out_dt, store, progress, callback)
+        store = _TileStore(checkpoint_dir, _identity(run.prob, run.method, run.tile, run.out_dtype), run.meta(output))
+    return _run_tiles(run.prob, run.engine(), run.tile, run.out_dtype, store, progress, callback)
 
 
-def _make_engine(method: str, prob: _Problem, prof: _Profile, chunk: int, cached: bool) -> _Engine:
-    if method == "jacobian":
-        return _JacobianEngine(prob)
-    if method == "ntvp":
-        return _NTVPEngine(prob, chunk)
-    return _StructuredEngine(prob, prof, cache_columns=cached)
+@dataclass
+class _Run:
+    """One Gram matrix to compute: the problem, the method and its tile size, the result's dtype."""
+
+    prob: _Problem
+    method: str
+    tile: int
+    out_dtype: torch.dtype
+    plan: _structured.StructuredPlan  # the structured method's routes
+    chunk: int  # Gram columns per NTVP batch
+
+    def engine(self) -> _Engine:
+        """The chosen method's engine."""
+        if self.method == "jacobian":
+            return _JacobianEngine(self.prob)
+        if self.method == "ntvp":
+            return _NTVPEngine(self.prob, self.chunk)
+        return _structured._OperationEngine(self.prob, self.plan)
+
+    def meta(self, output: str) -> dict[str, Any]:
+        """What a checkpoint folder's ``meta.json`` shows (never read back)."""
+        n1, n2 = self.prob.x1.shape[0], self.prob.x2.shape[0]
+        return {"method": self.method, "output": output, "tile_size": self.tile, "n1": n1, "n2": n2}
+
+
+def _prepare(
+    model: nn.Module,
+    x1: ArrayLike,
+    x2: ArrayLike | None,
+    method: str,
+    output: str,
+    tile_size: int | None,
+    dtype: torch.dtype | None,
+    device: torch.device | str | None,
+    out_dtype: torch.dtype | None,
+    memory_budget: int | None,
+    announce: bool = True,
+) -> _Run:
+    """Check the arguments, estimate every method and choose one; ``announce``: log the choice (INFO)."""
+    check_choice(method, "method", ("auto", *METHODS))
+    prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
+    out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
+    if tile_size is not None:
+        check_count(tile_size, "tile_size")
+    est, plan, chunk = _estimates(prob)
+    chosen = _pick(est) if method == "auto" else method
+    if announce and method == "auto":
+        log.info("%s", MethodChoice(chosen, est[chosen].tile_size, est))
+    if announce and chosen == "structured":
+        log.info("%s", plan)
+    return _Run(prob, chosen, tile_size or est[chosen].tile_size, out_dt, plan, chunk)
+
+
+# The structured method's engine lives in structured.py, which builds on this module's problem set-up, cost
+# models and tiles; imported last (at module level, so that code fingerprints follow it), once those exist.
+from . import structured as _structured  # noqa: E402

@@ -1,8 +1,9 @@
 r"""Structured NTK derivatives found from the operations a model runs, whatever the weight layout.
 
-:func:`ntk_core.ntk.empirical_ntk`'s ``"structured"`` method finds its layers
-by module type (``nn.Linear``, ``nn.Conv2d``). This module finds them from the
-**operations** one forward pass runs: a :class:`torch.overrides.TorchFunctionMode`
+The ``"structured"`` method of :func:`ntk_core.ntk.empirical_ntk` (which
+``method="auto"`` picks when its estimate is the cheapest) is this module's
+engine. It finds its layers from the **operations** one forward pass runs, not
+from module types: a :class:`torch.overrides.TorchFunctionMode`
 watches every call that touches a trained parameter (a parameter with
 ``requires_grad=True``) and recognises
 
@@ -81,17 +82,14 @@ from .ntk import (
     CostEstimate,
     _contract_jacobians,
     _count_flops,
-    _identity,
+    empirical_ntk,
     _make_problem,
     _n_rows_computed,
     _out_factor,
     _pairs,
     _per_example_jacobians,
     _Problem,
-    _resolve_dtype,
-    _run_tiles,
     _tile_fit,
-    _TileStore,
 )
 
 __all__ = ["ROUTES", "ParameterRoute", "StructuredPlan", "plan_structured", "structured_ntk"]
@@ -874,8 +872,11 @@ def _gram_groups(uses: list[_Use], check_disjoint: bool = True) -> list[list[_Us
     return groups
 
 
-def _plan(prob: _Problem) -> StructuredPlan:
-    """Trace the model on two small batches, find each parameter's uses and choose its route."""
+def _plan(prob: _Problem, forward_flops: float | None = None) -> StructuredPlan:
+    """Trace the model on two small batches, find each parameter's uses and choose its route.
+
+    ``forward_flops``: the model's FLOPs per example, if counted already.
+    """
     aranges = _aranges(prob)
     n1 = prob.x1.shape[0]
     runs = []
@@ -899,7 +900,8 @@ def _plan(prob: _Problem) -> StructuredPlan:
         if n not in unsupported and not by_name[n]:
             unsupported[n] = "no recognised use (it reaches the output by another path, or not at all)"
 
-    forward = max(_count_flops(prob, prob.x1[:1]), 2.0 * prob.n_params)
+    counted = _count_flops(prob, prob.x1[:1]) if forward_flops is None else forward_flops
+    forward = max(counted, 2.0 * prob.n_params)
     o, of, e, full = prob.n_out, _out_factor(prob), prob.itemsize, prob.full
     pairs = _pairs(prob)
     rows_est = float(prob.x1.shape[0] if prob.symmetric else prob.x1.shape[0] + prob.x2.shape[0])
@@ -1265,7 +1267,8 @@ def structured_ntk(
 ) -> Tensor:
     r"""Empirical NTK Gram matrix by structured derivatives of the operations the model runs.
 
-    Computes the same kernel as :func:`ntk_core.ntk.empirical_ntk`,
+    ``empirical_ntk(..., method="structured")``, which this calls. Computes the same kernel as
+    :func:`ntk_core.ntk.empirical_ntk` with any other method,
     ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2), for any
     weight layout: raw parameters in ``x @ W.T``, ``x @ W``, ``F.linear``,
     ``F.conv1d/2d/3d``, ``torch.einsum``, modules, shared weights and biases
@@ -1335,25 +1338,21 @@ def structured_ntk(
     >>> torch.allclose(K, empirical_ntk(Raw(), x, method="jacobian", dtype=torch.float64))
     True
     """
-    prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
-    out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
-    if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, int) or tile_size < 1):
-        raise ValueError(f"tile_size must be a positive int or None, got {tile_size!r}")
-    plan = _plan(prob)
-    tile = tile_size or plan.estimate.tile_size
-    engine = _OperationEngine(prob, plan)
-    store = None
-    if checkpoint_dir is not None:
-        identity = _identity(prob, "structured-operations", tile, out_dt)
-        meta = {
-            "method": "structured-operations",
-            "output": output,
-            "tile_size": tile,
-            "n1": prob.x1.shape[0],
-            "n2": prob.x2.shape[0],
-        }
-        store = _TileStore(checkpoint_dir, identity, meta)
-    return _run_tiles(prob, engine, tile, out_dt, store, progress, callback)
+    return empirical_ntk(
+        model,
+        x1,
+        x2,
+        method="structured",
+        output=output,
+        tile_size=tile_size,
+        dtype=dtype,
+        device=device,
+        progress=progress,
+        out_dtype=out_dtype,
+        memory_budget=memory_budget,
+        checkpoint_dir=checkpoint_dir,
+        callback=callback,
+    )
 
 
 _ = (DEFAULT_MEMORY_BUDGET, OUTPUTS)  # re-exported names the docs refer to

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -9,7 +11,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from ntk_core import ntk as ntk_mod
+from ntk_core import structured
 from ntk_core.nets import MLP, ConvNet, TwoLayerNet
 from ntk_core.ntk import METHODS, empirical_ntk, select_method
 from ntk_oracle import reference_ntk
@@ -76,14 +78,19 @@ def test_every_method_matches_explicit_jacobian(name: str, output: str, dtype: t
 @pytest.mark.parametrize("route", ["gram", "grad"])
 @pytest.mark.parametrize("name", ["cnn", "mixed"])
 def test_both_structured_routes_are_exact(monkeypatch: pytest.MonkeyPatch, route: str, name: str) -> None:
-    original = ntk_mod._plan_routes
+    """Every parameter with a structured rule forced onto one route: both give the oracle's kernel."""
+    original = structured._plan
 
-    def forced(prob, prof) -> None:  # type: ignore[no-untyped-def]
-        original(prob, prof)
-        for layer in prof.layers:
-            layer.route = route if not (prob.full and layer.positions > 1) else "grad"
+    def forced(prob, *args) -> structured.StructuredPlan:  # type: ignore[no-untyped-def]
+        plan = original(prob, *args)
+        rec, _ = structured._record(prob, structured._aranges(prob), prob.x1[:2], capture=False)
+        for n, r in plan.routes.items():
+            uses = [u for u in rec.uses if u.name == n]
+            if r.route != "jacobian" and (route == "grad" or structured._gram_groups(uses) is not None):
+                plan.routes[n] = dataclasses.replace(r, route=route)
+        return plan
 
-    monkeypatch.setattr(ntk_mod, "_plan_routes", forced)
+    monkeypatch.setattr(structured, "_plan", forced)
     make, shape = MODELS[name]
     model = make()
     x1, x2 = _data(shape, 4, 2), _data(shape, 3, 3)
@@ -266,3 +273,55 @@ def test_training_mode_dropout_and_batchnorm_are_refused_eval_mode_is_exact(meth
     plain = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.0), nn.Tanh(), nn.Linear(8, 1))
     k_train = empirical_ntk(plain.train(), x, method=method, dtype=torch.float64)
     torch.testing.assert_close(k_train, empirical_ntk(plain.eval(), x, method=method, dtype=torch.float64))
+
+
+class RawTwoLayer(nn.Module):
+    """The two-layer net with raw parameters: ``x @ W.T`` or ``x @ W`` (stax layout), ``F.linear``; a shared
+    weight used twice; a partially frozen weight (a frozen copy of half the rows next to a trained half)."""
+
+    def __init__(self, layout: str, d: int = 20, m: int = 300) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(21)
+        self.layout = layout
+        shape = (d, m) if layout == "x@W" else (m, d)
+        self.W = nn.Parameter(torch.randn(shape, generator=gen))
+        self.a = nn.Parameter(torch.randn(m, generator=gen))
+        if layout == "shared":
+            self.S = nn.Parameter(torch.randn(m, m, generator=gen) / m**0.5)
+        self.register_buffer("frozen", torch.randn(m, d, generator=gen))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.layout == "x@W.T":
+            h = x @ self.W.T
+        elif self.layout == "x@W":
+            h = x @ self.W
+        elif self.layout == "linear":
+            h = torch.nn.functional.linear(x, self.W)
+        elif self.layout == "shared":
+            h = torch.relu(x @ self.W.T) @ self.S.T @ self.S.T
+        else:  # "frozen half": rows of the buffer (a constant) next to the trained rows
+            h = torch.cat([x @ self.W[: self.W.shape[0] // 2].T, x @ self.frozen[self.W.shape[0] // 2 :].T], dim=1)
+        return torch.relu(h / x.shape[1] ** 0.5) @ self.a / self.a.shape[0] ** 0.5
+
+
+@pytest.mark.parametrize("layout", ["x@W.T", "x@W", "linear", "shared", "frozen half"])
+def test_auto_takes_the_structured_rule_for_raw_parameters(layout: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Raw-parameter layouts reach the operation-level structured rule through ``method="auto"`` (issue 14):
+    the choice and every parameter's route are logged, and the kernel equals the float64 oracle to 1e-10."""
+    model = RawTwoLayer(layout)
+    x1, x2 = _data((20,), 40, 30), _data((20,), 7, 31)
+    choice = select_method(model, x1, dtype=torch.float64)
+    assert choice.method == "structured", str(choice)
+    with caplog.at_level(logging.INFO, logger="ntk_core.ntk"):
+        k = empirical_ntk(model, x1, x2, dtype=torch.float64)
+    assert "auto -> structured" in caplog.text and "W" in caplog.text and "gram" in caplog.text
+    assert rel_err(k, reference_ntk(model, x1, x2, "trace")) <= 1e-10
+
+
+def test_structured_ntk_is_the_structured_method() -> None:
+    """One implementation: structured.structured_ntk is empirical_ntk(method="structured"), bit for bit."""
+    model = ConvNet(2, 4, depth=3, out_dim=2, seed=3)
+    x = _data((2, 6, 6), 5, 8)
+    for output in ("trace", "full"):
+        a = structured.structured_ntk(model, x, output=output, dtype=torch.float64)
+        assert torch.equal(a, empirical_ntk(model, x, method="structured", output=output, dtype=torch.float64))

@@ -304,8 +304,8 @@ def test_both_routes_on_positions_and_groups(route: str, monkeypatch: pytest.Mon
     """Force every structured parameter onto one route: both rules are exact (T > 1, G > 1, full output)."""
     plan_fn = st._plan
 
-    def forced(prob: object) -> st.StructuredPlan:
-        plan = plan_fn(prob)  # type: ignore[arg-type]
+    def forced(prob: object, *args: object) -> st.StructuredPlan:
+        plan = plan_fn(prob, *args)  # type: ignore[arg-type]
         for n, r in plan.routes.items():
             if r.route != "jacobian" and (route == "grad" or st._gram_groups(_uses(prob, n)) is not None):
                 plan.routes[n] = dataclasses.replace(r, route=route)
@@ -417,9 +417,9 @@ def test_estimate_is_comparable_with_select_method() -> None:
     ("kwargs", "error", "match"),
     [
         ({"output": "diag"}, ValueError, "output must be one of"),
-        ({"tile_size": 0}, ValueError, "tile_size must be a positive int"),
+        ({"tile_size": 0}, ValueError, "tile_size must be an int >= 1"),
         ({"dtype": torch.float16}, ValueError, "dtype must be torch.float32 or torch.float64"),
-        ({"memory_budget": -1}, ValueError, "memory_budget must be a positive int"),
+        ({"memory_budget": -1}, ValueError, "memory_budget must be an int >= 1"),
         ({"x1": [[1.0]]}, TypeError, "x1 must be a torch.Tensor"),
         ({"x1": torch.full((2, 6), float("nan"))}, ValueError, "NaN"),
         ({"x2": torch.zeros(2, 5)}, ValueError, "same feature shape"),
