@@ -48,9 +48,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence  # noqa: F401 (kept until the medium records are re-made: fingerprint)
+from typing import Any, Iterator, Literal, Sequence, get_args  # noqa: F401 (kept until the medium records are re-made: fingerprint)
 
 import numpy as np
+
+from ._checks import check_choice, check_count
 
 from typing import TYPE_CHECKING
 
@@ -258,9 +260,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _check_split(split: str) -> Split:
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    return split  # type: ignore[return-value]
+    return check_choice(split, "split", get_args(Split))  # type: ignore[no-any-return]
 
 
 def _sha256_of(data: bytes) -> str:
@@ -929,8 +929,7 @@ def sphere_features(images: ArrayLike, pool: int = 1) -> np.ndarray:
     x = np.asarray(images, dtype=np.float64)
     if x.ndim < 2:
         raise ValueError(f"images must have shape (N, ...) with at least 2 dimensions, got {x.shape}")
-    if not isinstance(pool, int) or pool < 1:
-        raise ValueError(f"pool must be a positive int, got {pool!r}")
+    check_count(pool, "pool")
     if pool > 1:
         if x.ndim == 3:
             x = x[:, None]

@@ -55,7 +55,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._checks import as_float64_array
+from ._checks import as_float64_array, check_count
 
 from typing import TYPE_CHECKING
 
@@ -76,12 +76,6 @@ def _inputs(x1: ArrayLike, x2: ArrayLike | None) -> tuple[np.ndarray, np.ndarray
     if b.ndim < 2 or math.prod(b.shape[1:]) != a.shape[1]:
         raise ValueError(f"x2 must have the feature size of x1 ({a.shape[1]}), got shape {b.shape}")
     return a, b.reshape(b.shape[0], -1)
-
-
-def _check_depth(depth: int) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth (number of hidden ReLU layers) must be a positive int, got {depth!r}")
-    return depth
 
 
 def _trained_layers(trained: str | Sequence[int], depth: int) -> set[int]:
@@ -171,7 +165,7 @@ def relu_kernels(
            [0. , 0.5]])
     """
     a, b = _inputs(x1, x2)
-    depth = _check_depth(depth)
+    depth = check_count(depth, "depth (number of hidden ReLU layers)")
     layers = _trained_layers(trained, depth)
     d = a.shape[1]
     sigma = a @ b.T / d  # Σ^(0)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_probability
+from ._checks import check_count, check_probability
 
 __all__ = [
     "NTKLinear",
@@ -59,14 +59,6 @@ def as_generator(seed: int | torch.Generator, name: str = "seed") -> torch.Gener
     return torch.Generator().manual_seed(seed)
 
 
-def _check_size(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-    return value
-
-
 def _standard_normal_(param: Tensor, gen: torch.Generator) -> None:
     with torch.no_grad():
         param.copy_(torch.randn(param.shape, generator=gen, dtype=param.dtype))
@@ -90,8 +82,8 @@ class NTKLinear(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, *, seed: int | torch.Generator = 0, trainable: bool = True) -> None:
         super().__init__()
-        self.d_in = _check_size(d_in, "d_in")
-        self.d_out = _check_size(d_out, "d_out")
+        self.d_in = check_count(d_in, "d_in")
+        self.d_out = check_count(d_out, "d_out")
         self.scale = 1.0 / math.sqrt(d_in)
         self.linear = nn.Linear(d_in, d_out, bias=False)
         _standard_normal_(self.linear.weight, as_generator(seed))
@@ -138,9 +130,9 @@ class NTKConv2d(nn.Module):
         trainable: bool = True,
     ) -> None:
         super().__init__()
-        _check_size(c_in, "c_in")
-        _check_size(c_out, "c_out")
-        _check_size(kernel_size, "kernel_size")
+        check_count(c_in, "c_in")
+        check_count(c_out, "c_out")
+        check_count(kernel_size, "kernel_size")
         pad = kernel_size // 2 if padding is None else padding
         self.scale = 1.0 / math.sqrt(c_in * kernel_size * kernel_size)
         self.conv = nn.Conv2d(c_in, c_out, kernel_size, stride=stride, padding=pad, bias=False)
@@ -201,8 +193,8 @@ class TwoLayerNet(nn.Module):
     def __init__(self, d: int, width: int, *, seed: int | torch.Generator = 0, train_second: bool = False) -> None:
         super().__init__()
         gen = as_generator(seed)
-        self.d = _check_size(d, "d")
-        self.width = _check_size(width, "width")
+        self.d = check_count(d, "d")
+        self.width = check_count(width, "width")
         self.hidden = NTKLinear(d, width, seed=gen)
         self.act = nn.ReLU()
         self.readout = NTKLinear(width, 1, seed=gen, trainable=train_second)
@@ -247,7 +239,7 @@ class MLP(nn.Module):
     ) -> None:
         super().__init__()
         gen = as_generator(seed)
-        dims = [_check_size(d, "d"), *[_check_size(w, "width") for w in widths], _check_size(out_dim, "out_dim")]
+        dims = [check_count(d, "d"), *[check_count(w, "width") for w in widths], check_count(out_dim, "out_dim")]
         bad = [i for i in frozen if not 0 <= i < len(dims) - 1]
         if bad:
             raise ValueError(f"frozen layer indices must lie in [0, {len(dims) - 2}], got {bad}")
@@ -299,7 +291,7 @@ class ConvNet(nn.Module):
     ) -> None:
         super().__init__()
         gen = as_generator(seed)
-        if _check_size(depth, "depth") < 2:
+        if check_count(depth, "depth") < 2:
             raise ValueError(f"depth must be >= 2 (at least one convolution and the readout), got {depth}")
         layers: list[nn.Module] = []
         c = in_channels
@@ -385,9 +377,7 @@ class CaptionDifference(nn.Module):
 
     def __init__(self, g: nn.Module, alpha: float = 0.5) -> None:
         super().__init__()
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-        self.alpha = float(alpha)
+        self.alpha = check_probability(alpha, "alpha")
         self.g1 = copy.deepcopy(g)
         self.g2 = copy.deepcopy(g)
 

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from ._checks import check_count
 from .nets import as_generator
 
 __all__ = ["BasicBlock", "CifarResNet", "resnet34", "RandomCropFlip"]
@@ -100,11 +101,12 @@ class CifarResNet(nn.Module):
     ) -> None:
         super().__init__()
         blocks = tuple(blocks)
-        if len(blocks) != 4 or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in blocks):
+        if len(blocks) != 4:
             raise ValueError(f"blocks must be four positive ints (blocks per stage), got {blocks!r}")
+        for b in blocks:
+            check_count(b, "blocks per stage")
         for name, value in (("width", width), ("num_classes", num_classes), ("in_channels", in_channels)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_count(value, name)
         gen = as_generator(seed)
         self.blocks, self.width, self.num_classes = blocks, width, num_classes
         self.stem = nn.Sequential(_conv3x3(in_channels, width), nn.BatchNorm2d(width), nn.ReLU())
@@ -178,8 +180,7 @@ class RandomCropFlip(nn.Module):
 
     def __init__(self, padding: int = 4, flip: bool = True, *, seed: int | torch.Generator = 0) -> None:
         super().__init__()
-        if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
-            raise ValueError(f"padding must be a non-negative int, got {padding!r}")
+        check_count(padding, "padding", minimum=0)
         self.padding, self.flip = padding, bool(flip)
         self.gen = as_generator(seed)
 

@@ -208,7 +208,7 @@ def test_no_mnist_source_at_all_says_what_to_do(empty_data_dir, monkeypatch):
 
 
 def test_bad_split_is_refused():
-    with pytest.raises(ValueError, match="'train' or 'test'"):
+    with pytest.raises(ValueError, match=r"split must be one of \('train', 'test'\)"):
         data.load_mnist("validation")
 
 
