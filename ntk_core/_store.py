@@ -65,7 +65,9 @@ __all__ = [
     "FORMAT",
     "DamagedArtifactWarning",
     "Stored",
+    "atomic_path",
     "atomic_write_bytes",
+    "file_digest",
     "canonical",
     "fingerprint",
     "sha256_bytes",
@@ -115,30 +117,32 @@ class Stored:
 # --------------------------------------------------------------------------- bytes on disk
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader sees either the old file or the whole new one.
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path to write ``path`` through: a reader sees either the old file or the whole new one.
 
-    The bytes go to a temporary file in the same folder, are flushed and
-    ``fsync``-ed, then renamed over ``path`` with :func:`os.replace` (atomic on
-    POSIX). A failure at any point removes the temporary file. The file gets the
-    mode of a normally created file (``0o666`` less the umask, usually ``0o644``),
-    not ``mkstemp``'s ``0o600``. Missing parent folders are created.
+    The block writes the temporary file (for example a download, verified before
+    the block ends); when it ends without an error the file is ``fsync``-ed and
+    renamed over ``path`` with :func:`os.replace` (atomic on POSIX). On an
+    error (a block that creates no file is one) ``path`` is left as it was and
+    no temporary file is left. Missing parent folders are created.
 
     Parameters
     ----------
     path : str or os.PathLike
         Destination file.
-    data : bytes
-        The complete content.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary file, in the folder of ``path``; the block creates it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.part"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -151,6 +155,50 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader sees either the old file or the whole new one.
+
+    Through :func:`atomic_path`: the bytes go to a temporary file in the same
+    folder, are flushed and ``fsync``-ed, then renamed over ``path``. A failure
+    at any point removes the temporary file. The file gets the mode of a
+    normally created file (``0o666`` less the umask, usually ``0o644``), not
+    ``mkstemp``'s ``0o600``. Missing parent folders are created.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination file.
+    data : bytes
+        The complete content.
+    """
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+
+
+def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes, read in 1 MiB chunks (files larger than memory are fine).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    algorithm : str
+        A :mod:`hashlib` algorithm (``"md5"`` only to check a published checksum).
+
+    Returns
+    -------
+    str
+        Hex digits.
+    """
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def sha256_bytes(data: bytes | memoryview) -> str:

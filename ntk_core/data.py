@@ -35,9 +35,7 @@ line is logged on the ``ntk_core.data`` logger.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import hashlib
 import logging
 import math
 import os
@@ -52,6 +50,7 @@ from typing import Any, Iterator, Literal, Sequence, get_args  # noqa: F401 (kep
 
 import numpy as np
 
+from . import _store
 from ._checks import check_choice, check_count
 
 from typing import TYPE_CHECKING
@@ -263,33 +262,6 @@ def _check_split(split: str) -> Split:
     return check_choice(split, "split", get_args(Split))  # type: ignore[no-any-return]
 
 
-def _sha256_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _md5_of_file(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _atomic_path(final: Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``final``; rename it to ``final`` only if the block succeeds."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.replace(tmp_path, final)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-
-
 def _fetch(url: str, dest: Path, timeout: float = 30.0) -> None:
     """Download ``url`` to ``dest`` (``dest`` is a temporary path owned by the caller)."""
     with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as out:
@@ -337,7 +309,7 @@ def _read_idx(path: Path, expected_sha256: str, expected_ndim: int) -> np.ndarra
         raise DataError(
             f"{path} is not a readable gzip file ({exc}); it is corrupt or truncated: delete it and download it again"
         ) from exc
-    if _sha256_of(raw) != expected_sha256:
+    if _store.sha256_bytes(raw) != expected_sha256:
         raise DataError(
             f"checksum mismatch for {path}: the SHA-256 of its decompressed content is not the "
             "official one; the file is corrupt or not the official MNIST file: delete it and "
@@ -369,7 +341,7 @@ def _download_mnist(folder: Path, split: Split, mirrors: list[str]) -> None:
         corrupt = False
         for base in mirrors:
             try:
-                with _atomic_path(target) as tmp:
+                with _store.atomic_path(target) as tmp:
                     _fetch(base + name, tmp)
                     _read_idx(tmp, sha, 3 if "images" in name else 1)  # verify before the rename
                 break
@@ -598,7 +570,7 @@ def _download_cifar(root: Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".cifar10.", dir=root))
     try:
         _fetch(CIFAR10_URL, archive, timeout=60.0)
-        if _md5_of_file(archive) != CIFAR10_MD5:
+        if _store.file_digest(archive, "md5") != CIFAR10_MD5:
             raise DataError(f"checksum mismatch for the CIFAR-10 archive downloaded from {CIFAR10_URL}")
         try:
             with tarfile.open(archive, "r:gz") as tar:

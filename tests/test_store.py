@@ -276,3 +276,29 @@ def test_file_lock_excludes_and_releases(tmp_path):
     assert order == ["first", "other"]
     with _store.file_lock(lock, timeout=0.1):  # released after an exception too
         pass
+
+
+def test_atomic_path_renames_only_a_finished_file(tmp_path):
+    target = tmp_path / "sub" / "f.bin"
+    with _store.atomic_path(target) as tmp:
+        assert tmp.parent == target.parent and not target.exists()
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new"
+    with pytest.raises(RuntimeError, match="verify failed"):
+        with _store.atomic_path(target) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("verify failed")
+    assert target.read_bytes() == b"new" and sorted(p.name for p in target.parent.iterdir()) == ["f.bin"]
+    with pytest.raises(FileNotFoundError):  # a block that writes nothing replaces nothing
+        with _store.atomic_path(target):
+            pass
+    assert target.read_bytes() == b"new"
+
+
+def test_file_digest_matches_hashlib(tmp_path):
+    import hashlib
+
+    payload = os.urandom(3 * (1 << 20) + 5)  # more than one chunk
+    (tmp_path / "x").write_bytes(payload)
+    assert _store.file_digest(tmp_path / "x") == hashlib.sha256(payload).hexdigest() == _store.sha256_bytes(payload)
+    assert _store.file_digest(tmp_path / "x", "md5") == hashlib.md5(payload).hexdigest()
