@@ -265,10 +265,8 @@ def check_each_in(
         The numbers, for example a grid of λ values.
     name : str
         Their name in the error message.
-    low, high : float
-        The ends of the interval (``high`` may be ``math.inf``).
-    low_open, high_open : bool
-        Whether each end is excluded (default: both included).
+    low, high, low_open, high_open
+        The interval, as in :func:`check_interval`.
 
     Returns
     -------
@@ -359,10 +357,7 @@ def check_probability(value: Any, name: str) -> float:
     ValueError
         Outside the range, or not a finite real number.
     """
-    v = _check_real_scalar(value, name)
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
-    return v
+    return check_interval(value, name, 0, 1)
 
 
 def check_rate(value: Any, name: str = "p") -> float:
@@ -418,10 +413,7 @@ def check_unit_interval_open(value: Any, name: str) -> float:
     ValueError
         Outside the range, or not a finite real number.
     """
-    v = _check_real_scalar(value, name)
-    if not 0.0 < v < 1.0:
-        raise ValueError(f"{name} must lie in the open interval (0, 1), got {v!r}")
-    return v
+    return check_interval(value, name, 0, 1, low_open=True, high_open=True)
 
 
 def check_positive(value: Any, name: str) -> float:

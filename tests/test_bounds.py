@@ -429,9 +429,9 @@ def test_theorem_5_3_gets_worse_as_gap_shrinks() -> None:
 def test_bad_input_is_refused_with_clear_errors() -> None:
     K = kernel(32, n=10, P=20)
     y = binary_labels(33, n=10)
-    with pytest.raises(ValueError, match="open interval"):
+    with pytest.raises(ValueError, match=r"must lie in \(0, 1\)"):
         theorem_5_1_bound(K, 0.5 * y, 1.0, 0.5, 1.0)
-    with pytest.raises(ValueError, match="open interval"):
+    with pytest.raises(ValueError, match=r"must lie in \(0, 1\)"):
         hsu_kakade_zhang_bound(np.eye(3), 1.0, 0.0)
     with pytest.raises(ValueError, match=r"\[0, 1/2\)"):
         theorem_5_2_bound(K, y, 1.0, 0.5, 0.1)
