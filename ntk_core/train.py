@@ -47,7 +47,6 @@ __all__ = ["TrainingMethod", "TrainConfig", "TrainResult", "train", "predict", "
 #: A training method, plain GD/SGD (``"vanilla"``), early stopping, RDI (eq. 3) or AUX (eq. 4).
 TrainingMethod = Literal["vanilla", "early_stopping", "rdi", "aux"]
 _METHODS: tuple[str, ...] = get_args(TrainingMethod)
-Method = TrainingMethod  # TEMPORARY (helper V): removed once experiments/ and measure.py import TrainingMethod
 
 
 @dataclass(frozen=True)
