@@ -20,8 +20,9 @@ torch's default threads. For each model it times
 * ``tutorial``: the ``torch.func`` NTK tutorial's recipe, written below:
   per-example Jacobians ``vmap(jacrev)`` of the whole batch, then ``einsum``
   over every parameter (x2 = x1, so the Jacobian is computed once);
-* ``empirical_ntk auto``: ``ntk_core.ntk.empirical_ntk(method="auto")`` as it is
-  today (module-type structured rule, Jacobian fallback for raw parameters).
+* ``empirical_ntk auto``: ``ntk_core.ntk.empirical_ntk(method="auto")``, which
+  takes this engine (its ``"structured"`` method) or another method by the
+  cost model (the note names its pick).
 
 Each result is checked against the first one of its model (relative
 Frobenius error printed). ``ratio`` is the row's time over the reference
