@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
+from ._typing import ArrayLike
+
 
 __all__ = [
     "as_float64_array",

@@ -101,13 +101,9 @@ from ._checks import (
     check_transition_matrix,
     check_unit_interval_open,
 )
+from ._typing import ArrayLike
 from .krr import krr_coefficients
 from .krr_ooc import OnDiskKernel, is_on_disk, krr_solve_ooc, ridge_quadratic_ooc
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
 
 __all__ = [
     "AdditiveNoiseBound",

@@ -52,11 +52,7 @@ import numpy as np
 
 from . import _store
 from ._checks import check_choice, check_count
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
+from ._typing import ArrayLike
 
 __all__ = [
     "available_pairs",

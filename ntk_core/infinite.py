@@ -56,11 +56,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._checks import as_float64_array, check_count
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
+from ._typing import ArrayLike
 
 __all__ = ["relu_ntk", "relu_nngp", "relu_kernels"]
 

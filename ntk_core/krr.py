@@ -46,11 +46,7 @@ import scipy.linalg
 import scipy.sparse.linalg
 
 from ._checks import as_float64_array, check_count, check_kernel_matrix, check_lam, check_positive
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
+from ._typing import ArrayLike
 
 __all__ = [
     "KRRPath",

@@ -66,12 +66,8 @@ from typing import Any
 import numpy as np
 
 from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam
+from ._typing import ArrayLike
 from .krr import PSD_RTOL
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
 
 __all__ = [
     "DEFAULT_OOC_MEMORY",
