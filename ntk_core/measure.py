@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_float64_array, check_interval, check_positive, check_unit_interval_open
+from ._checks import as_float64_array, check_count, check_interval, check_positive, check_unit_interval_open
 from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
 from .data import sphere_features
 from .infinite import relu_kernels, relu_ntk
@@ -231,6 +231,15 @@ class LemmaMonteCarlo:
         return float(np.mean(self.hkz <= self.hkz_bound))
 
 
+def _lemma_inputs(K: ArrayLike, y: ArrayLike, lam: float, sigma: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The checked inputs of the Lemma C.1/C.2 measurements: kernel matrix, targets, λ > 0, σ > 0."""
+    Km = check_kernel_matrix(K)
+    yy = as_float64_array(y, "y", ndim=1)
+    if yy.shape[0] != Km.shape[0]:
+        raise ValueError(f"y must have one entry per row of K ({Km.shape[0]}), got {yy.shape[0]}")
+    return Km, yy, check_positive(lam, "lam"), check_positive(sigma, "sigma")
+
+
 def lemma_monte_carlo(
     K: ArrayLike, y: ArrayLike, lam: float, sigma: float, delta: float, draws: int, seed: int, noise: str = "gaussian"
 ) -> LemmaMonteCarlo:
@@ -262,12 +271,8 @@ def lemma_monte_carlo(
     -------
     LemmaMonteCarlo
     """
-    Km = check_kernel_matrix(K)
-    yy = as_float64_array(y, "y", ndim=1)
-    lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
-    delta = check_unit_interval_open(delta, "delta")
-    if not isinstance(draws, int) or draws < 1:
-        raise ValueError(f"draws must be a positive int, got {draws!r}")
+    Km, yy, lam, sigma = _lemma_inputs(K, y, lam, sigma)
+    delta, draws = check_unit_interval_open(delta, "delta"), check_count(draws, "draws")
     s, U = np.linalg.eigh(Km)
     s = np.clip(s, 0.0, None)
     n = Km.shape[0]
@@ -453,22 +458,13 @@ def multiclass_error_grid(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X) on the training points.
-    K_test : ArrayLike, shape (m, n)
-        Kernel values k(x_test_j, x_i).
-    labels : ArrayLike, shape (n,)
-        Clean training classes.
-    labels_test : ArrayLike, shape (m,)
-        Clean test classes.
+    K, K_test, lams, draws, seed
+        As for :func:`binary_error_grid`: kernel matrices ``(n, n)`` and ``(m, n)``, the λ values, the number
+        of noise draws and their seed.
+    labels, labels_test : ArrayLike, shapes (n,) and (m,)
+        Clean training and test classes.
     Ps : sequence of ArrayLike
         Transition matrices, each ``(K, K)``.
-    lams : sequence of float
-        The λ values (ridge λ²).
-    draws : int
-        Number of noise draws.
-    seed : int
-        Seed of the draws.
 
     Returns
     -------
@@ -1083,9 +1079,7 @@ def lemma_c1_pieces(K: ArrayLike, y: ArrayLike, lam: float, sigma: float) -> dic
     dict[str, float]
         The keys listed above.
     """
-    Km = check_kernel_matrix(K)
-    yy = as_float64_array(y, "y", ndim=1)
-    lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
+    Km, yy, lam, sigma = _lemma_inputs(K, y, lam, sigma)
     s, U = np.linalg.eigh(Km)
     if s.min() <= 0:
         raise ValueError("K must be positive definite for y^T K^-1 y")
@@ -1146,29 +1140,16 @@ def lemma_c2_chain(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X) on the training points.
-    y : ArrayLike, shape (n,)
-        Clean targets.
-    lam : float
-        λ > 0.
-    sigma : float
-        σ.
-    delta : float
-        δ ∈ (0, 1) of the bound.
-    draws : int
-        Number of noise draws.
-    seed : int
-        Seed of the draws.
+    K, y, lam, sigma, delta, draws, seed
+        As for :func:`lemma_monte_carlo` (Gaussian noise): kernel matrix ``(n, n)``, clean targets ``(n,)``,
+        λ > 0, σ > 0, δ ∈ (0, 1) of the bound, the number of noise draws and their seed.
 
     Returns
     -------
     LemmaC2Chain
     """
-    Km = check_kernel_matrix(K)
-    yy = as_float64_array(y, "y", ndim=1)
-    lam, sigma = check_positive(lam, "lam"), check_positive(sigma, "sigma")
-    delta = check_unit_interval_open(delta, "delta")
+    Km, yy, lam, sigma = _lemma_inputs(K, y, lam, sigma)
+    delta, draws = check_unit_interval_open(delta, "delta"), check_count(draws, "draws")
     n = Km.shape[0]
     eps = sigma * np.random.default_rng(seed).standard_normal((n, draws))
     alpha = krr_coefficients(Km, yy[:, None] + eps, lam)  # (n, draws), the package's solver
