@@ -21,6 +21,7 @@ __all__ = [
     "as_float64_array",
     "as_labels",
     "as_numpy",
+    "check_binary_labels",
     "check_choice",
     "check_class_labels",
     "check_count",
@@ -677,3 +678,27 @@ def check_class_labels(labels: ArrayLike, num_classes: int, name: str = "labels"
             f"found range [{arr.min()}, {arr.max()}]"
         )
     return arr
+
+
+def check_binary_labels(y: np.ndarray, name: str = "y") -> None:
+    """Binary labels in {−1, +1} (Section 3.1), of any numeric dtype.
+
+    Parameters
+    ----------
+    y : numpy.ndarray
+        The labels.
+    name : str
+        Their name in the error message.
+
+    Raises
+    ------
+    ValueError
+        A label other than −1 and +1 (the message lists up to five of them).
+
+    Examples
+    --------
+    >>> check_binary_labels(np.array([1.0, -1.0]))
+    """
+    if y.size and not np.all(np.isin(y, (-1, 1))):
+        bad = np.setdiff1d(np.unique(y), (-1, 1))
+        raise ValueError(f"{name} must hold binary labels in {{-1, +1}}, found {bad[:5].tolist()}")

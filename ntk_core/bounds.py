@@ -92,6 +92,7 @@ from scipy.special import logsumexp
 from ._checks import (
     as_float64_array,
     as_numpy,
+    check_binary_labels,
     check_class_labels,
     check_interval,
     check_kernel_matrix,
@@ -154,11 +155,6 @@ def _check_bounded_labels(y: np.ndarray, bound: float, name: str) -> None:
             f"{name} must lie in [-{bound:g}, {bound:g}] (Theorem 5.1 takes D over R^d x [-1, 1]), "
             f"got max |{name}| = {worst:.6g}"
         )
-
-
-def _check_pm1(y: np.ndarray, name: str) -> None:
-    if not np.all(np.abs(y) == 1.0):
-        raise ValueError(f"{name} must hold binary labels in {{-1, +1}} (Theorem 5.2)")
 
 
 def _cholesky_pd(K: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
@@ -1093,7 +1089,7 @@ def _binary_inputs(
 ) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
     Km = _kernel(K)
     yy = _check_vector(y, Km.shape[0], "y")
-    _check_pm1(yy, "y")
+    check_binary_labels(yy, "y")
     return Km, yy, check_positive(lam, "lam"), check_rate(p, "p"), check_unit_interval_open(delta, "delta")
 
 
@@ -1124,7 +1120,7 @@ def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
     """
     uu = as_float64_array(u, "u")
     yy = as_float64_array(y, "y")
-    _check_pm1(yy, "y")
+    check_binary_labels(yy, "y")
     s = 1.0 - 2.0 * check_rate(p, "p")
     return np.clip(s - uu * (s * yy) / s, 0.0, s)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ._checks import (
     as_labels,
+    check_binary_labels,
     check_class_labels,
     check_count,
     check_probability,
@@ -88,9 +89,7 @@ def flip_binary(y: Any, p: float, seed: int | np.random.Generator, *, exact: boo
     True
     """
     arr = as_labels(y, "y")
-    if arr.size and not np.all(np.isin(arr, (-1, 1))):
-        bad = np.setdiff1d(np.unique(arr), (-1, 1))
-        raise ValueError(f"y must hold binary labels in {{-1, +1}}, found {bad[:5].tolist()}")
+    check_binary_labels(arr, "y")
     p = check_rate(p, "p")
     rng = check_seed(seed)
     n = arr.size

@@ -120,3 +120,13 @@ def test_labels_and_class_labels():
         check_class_labels([0, 3], 3)
     with pytest.raises(ValueError, match=r"found range \[-1, 0\]"):
         check_class_labels([-1, 0], 3)
+
+
+def test_check_binary_labels():
+    from ntk_core._checks import check_binary_labels
+
+    check_binary_labels(np.array([1, -1, 1]))
+    check_binary_labels(np.array([1.0, -1.0]))
+    check_binary_labels(np.array([]))
+    with pytest.raises(ValueError, match=r"y must hold binary labels in \{-1, \+1\}, found \[0, 2\]"):
+        check_binary_labels(np.array([1, 0, 2, -1]))
