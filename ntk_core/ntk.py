@@ -490,13 +490,20 @@ def _estimate_ntvp(prob: _Problem, cost: _ForwardCost) -> tuple[CostEstimate, in
     return CostEstimate("ntvp", flops, mem, tile, mem <= prob.budget), chunk
 
 
-def _estimates(prob: _Problem) -> tuple[dict[str, CostEstimate], _structured.StructuredPlan, int]:
-    """Every method's estimate, the structured method's plan (routes per parameter) and the NTVP chunk."""
+def _estimates(
+    prob: _Problem, structured: bool = True
+) -> tuple[dict[str, CostEstimate], _structured.StructuredPlan | None, int]:
+    """Every method's estimate, the structured method's plan (routes per parameter) and the NTVP chunk.
+
+    ``structured=False``: no plan (the model is not traced), and no estimate for ``"structured"``.
+    """
     cost = _forward_cost(prob)
-    jac = _estimate_jacobian(prob, cost)
-    ntvp, chunk = _estimate_ntvp(prob, cost)
-    plan = _structured._plan(prob, cost.flops)
-    return {"jacobian": jac, "ntvp": ntvp, "structured": plan.estimate}, plan, chunk
+    est = {"jacobian": _estimate_jacobian(prob, cost)}
+    est["ntvp"], chunk = _estimate_ntvp(prob, cost)
+    plan = _structured._plan(prob, cost.flops) if structured else None
+    if plan is not None:
+        est["structured"] = plan.estimate
+    return est, plan, chunk
 
 
 def _pick(estimates: dict[str, CostEstimate]) -> str:
@@ -823,7 +830,7 @@ class _Run:
     method: str
     tile: int
     out_dtype: torch.dtype
-    plan: _structured.StructuredPlan  # the structured method's routes
+    plan: _structured.StructuredPlan | None  # the structured method's routes (None for the other methods)
     chunk: int  # Gram columns per NTVP batch
 
     def engine(self) -> _Engine:
@@ -832,6 +839,8 @@ class _Run:
             return _JacobianEngine(self.prob)
         if self.method == "ntvp":
             return _NTVPEngine(self.prob, self.chunk)
+        if self.plan is None:
+            raise AssertionError("the structured method needs its plan")
         return _structured._OperationEngine(self.prob, self.plan)
 
     def meta(self, output: str) -> dict[str, Any]:
@@ -859,7 +868,8 @@ def _prepare(
     out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
     if tile_size is not None:
         check_count(tile_size, "tile_size")
-    est, plan, chunk = _estimates(prob)
+    # the model is traced for the structured rule only where that method may run
+    est, plan, chunk = _estimates(prob, structured=method in ("auto", "structured"))
     chosen = _pick(est) if method == "auto" else method
     if announce and method == "auto":
         log.info("%s", MethodChoice(chosen, est[chosen].tile_size, est))

@@ -325,3 +325,19 @@ def test_structured_ntk_is_the_structured_method() -> None:
     for output in ("trace", "full"):
         a = structured.structured_ntk(model, x, output=output, dtype=torch.float64)
         assert torch.equal(a, empirical_ntk(model, x, method="structured", output=output, dtype=torch.float64))
+
+
+def test_jacobian_and_ntvp_do_not_trace_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only "auto" and "structured" plan the structured rule (trace the model's operations)."""
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("traced")
+
+    monkeypatch.setattr(structured, "_plan", refuse)
+    model = MLP(4, [8], 2, seed=1)
+    x = _data((4,), 3, 0)
+    ref = reference_ntk(model, x, x, "trace")
+    for method in ("jacobian", "ntvp"):
+        assert rel_err(empirical_ntk(model, x, method=method, dtype=torch.float64), ref) <= 1e-10  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="traced"):
+        empirical_ntk(model, x)
