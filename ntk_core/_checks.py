@@ -32,6 +32,7 @@ __all__ = [
     "check_kernel_matrix",
     "check_lam",
     "check_probability",
+    "check_rows",
     "check_rate",
     "check_seed",
     "check_transition_matrix",
@@ -702,3 +703,38 @@ def check_binary_labels(y: np.ndarray, name: str = "y") -> None:
     if y.size and not np.all(np.isin(y, (-1, 1))):
         bad = np.setdiff1d(np.unique(y), (-1, 1))
         raise ValueError(f"{name} must hold binary labels in {{-1, +1}}, found {bad[:5].tolist()}")
+
+
+def check_rows(x: ArrayLike, n: int, name: str, ndim: int | tuple[int, ...] = (1, 2)) -> np.ndarray:
+    """An array with one row per training point (targets y, coefficients α, a block V), as float64.
+
+    Parameters
+    ----------
+    x : ArrayLike, shape (n,) or (n, k)
+        The array.
+    n : int
+        The number of training points (the size of the kernel matrix).
+    name : str
+        Its name in error messages.
+    ndim : int or tuple of int
+        The allowed numbers of dimensions.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the shape of ``x``.
+
+    Raises
+    ------
+    ValueError
+        Another number of rows or dimensions, or NaN/Inf entries.
+
+    Examples
+    --------
+    >>> check_rows([1.0, -1.0], 2, "y").shape
+    (2,)
+    """
+    arr = as_float64_array(x, name, ndim=ndim)
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} must have n = {n} rows (one per training point, as K), got shape {arr.shape}")
+    return arr

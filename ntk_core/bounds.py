@@ -98,6 +98,7 @@ from ._checks import (
     check_kernel_matrix,
     check_positive,
     check_probability,
+    check_rows,
     check_rate,
     check_transition_matrix,
     check_unit_interval_open,
@@ -139,13 +140,6 @@ __all__ = [
 
 
 # =========================================================================== validation
-
-
-def _check_vector(y: ArrayLike, n: int, name: str) -> np.ndarray:
-    arr = as_float64_array(y, name, ndim=1)
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} must have shape (n,) = ({n},) to match K, got shape {arr.shape}")
-    return arr
 
 
 def _check_bounded_labels(y: np.ndarray, bound: float, name: str) -> None:
@@ -236,9 +230,7 @@ def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
     if isinstance(K, OnDiskKernel) or is_on_disk(K):
         return ridge_quadratic_ooc(K, y, 0.0)
     Km = check_kernel_matrix(K)
-    yy = as_float64_array(y, "y", ndim=(1, 2))
-    if yy.shape[0] != Km.shape[0]:
-        raise ValueError(f"y must have n = {Km.shape[0]} rows to match K, got shape {yy.shape}")
+    yy = check_rows(y, Km.shape[0], "y")
     sol = scipy.linalg.cho_solve(_cholesky_pd(Km, "y^T K^-1 y"), yy, check_finite=False)
     vals = np.sum(yy * sol, axis=0)
     return float(vals) if yy.ndim == 1 else vals
@@ -287,7 +279,7 @@ def rkhs_norm(K: ArrayLike | OnDiskKernel, alpha: ArrayLike) -> float:
         ‖f‖_H.
     """
     Km = _kernel(K)
-    a = _check_vector(alpha, Km.shape[0], "alpha")
+    a = check_rows(alpha, Km.shape[0], "alpha", ndim=1)
     Ka = Km.matvec(a) if isinstance(Km, OnDiskKernel) else Km @ a
     return math.sqrt(max(float(a @ Ka), 0.0))
 
@@ -315,9 +307,9 @@ def krr_rkhs_norm(K: ArrayLike | OnDiskKernel, y_noisy: ArrayLike, lam: float) -
     """
     if isinstance(K, OnDiskKernel) or is_on_disk(K):
         Kd = _on_disk(K)
-        sol = krr_solve_ooc(Kd, _check_vector(y_noisy, Kd.n, "y_noisy"), check_positive(lam, "lam"))
+        sol = krr_solve_ooc(Kd, check_rows(y_noisy, Kd.n, "y_noisy", ndim=1), check_positive(lam, "lam"))
         return math.sqrt(max(float(sol.alpha @ sol.fitted), 0.0))
-    return rkhs_norm(K, krr_coefficients(K, _check_vector(y_noisy, np.shape(K)[0], "y_noisy"), lam))
+    return rkhs_norm(K, krr_coefficients(K, check_rows(y_noisy, np.shape(K)[0], "y_noisy", ndim=1), lam))
 
 
 def gap(P: ArrayLike) -> float:
@@ -632,7 +624,7 @@ def _lemma_inputs(
     K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float
 ) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
     Km = _kernel(K)
-    yy = _check_vector(y, Km.shape[0], "y")
+    yy = check_rows(y, Km.shape[0], "y", ndim=1)
     lam, sigma = check_positive(lam, "lam"), check_interval(sigma, "sigma", 0.0, math.inf)
     return Km, yy, lam, sigma, check_unit_interval_open(delta, "delta")
 
@@ -931,7 +923,7 @@ def theorem_5_1_bound(
     (8, 4)
     """
     Km = _kernel(K)
-    yy = _check_vector(y, Km.shape[0], "y")
+    yy = check_rows(y, Km.shape[0], "y", ndim=1)
     return _additive_bound(
         Km,
         yy,
@@ -1037,7 +1029,7 @@ def theorem_5_1_printed(
         The printed form's terms; ``total`` is their sum.
     """
     Km = _kernel(K)
-    yy = _check_vector(y, Km.shape[0], "y")
+    yy = check_rows(y, Km.shape[0], "y", ndim=1)
     lam, sigma = check_positive(lam, "lam"), check_interval(sigma, "sigma", 0.0, math.inf)
     delta, C = check_unit_interval_open(delta, "delta"), check_interval(C, "C", 0.0, math.inf)
     n = Km.shape[0]
@@ -1088,7 +1080,7 @@ def _binary_inputs(
     K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float
 ) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
     Km = _kernel(K)
-    yy = _check_vector(y, Km.shape[0], "y")
+    yy = check_rows(y, Km.shape[0], "y", ndim=1)
     check_binary_labels(yy, "y")
     return Km, yy, check_positive(lam, "lam"), check_rate(p, "p"), check_unit_interval_open(delta, "delta")
 

@@ -45,7 +45,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from ._checks import as_float64_array, check_count, check_kernel_matrix, check_lam, check_positive
+from ._checks import as_float64_array, check_count, check_kernel_matrix, check_lam, check_positive, check_rows
 from ._typing import ArrayLike
 
 __all__ = [
@@ -78,13 +78,6 @@ _EXACT_PSD_CHECK_MAX_N = 256
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def _check_targets(y: ArrayLike, n: int, name: str = "y") -> np.ndarray:
-    arr = as_float64_array(y, name, ndim=(1, 2))
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} must have n = {n} rows to match the kernel/feature matrix, got shape {arr.shape}")
-    return arr
 
 
 def _check_cross_kernel(K_test_train: ArrayLike, n: int) -> np.ndarray:
@@ -212,7 +205,7 @@ def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray
     array([ 0.5, -0.5])
     """
     K = check_kernel_matrix(K_train, "K_train")
-    return _solve_ridge(K, _check_targets(y, K.shape[0]), check_lam(lam))
+    return _solve_ridge(K, check_rows(y, K.shape[0], "y"), check_lam(lam))
 
 
 def _solve_ridge(K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train") -> np.ndarray:
@@ -274,7 +267,7 @@ def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: Arra
     array([0.5, 0.5])
     """
     K = check_kernel_matrix(K_train, "K_train")
-    yy = _check_targets(y, K.shape[0])
+    yy = check_rows(y, K.shape[0], "y")
     lam = check_lam(lam)
     Kt = K if K_test_train is None else _check_cross_kernel(K_test_train, K.shape[0])
     return Kt @ _solve_ridge(K, yy, lam)
@@ -359,7 +352,7 @@ class KRRPath:
         return 1.0 / denom
 
     def _project(self, y: ArrayLike) -> tuple[np.ndarray, bool]:
-        yy = _check_targets(y, self.n)
+        yy = check_rows(y, self.n, "y")
         return self.eigenvectors.T @ yy, yy.ndim == 1
 
     def coefficients(self, y: ArrayLike, lam: float) -> np.ndarray:
@@ -562,7 +555,7 @@ def _gd_setup(
 ) -> tuple[np.ndarray, np.ndarray, float, float, int, np.ndarray, int]:
     Zm = as_float64_array(Z, "Z", ndim=2)
     n, P = Zm.shape
-    yy = _check_targets(y, n)
+    yy = check_rows(y, n, "y")
     lam = check_lam(lam, positive=True)
     eta = check_positive(eta, "eta")
     steps = check_count(steps, "steps", 0)
@@ -755,7 +748,7 @@ def _kernel_gd_setup(
     K: ArrayLike, y: ArrayLike, eta: float, steps: int, K_test_train: ArrayLike | None, record_every: int
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None, np.ndarray]:
     Km = check_kernel_matrix(K)
-    yy = _check_targets(y, Km.shape[0])
+    yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     steps = check_count(steps, "steps", 0)
     rec = check_count(record_every, "record_every")
@@ -974,7 +967,7 @@ def gd_kernel_closed_form(
         The outputs at step t.
     """
     Km = check_kernel_matrix(K)
-    yy = _check_targets(y, Km.shape[0])
+    yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     t = check_count(t, "t", 0)
     lam = check_lam(lam)

@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam
+from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam, check_rows
 from ._typing import ArrayLike
 from .krr import PSD_RTOL
 
@@ -396,9 +396,7 @@ class OnDiskKernel:
         numpy.ndarray, the shape of ``V``
         """
         scan = self._checked()
-        W = as_float64_array(V, "V", ndim=(1, 2))
-        if W.shape[0] != self.n:
-            raise ValueError(f"V must have n = {self.n} rows to match K, got shape {W.shape}")
+        W = check_rows(V, self.n, "V")
         return _matvec(self._blocks, W.reshape(self.n, -1), self._rows, scan.asym > 0.0).reshape(W.shape)
 
 
@@ -642,15 +640,13 @@ def krr_solve_ooc(
             rows = disk._rows
         else:
             rows = _block_rows(n, n, block_rows, memory_budget)
-        if yy.shape[0] != n:
-            raise ValueError(f"y must have n = {n} rows to match the kernel matrix, got shape {yy.shape}")
+        check_rows(yy, n, "y")
         scan = disk._checked()
     else:
         Kb = _open_square(K_train, "K_train")
         n = Kb.shape[0]
         start = 0
-        if yy.shape[0] != n:
-            raise ValueError(f"y must have n = {n} rows to match the kernel matrix, got shape {yy.shape}")
+        check_rows(yy, n, "y")
         rows = _block_rows(n, n, block_rows, memory_budget)
         scan = _validate(Kb, rows, block_rows, memory_budget)
     iters_max = n + 50 if max_iter is None else check_count(max_iter, "max_iter", 1)

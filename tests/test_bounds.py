@@ -451,7 +451,7 @@ def test_bad_input_is_refused_with_clear_errors() -> None:
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         lemma_c1_bound(bad, y, 1.0, 1.0, 0.1)
-    with pytest.raises(ValueError, match=r"shape \(n,\)"):
+    with pytest.raises(ValueError, match=r"y must have n = 10 rows"):
         lemma_c2_bound(K, np.ones(9), 1.0, 1.0, 0.1)
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
         theorem_5_1_bound(K, 2 * y, 1.0, 1.0, 0.1)

@@ -187,7 +187,7 @@ def test_bad_input(problem, tmp_path):
         bounds.rkhs_norm(tmp_path / "nan.npy", y)
     with pytest.raises(ValueError, match="NaN"):
         OnDiskKernel(tmp_path / "nan.npy").trace()
-    with pytest.raises(ValueError, match=r"shape \(n,\) = \(150,\)"):
+    with pytest.raises(ValueError, match=r"y must have n = 150 rows"):
         bounds.theorem_5_1_bound(path, problem["ybar"][:-1], LAM, SIGMA, DELTA)
     with pytest.raises(ValueError, match="n = 150"):
         bounds.theorem_5_3_bound(path, problem["labels"][:-1], problem["P"], LAM, DELTA)

@@ -130,3 +130,13 @@ def test_check_binary_labels():
     check_binary_labels(np.array([]))
     with pytest.raises(ValueError, match=r"y must hold binary labels in \{-1, \+1\}, found \[0, 2\]"):
         check_binary_labels(np.array([1, 0, 2, -1]))
+
+
+def test_check_rows():
+    from ntk_core._checks import check_rows
+
+    assert check_rows(np.ones((3, 2), dtype=np.float32), 3, "V").dtype == np.float64
+    with pytest.raises(ValueError, match=r"y must have n = 4 rows .*got shape \(3,\)"):
+        check_rows(np.ones(3), 4, "y")
+    with pytest.raises(ValueError, match="dimension"):
+        check_rows(np.ones((4, 1)), 4, "y", ndim=1)
