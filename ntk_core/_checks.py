@@ -344,10 +344,8 @@ def check_probability(value: Any, name: str) -> float:
 
     Parameters
     ----------
-    value : float
-        The number.
-    name : str
-        Its name in the error message.
+    value, name
+        As in :func:`check_interval`.
 
     Returns
     -------
@@ -371,10 +369,8 @@ def check_rate(value: Any, name: str = "p") -> float:
 
     Parameters
     ----------
-    value : float
-        The number.
-    name : str
-        Its name in the error message.
+    value, name
+        As in :func:`check_interval`.
 
     Returns
     -------
@@ -400,10 +396,8 @@ def check_unit_interval_open(value: Any, name: str) -> float:
 
     Parameters
     ----------
-    value : float
-        The number.
-    name : str
-        Its name in the error message.
+    value, name
+        As in :func:`check_interval`.
 
     Returns
     -------
@@ -423,10 +417,8 @@ def check_positive(value: Any, name: str) -> float:
 
     Parameters
     ----------
-    value : float
-        The number.
-    name : str
-        Its name in the error message.
+    value, name
+        As in :func:`check_interval`.
 
     Returns
     -------

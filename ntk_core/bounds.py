@@ -693,17 +693,8 @@ def lemma_c2_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma:
 
     Parameters
     ----------
-    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
-        in blocks, never whole (see "Kernel matrices on disk" above).
-    y : ArrayLike, shape (n,)
-        Clean labels.
-    lam : float
-        λ > 0.
-    sigma : float
-        σ ≥ 0.
-    delta : float
-        δ ∈ (0, 1).
+    K, y, lam, sigma, delta
+        As in :func:`lemma_c1_bound`.
 
     Returns
     -------

@@ -731,12 +731,8 @@ def cifar_airplane_vs_automobile(
 
     Parameters
     ----------
-    split : {"train", "test"}
-        The official split.
-    data_dir : str or os.PathLike, optional
-        The data directory to look in first (default ``$NTK_CORE_DATA``, else ``~/.cache/ntk_core``).
-    download : bool
-        Allow a download of the official files when the directory lacks them.
+    split, data_dir, download
+        As in :func:`mnist_5_vs_8`.
 
     Returns
     -------

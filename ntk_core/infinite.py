@@ -209,12 +209,8 @@ def relu_nngp(x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1) -> 
 
     Parameters
     ----------
-    x1 : ArrayLike, shape (n1, ...)
-        Inputs.
-    x2 : ArrayLike, shape (n2, ...), optional
-        Second inputs (default: ``x1``).
-    depth : int
-        Number of hidden layers.
+    x1, x2, depth
+        As in :func:`relu_ntk`.
 
     Returns
     -------

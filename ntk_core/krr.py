@@ -678,20 +678,8 @@ def gd_aux_params(
 
     Parameters
     ----------
-    Z : ArrayLike, shape (n, P)
-        Features, rows φ(x_i)ᵀ (so k(X, X) = Z Zᵀ).
-    y : ArrayLike, shape (n,) or (n, K)
-        Training targets ỹ.
-    lam : float
-        λ > 0.
-    eta : float
-        Learning rate η > 0.
-    steps : int
-        Number of GD steps.
-    theta0 : ArrayLike, shape (P,) or (P, K), optional
-        θ(0) (default zeros).
-    record_every : int
-        Keep the iterates at t = 0, r, 2r, … and the last step.
+    Z, y, lam, eta, steps, theta0, record_every
+        As in :func:`gd_rdi_params`.
 
     Returns
     -------
@@ -864,20 +852,8 @@ def gd_aux_kernel(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X) = Z Zᵀ.
-    y : ArrayLike, shape (n,) or (n, K)
-        Training targets ỹ.
-    lam : float
-        λ > 0; the ridge is λ².
-    eta : float
-        Learning rate η > 0 (Theorem 4.1 assumes η ≤ 1/(‖K‖ + λ²), :func:`learning_rate_bound`).
-    steps : int
-        Number of GD steps.
-    K_test_train : ArrayLike, shape (m, n), optional
-        Kernel values k(x_test_j, x_i), to record test outputs.
-    record_every : int
-        Keep the iterates at t = 0, r, 2r, … and the last step (r = ``record_every``).
+    K, y, lam, eta, steps, K_test_train, record_every
+        As in :func:`gd_rdi_kernel`.
 
     Returns
     -------
