@@ -74,7 +74,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten
 
 from .ntk import (
     DEFAULT_MEMORY_BUDGET,
@@ -197,7 +196,25 @@ def _func_name(func: Any) -> str:
 
 
 def _tensors(obj: Any) -> list[Tensor]:
-    return [t for t in tree_flatten(obj)[0] if isinstance(t, Tensor)]
+    """The tensors in ``obj`` (nested tuples, lists and dicts, as torch functions take and return them), in order.
+
+    Called on every operation of a traced forward pass: a plain recursion, several times faster than
+    ``torch.utils._pytree.tree_flatten`` (40 % of a plan's time on the Setting 2 CNN).
+    """
+    found: list[Tensor] = []
+    _collect(obj, found)
+    return found
+
+
+def _collect(obj: Any, found: list[Tensor]) -> None:
+    if isinstance(obj, Tensor):
+        found.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            _collect(item, found)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            _collect(item, found)
 
 
 class _Recorder(TorchFunctionMode):
