@@ -57,7 +57,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from . import _store
-from ._checks import check_choice
+from ._checks import check_choice, check_interval
 from .ntk import (
     METHODS,
     OUTPUTS,
@@ -307,8 +307,7 @@ def distributed_ntk(
     check_choice(output, "output", OUTPUTS)
     if checkpoint_dir is None:
         raise ValueError("checkpoint_dir is required: the ranks share their finished tiles through it")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    timeout = check_interval(timeout, "timeout (seconds)", 0.0, math.inf, low_open=True)
     rank, world, store = _group()
     dev = _default_device(device, model)
     run = _prepare(model, x1, x2, method, output, tile_size, dtype, dev, out_dtype, memory_budget, announce=rank == 0)

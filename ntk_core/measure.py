@@ -42,7 +42,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_float64_array, check_count, check_interval, check_positive, check_unit_interval_open
+from ._checks import (
+    as_float64_array,
+    check_choice,
+    check_count,
+    check_interval,
+    check_positive,
+    check_unit_interval_open,
+)
 from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
 from .data import sphere_features
 from .infinite import relu_kernels, relu_ntk
@@ -167,11 +174,9 @@ def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
 
 
 def _draw_noise(rng: np.random.Generator, shape: tuple[int, ...], sigma: float, kind: str) -> np.ndarray:
-    if kind == "gaussian":  # N(0, σ²) is sub-Gaussian with parameter exactly σ
-        return sigma * rng.standard_normal(shape)
-    if kind == "rademacher":  # ±σ is sub-Gaussian with parameter exactly σ
-        return sigma * (2.0 * rng.integers(0, 2, size=shape) - 1.0)
-    raise ValueError(f"noise must be 'gaussian' or 'rademacher', got {kind!r}")
+    if check_choice(kind, "noise", ("gaussian", "rademacher")) == "gaussian":
+        return sigma * rng.standard_normal(shape)  # N(0, σ²) is sub-Gaussian with parameter exactly σ
+    return sigma * (2.0 * rng.integers(0, 2, size=shape) - 1.0)  # ±σ: sub-Gaussian with parameter exactly σ
 
 
 @dataclass(frozen=True)
@@ -840,10 +845,7 @@ def sphere_sample(
     x : numpy.ndarray, shape (n, d)
     s : numpy.ndarray, shape (n,)
     """
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not isinstance(d, (int, np.integer)) or d < 2:
-        raise ValueError(f"d must be an int >= 2, got {d!r}")
+    n, d = check_count(n, "n"), check_count(d, "d", 2)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     if levels is None:
         u = rng.standard_normal((n, d))
@@ -888,9 +890,8 @@ def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Gene
     x : numpy.ndarray, shape (n, d)
     c : numpy.ndarray, shape (n,)
     """
-    if not isinstance(k, (int, np.integer)) or k < 2:
-        raise ValueError(f"k must be an int >= 2, got {k!r}")
-    if not isinstance(d, (int, np.integer)) or d < k + 2:
+    k, d = check_count(k, "k", 2), check_count(d, "d", 2)
+    if d < k + 2:
         raise ValueError(
             f"d must be an int >= k + 2 = {k + 2} (the sphere of the remaining axes must not be two points), got {d!r}"
         )
@@ -954,8 +955,7 @@ def setting1_power_coefficient(j: int) -> float:
     >>> setting1_power_coefficient(1), math.isclose(setting1_power_coefficient(2), 1 / (2 * math.pi))
     (0.25, True)
     """
-    if not isinstance(j, (int, np.integer)) or j < 0:
-        raise ValueError(f"j must be a non-negative int, got {j!r}")
+    j = check_count(j, "j", 0)
     if j == 1:
         return 0.25
     if j == 0 or j % 2 == 1:

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._checks import check_choice
+
 __all__ = ["Profile", "PROFILES", "book_profile", "default_device", "RunInfo"]
 
 #: A run profile, ``"quick"`` (2 CPU cores, minutes), ``"medium"`` (about an hour) or ``"full"`` (the paper's scale).
@@ -44,8 +46,7 @@ def book_profile(value: str | None = None) -> Profile:
         An unknown profile.
     """
     chosen = value if value is not None else os.environ.get("NTK_BOOK_PROFILE", "quick")
-    if chosen not in _PROFILES:
-        raise ValueError(f"profile must be one of {_PROFILES} (set NTK_BOOK_PROFILE), got {chosen!r}")
+    check_choice(chosen, "profile (argument or NTK_BOOK_PROFILE)", _PROFILES)
     return chosen  # type: ignore[return-value]
 
 
