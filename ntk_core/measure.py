@@ -407,14 +407,10 @@ def binary_error_grid(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
-        Kernel matrix k(X, X) on the training points.
-    K_test : ArrayLike, shape (m, n)
-        Kernel values k(x_test_j, x_i).
-    y : ArrayLike, shape (n,)
-        Clean training labels in {−1, +1}.
-    y_test : ArrayLike, shape (m,)
-        Clean test labels.
+    K, K_test : ArrayLike, shapes (n, n) and (m, n)
+        Kernel matrices k(X, X) and k(X_test, X).
+    y, y_test : ArrayLike, shapes (n,) and (m,)
+        Clean training and test labels in {−1, +1}.
     ps : sequence of float
         Flip rates in [0, 1/2).
     lams : sequence of float

@@ -1222,17 +1222,10 @@ def plan_structured(
 
     Parameters
     ----------
-    model : torch.nn.Module
-        The network, as for :func:`ntk_core.ntk.empirical_ntk`.
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        The inputs (``x2=None``: ``x2 = x1``).
-    output : {"trace", "full"}
-        The kernel asked for.
-    dtype, device : torch.dtype, torch.device or str, optional
-        Compute dtype and device (default: the model's).
-    memory_budget : int, optional
-        Bytes for features and per-tile workspace (default
-        :data:`ntk_core.ntk.DEFAULT_MEMORY_BUDGET`).
+    model, x1, x2, output, dtype, device, memory_budget
+        As for :func:`ntk_core.ntk.select_method`: the network, the inputs ``(n1, ...)`` and ``(n2, ...)``
+        (``x2=None``: ``x2 = x1``), the kernel asked for, compute dtype and device, bytes for features and
+        per-tile workspace.
 
     Returns
     -------
