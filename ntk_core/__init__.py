@@ -5,6 +5,7 @@ Methods for Training on Noisily Labeled Data with Generalization Guarantee"
 (ICLR 2020). This module only re-exports the public API of the submodules.
 """
 
+from ._checks import check_kernel_matrix
 from .data import (
     BinaryTask,
     DataError,
@@ -48,7 +49,6 @@ from .krr import (
     KernelGDTrajectory,
     KRRPath,
     ParamGDTrajectory,
-    check_kernel_matrix,
     gd_aux_kernel,
     gd_aux_params,
     gd_kernel_closed_form,

@@ -47,20 +47,17 @@ from ._checks import (
     check_choice,
     check_count,
     check_interval,
+    check_kernel_matrix,
     check_positive,
     check_unit_interval_open,
 )
 from .bounds import hsu_kakade_zhang_bound, lemma_c1_bound, lemma_c2_bound
 from .data import sphere_features
 from .infinite import relu_kernels, relu_ntk
-from .krr import KRRPath, check_kernel_matrix, krr_coefficients, krr_predict
+from .krr import KRRPath, krr_coefficients, krr_predict
 from .noise import corrupt, flip_binary
 from .ntk import _make_problem, _per_example_jacobians, empirical_ntk
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
+from ._typing import ArrayLike
 
 __all__ = [
     "LemmaC2Chain",

@@ -76,11 +76,7 @@ from tqdm import tqdm  # the console bar: no ipywidgets needed in notebooks
 
 from . import _store
 from ._checks import check_choice, check_count
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the alias is for annotations only (never imported at run time)
-    from ._typing import ArrayLike
+from ._typing import ArrayLike
 
 __all__ = [
     "METHODS",
