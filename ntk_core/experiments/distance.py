@@ -33,6 +33,7 @@ import torch
 
 from .. import noise
 from .._checks import check_count, check_each_in
+from ..krr import krr_coefficients
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, train
@@ -192,8 +193,7 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     result = train(model, split.x_train, y_noisy, cfg, test=(split.x_test, split.y_test), progress=progress)
     y = y_noisy.cpu().numpy().astype(np.float64)
     # minimum-norm (λ = 0) or ridge (λ > 0) solution of the linearised problem: ‖θ* − θ(0)‖
-    ridge = (lam or 0.0) ** 2
-    alpha = np.linalg.solve(K + ridge * np.eye(len(K)), y)
+    alpha = krr_coefficients(K, y, lam or 0.0)
     predicted = float(np.sqrt(alpha @ K @ alpha))
     return {
         "n_train": point["n_train"],
