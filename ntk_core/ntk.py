@@ -457,15 +457,20 @@ def _n_rows_computed(prob: _Problem, tile: int, cached: bool) -> float:
     return n1 + (row_tiles * (row_tiles - 1) / 2 * tile if prob.symmetric else row_tiles * n2)
 
 
-def _estimate_jacobian(prob: _Problem, cost: _ForwardCost) -> CostEstimate:
+def _jacobian_tile(prob: _Problem) -> tuple[int, int]:
+    """Per-example Jacobians: the tile that fits the budget and its working memory in bytes (no FLOP count)."""
     e, o, p = prob.itemsize, prob.n_out, prob.n_params
     n_max = max(prob.x1.shape[0], prob.x2.shape[0])
     per_row = 2.0 * o * p * e  # Jacobian plus its reverse-mode workspace
     per_pair = 2.0 * e * (prob.n_out**2 if prob.full else 1)
     tile = _tile_fit(0, per_row, per_pair, prob.budget, n_max)
+    return tile, int(2 * tile * per_row + tile * tile * per_pair)
+
+
+def _estimate_jacobian(prob: _Problem, cost: _ForwardCost) -> CostEstimate:
+    tile, mem = _jacobian_tile(prob)
     rows = _n_rows_computed(prob, tile, cached=False)
-    flops = rows * (1 + 2 * o) * cost.flops + _pairs(prob) * 2.0 * p * _out_factor(prob)
-    mem = int(2 * tile * per_row + tile * tile * per_pair)
+    flops = rows * (1 + 2 * prob.n_out) * cost.flops + _pairs(prob) * 2.0 * prob.n_params * _out_factor(prob)
     return CostEstimate("jacobian", flops, mem, tile, mem <= prob.budget)
 
 
@@ -864,6 +869,8 @@ def _prepare(
     out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
     if tile_size is not None:
         check_count(tile_size, "tile_size")
+    if method == "jacobian":  # its tile needs no FLOP count: no extra forward pass, no trace
+        return _Run(prob, method, tile_size or _jacobian_tile(prob)[0], out_dt, None, 0)
     # the model is traced for the structured rule only where that method may run
     est, plan, chunk = _estimates(prob, structured=method in ("auto", "structured"))
     chosen = _pick(est) if method == "auto" else method

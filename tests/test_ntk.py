@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from ntk_core import ntk as ntk_module
 from ntk_core import structured
 from ntk_core.nets import MLP, ConvNet, TwoLayerNet
 from ntk_core.ntk import METHODS, empirical_ntk, select_method
@@ -163,6 +164,26 @@ def test_memory_budget_bounds_tile_size() -> None:
     ref = empirical_ntk(model, x, dtype=torch.float64, tile_size=40)
     k = empirical_ntk(model, x, dtype=torch.float64, memory_budget=budget, method="jacobian")
     torch.testing.assert_close(k, ref)
+
+
+def test_jacobian_method_takes_its_estimated_tile_without_counting_flops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """method="jacobian" needs no FLOP count (no extra forward pass) and tiles as its estimate says."""
+    model = MLP(8, [64, 64], 2, seed=3)
+    x = _data((8,), 40, 1)
+    budget = 1024 * 1024
+    tile = select_method(model, x, dtype=torch.float64, memory_budget=budget).estimates["jacobian"].tile_size
+    tiles: list[tuple[int, int]] = []
+    monkeypatch.setattr(ntk_module, "_forward_cost", lambda *a: (_ for _ in ()).throw(AssertionError("counted")))
+    k = empirical_ntk(
+        model,
+        x,
+        dtype=torch.float64,
+        memory_budget=budget,
+        method="jacobian",
+        callback=lambda i, j, c: tiles.append((i, j)),
+    )
+    assert 1 < tile < 40 and len(tiles) == (-(-40 // tile)) * (-(-40 // tile) + 1) // 2
+    assert rel_err(k, reference_ntk(model, x, x, "trace")) <= 1e-10
 
 
 def test_checkpoint_resume_recomputes_only_missing_tiles(tmp_path) -> None:  # type: ignore[no-untyped-def]
