@@ -3,7 +3,7 @@
 The ``torch.func`` tutorial's recipe (``bench_structured.tutorial_ntk``: ``vmap(jacrev)`` of the whole
 batch, then ``einsum``) and ``empirical_ntk`` with ``method="jacobian"`` and ``method="auto"``, timed
 side by side in one process (interleaved, best of ``--rounds``), on the 3-layer 64-channel CNN (raw
-``F.conv2d`` and ``nn.Conv2d``, 32×32×3) and on a bias-free ReLU MLP (``ntk_core.nets.MLP``)::
+``F.conv2d`` and ``nn.Conv2d``, 32×32×3), on the Setting 2 CNN (depth 11, quick width) and on a bias-free ReLU MLP (``ntk_core.nets.MLP``)::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_jacobian.py --threads 1 --n 128 512
 """
@@ -24,7 +24,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_structured import ModuleCNN, RawCNN, tutorial_ntk  # noqa: E402
+from bench_structured import ModuleCNN, RawCNN, setting2_net, tutorial_ntk  # noqa: E402
 
 from ntk_core.nets import MLP  # noqa: E402
 from ntk_core.ntk import empirical_ntk, select_method  # noqa: E402
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="+", default=[128, 512], help="numbers of examples")
     parser.add_argument("--rounds", type=int, default=5, help="repeats (best of)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
-    parser.add_argument("--models", nargs="+", default=["cnn", "mlp"], choices=("cnn", "mlp"))
+    parser.add_argument("--models", nargs="+", default=["cnn", "setting2", "mlp"], choices=("cnn", "setting2", "mlp"))
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -87,6 +87,13 @@ def main() -> None:
             xc = torch.randn(n, 3, 32, 32, generator=g)
             row("CNN 3 conv x64, raw F.conv2d", raw, xc, args.rounds)
             row("CNN 3 conv x64, nn.Conv2d", ModuleCNN(raw), xc, args.rounds)
+        if "setting2" in args.models:
+            row(
+                "Setting 2 CNN, depth 11, 16 ch, 8x8x3",
+                setting2_net(11),
+                torch.randn(n, 3, 8, 8, generator=g),
+                args.rounds,
+            )
         if "mlp" in args.models:
             row("MLP 784-512-512-1", mlp, torch.randn(n, 784, generator=g), args.rounds)
     print(f"# load average at the end {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
