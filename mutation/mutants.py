@@ -25,6 +25,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/noise.py": ("tests/test_noise.py",),
     "ntk_core/infinite.py": ("tests/test_infinite.py",),
     "ntk_core/ntk.py": ("tests/test_ntk.py",),
+    "ntk_core/structured.py": ("tests/test_structured.py", "tests/test_ntk.py"),
     "ntk_core/train.py": ("tests/test_train.py",),
     "ntk_core/resnet.py": ("tests/test_train.py", "tests/test_experiment_values.py"),
     "ntk_core/experiments/setting1.py": ("tests/test_experiment_values.py",),
@@ -241,8 +242,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "q-matrix-transposed",
         B,
-        "return Pm[:, _check_class_labels(arr, k)]",
-        "return Pm[_check_class_labels(arr, k), :].T",
+        "return Pm[:, check_class_labels(arr, k)]",
+        "return Pm[check_class_labels(arr, k), :].T",
         "Q = Pᵀ·Y instead of P·Y",
     ),
     Mutant(
@@ -343,15 +344,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "gd-aux-params-no-lambda",
         KRR,
-        "theta, b = theta - eta * (Zm.T @ a), b - eta * lam * a",
-        "theta, b = theta - eta * (Zm.T @ a), b - eta * a",
+        "return theta - eta * (Zm.T @ a), b - eta * lam * a",
+        "return theta - eta * (Zm.T @ a), b - eta * a",
         "AUX: b update without λ",
     ),
     Mutant(
         "gd-rdi-kernel-lambda",
         KRR,
-        "alpha = alpha - eta * (Km @ alpha - yy + lam**2 * alpha)",
-        "alpha = alpha - eta * (Km @ alpha - yy + lam * alpha)",
+        "return (alpha - eta * (Km @ alpha - yy + lam**2 * alpha),)",
+        "return (alpha - eta * (Km @ alpha - yy + lam * alpha),)",
         "function-space RDI with λ",
     ),
     Mutant(
@@ -477,11 +478,11 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ntk-gram-sum-split",
-        NTK,
-        "return (uu * gg).sum(dim=(2, 3))",
-        "return (uu * gg).sum(dim=3).sum(dim=2)",
-        "sum over both position axes done in two steps",
-        equivalent="summing axes 3 then 2 equals summing (2, 3) at once (the same sum, reassociated; "
+        "ntk_core/structured.py",
+        "blocks.append((uu * gp).sum(dim=(2, 3, 4)))",
+        "blocks.append((uu * gp).sum(dim=4).sum(dim=(2, 3)))",
+        "sum over the position and group axes done in two steps",
+        equivalent="summing axis 4 then (2, 3) equals summing (2, 3, 4) at once (the same sum, reassociated; "
         "differences are float rounding within the tests' tolerances)",
     ),
     # ------------------------------------------------------------------ trainer
@@ -621,7 +622,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "Setting 3 exact corruption floor(rate·n)",
     ),
     Mutant(
-        "dist-ridge-lambda", DIST, "ridge = (lam or 0.0) ** 2", "ridge = lam or 0.0", "distance prediction with ridge λ"
+        "dist-ridge-lambda",
+        DIST,
+        "alpha = krr_coefficients(K, y, lam or 0.0)",
+        "alpha = krr_coefficients(K, y, (lam or 0.0) ** 0.5)",
+        "distance prediction with ridge λ instead of λ²",
     ),
     Mutant(
         "dist-lr-lambda",
