@@ -132,6 +132,22 @@ def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkey
     assert stale.meta["stale"] and "code fingerprint" in stale.meta["stale_reasons"][0]
 
 
+def test_a_new_record_removes_the_unit_stores_of_earlier_configurations(data_env):
+    root = data_env / "records"
+    _record_tiny(root)
+    work = record_dir("setting1", "quick", root) / "work"
+    (first,) = work.glob("*.units")
+    experiments.record("setting1", "quick", root=root, **{**TINY, "steps": 12})
+    (second,) = work.glob("*.units")  # the first configuration's units are gone, the new ones stay
+    assert second != first and any(second.iterdir())
+    # a store whose lock is held (a recording under way) is left alone
+    busy = work / "feedfeedfeedfeed.units"
+    busy.mkdir()
+    with _record._store.file_lock(work / "feedfeedfeedfeed.lock"):
+        _record_tiny(root)
+    assert busy.is_dir() and len(list(work.glob("*.units"))) == 2
+
+
 def test_show_prints_a_record_and_names_a_missing_one(data_env, monkeypatch, capsys):
     root = data_env / "records"
     monkeypatch.setenv("NTK_CORE_RECORDS", str(root))

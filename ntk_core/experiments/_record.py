@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -218,13 +219,37 @@ def record_experiment(
             folder / "provenance.json",
             (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode(),
         )
+        pruned = _prune_work(work, keep=key)
     if out is not None:
         print(
             f"{name}: {wall:.1f} s ({ctx.units_computed} units computed, {ctx.units_loaded} resumed); "
-            f"recorded in {folder}",
+            f"recorded in {folder}"
+            + (f"; removed the unit stores of {len(pruned)} earlier configuration(s)" if pruned else ""),
             file=out,
         )
     return recorded(name, profile, root=root)
+
+
+def _prune_work(work: Path, keep: str) -> list[str]:
+    """Delete from ``work/`` the unit stores of every other key than ``keep``; returns the keys removed.
+
+    A unit store is keyed by the configuration and code it was computed with. Once the record of ``keep``
+    is written, the stores of earlier configurations or code are of no use (the record holds its own rows,
+    and a recording of an older key would not be current); left in place they would grow the repository
+    with every re-recording. A store whose lock another process holds (a recording still running) is kept.
+    """
+    removed = []
+    for units in sorted(work.glob("*.units")):
+        other = units.name[: -len(".units")]
+        if other == keep:
+            continue
+        try:
+            with _store.file_lock(work / f"{other}.lock", timeout=0):
+                shutil.rmtree(units)
+        except TimeoutError:
+            continue
+        removed.append(other)
+    return removed
 
 
 def _read_verified(folder: Path, file: str, provenance: dict[str, Any]) -> bytes:
