@@ -24,37 +24,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-CIFAR_TINY = {
-    "setting2": dict(
-        n_train=40,
-        n_val=20,
-        n_test=40,
-        depth=4,
-        channels=4,
-        epochs=2,
-        eval_every=1,
-        batch_size=10,
-        lams=(0.3, 3.0),
-        curve_lam=0.3,
-        clean_lams=(0.3,),
-        pool=4,
-        seeds=(0,),
-        download=False,
-    ),
-    "setting3": dict(
-        n_train=64,
-        n_val=32,
-        n_test=64,
-        width=4,
-        epochs=3,
-        lr_milestones=(1, 2),
-        batch_size=32,
-        noise_levels=(0.0, 0.4),
-        seeds=(0,),
-        download=False,
-    ),
-}
-
 
 def tiny_tables(names: list[str]) -> dict:
     """The result table of each experiment's tiny run (computed afresh: a private, empty cache)."""
@@ -64,6 +33,7 @@ def tiny_tables(names: list[str]) -> dict:
         os.environ["NTK_CORE_DATA"] = str(shared)
     import torch
     from test_experiments import TINY
+    from test_experiments_cifar import TINY as CIFAR_TINY
 
     from ntk_core import experiments
 

@@ -10,6 +10,38 @@ from ntk_core.experiments import make_config, run
 from ntk_core.experiments import setting2, setting3
 from ntk_core.resnet import CifarResNet, RandomCropFlip, resnet34
 
+#: tiny end-to-end configurations (also the references of tests/identity.py)
+TINY = {
+    "setting2": dict(
+        n_train=40,
+        n_val=20,
+        n_test=40,
+        depth=4,
+        channels=4,
+        epochs=2,
+        eval_every=1,
+        batch_size=10,
+        lams=(0.3, 3.0),
+        curve_lam=0.3,
+        clean_lams=(0.3,),
+        pool=4,
+        seeds=(0,),
+        download=False,
+    ),
+    "setting3": dict(
+        n_train=64,
+        n_val=32,
+        n_test=64,
+        width=4,
+        epochs=3,
+        lr_milestones=(1, 2),
+        batch_size=32,
+        noise_levels=(0.0, 0.4),
+        seeds=(0,),
+        download=False,
+    ),
+}
+
 # --------------------------------------------------------------------------- ResNet
 
 
@@ -183,25 +215,7 @@ def cifar_env(shared_data, tmp_path, monkeypatch):
 
 
 def test_setting2_tiny_end_to_end(cifar_env) -> None:
-    result = run(
-        "setting2",
-        "quick",
-        use_cache=False,
-        n_train=40,
-        n_val=20,
-        n_test=40,
-        depth=4,
-        channels=4,
-        epochs=2,
-        eval_every=1,
-        batch_size=10,
-        lams=(0.3, 3.0),
-        curve_lam=0.3,
-        clean_lams=(0.3,),
-        pool=4,
-        seeds=(0,),
-        download=False,
-    )
+    result = run("setting2", "quick", use_cache=False, **TINY["setting2"])
     t = result.table
     assert set(t["part"]) == {"curves", "layers", "summary", "spectrum"}
     assert set(t["noise"]) == {0.0, 0.2}
@@ -256,21 +270,7 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
 
 
 def test_setting3_tiny_end_to_end(cifar_env) -> None:
-    result = run(
-        "setting3",
-        "quick",
-        use_cache=False,
-        n_train=64,
-        n_val=32,
-        n_test=64,
-        width=4,
-        epochs=3,
-        lr_milestones=(1, 2),
-        batch_size=32,
-        noise_levels=(0.0, 0.4),
-        seeds=(0,),
-        download=False,
-    )
+    result = run("setting3", "quick", use_cache=False, **TINY["setting3"])
     t = result.table
     assert set(t["part"]) == {"curves", "summary"}
     summary = t[t["part"] == "summary"]
