@@ -434,6 +434,10 @@ def train(
         ``model`` is not a ``torch.nn.Module``.
     ValueError
         Inputs and labels of different lengths, or another inconsistent input.
+    FloatingPointError
+        Training diverged: a mini-batch loss, or the training loss evaluated at the end of an epoch, was NaN
+        or infinite. Raised at the end of the first epoch where that happened, before it is checkpointed
+        (the last checkpoint stays the last finite state).
 
     Examples
     --------
@@ -503,6 +507,7 @@ def train(
                 g["weight_decay"] = config.aux_weight_decay * config.lr_gamma**decays
         order = torch.randperm(n, generator=torch.Generator().manual_seed(config.seed * 100_003 + epoch))
         model.train()
+        finite = torch.ones((), dtype=torch.bool, device=x.device)  # on the device: no sync per step
         for start in range(0, n, batch):
             idx = order[start : start + batch].to(x.device)
             optimizer.zero_grad(set_to_none=True)
@@ -513,11 +518,16 @@ def train(
             if config.method == "rdi":
                 penalty = sum(((p - theta0[name]) ** 2).sum() for name, p in params.items())
                 loss = loss + (len(idx) / n) * 0.5 * lam**2 * penalty
+            finite &= torch.isfinite(loss.detach())
             loss.backward()
             optimizer.step()
         done = epoch + 1
+        if not bool(finite):
+            raise _diverged("a mini-batch loss", done, config)
         if done % config.eval_every == 0 or done == config.epochs:
             rows.append(_evaluate(model, params, theta0, x, y_noisy, targets, y_clean, val, test, aux, config, done))
+            if not math.isfinite(rows[-1]["loss"]):
+                raise _diverged("the training loss at the end of the epoch", done, config)
         if path is not None:
             _save_checkpoint(path, identity, done, rows, model, theta0, optimizer, aux)
         if on_epoch_end is not None:
@@ -528,6 +538,14 @@ def train(
     if val is not None and len(history):
         best_epoch = int(history.loc[history["val_error"].idxmin(), "epoch"])
     return TrainResult(model, history, config, aux.detach() if aux is not None else None, best_epoch)
+
+
+def _diverged(what: str, epoch: int, config: TrainConfig) -> FloatingPointError:
+    return FloatingPointError(
+        f"training diverged: {what} was not finite in epoch {epoch} of {config.epochs} (method "
+        f"{config.method!r}, loss {config.loss!r}, lr {config.lr:g}, momentum {config.momentum:g}); lower the "
+        "learning rate (or the loss scale)"
+    )
 
 
 @torch.no_grad()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -390,3 +392,36 @@ def test_learning_rate_milestones_by_value():
     w2 = w1 - gamma * eta * grad(w1)
     train(model, x, y, TrainConfig(lr=eta, epochs=2, lr_milestones=(1,), lr_gamma=gamma))
     torch.testing.assert_close(model.weight.detach(), w2, atol=1e-12, rtol=0)
+
+
+def test_divergence_stops_training_at_the_first_non_finite_loss(tmp_path):
+    # plain GD on a linear model with a step far above 2 / (largest Hessian eigenvalue): the loss grows
+    # geometrically, overflows float32 and turns NaN; training stops in that epoch instead of running on
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=gen)
+    y = torch.where(x[:, 0] > 0, 1, -1)
+
+    def run(epochs, **kwargs):
+        torch.manual_seed(0)
+        return train(nn.Linear(4, 1, bias=False), x, y, TrainConfig(method="vanilla", lr=5.0, epochs=epochs), **kwargs)
+
+    seen: list[int] = []
+    with pytest.raises(FloatingPointError, match=r"not finite in epoch \d+ of 200 .*lower the learning rate") as err:
+        run(200, checkpoint=tmp_path / "ckpt.pt", on_epoch_end=seen.append)
+    stopped = int(re.search(r"in epoch (\d+) of", str(err.value)).group(1))
+    assert 1 < stopped < 200 and seen == list(range(1, stopped))  # no callback for the diverged epoch
+    # the same run one epoch shorter ends finite: the stop is at the first non-finite epoch
+    before = run(stopped - 1)
+    assert np.isfinite(before.history["loss"]).all() and len(before.history) == stopped - 1
+    # the checkpoint left behind holds the last finite state: resuming it diverges again in the same epoch,
+    # without running any epoch before it
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+    again: list[int] = []
+    with pytest.raises(FloatingPointError, match=rf"in epoch {stopped} of 200"):
+        run(200, checkpoint=tmp_path / "ckpt.pt", on_epoch_end=again.append)
+    assert again == []
+    # between evaluations the mini-batch losses are watched: no epoch runs on after the first non-finite one
+    torch.manual_seed(0)
+    sparse = TrainConfig(method="vanilla", lr=5.0, epochs=200, eval_every=100)
+    with pytest.raises(FloatingPointError, match=rf"a mini-batch loss was not finite in epoch {stopped + 1} of"):
+        train(nn.Linear(4, 1, bias=False), x, y, sparse)
