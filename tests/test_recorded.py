@@ -226,8 +226,16 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
         (package / "experiments" / "setting1.py").read_text() + "\n\ndef headline(table):\n    return table.mean()\n"
     )
     (package / "measure.py").write_text((package / "measure.py").read_text() + "\nX = 1\n")
+    # sizing a profile: its constructor only chooses config values, which enter a result's identity apart
+    edit("experiments/distance.py", "steps=5_000,", "steps=50_000,")
+    assert _code.PROFILE_METHODS == experiments.PROFILES
     assert fp() == before
     assert fp(None) != whole  # the whole package did change
+    # ... but a new config field does
+    edit("experiments/distance.py", "    counts = {", "    other_default: int = 1\n\n    counts = {")
+    assert fp() != before
+    edit("experiments/distance.py", "    other_default: int = 1\n\n", "")
+    assert fp() == before
     # code that distance runs: the signature of data.mnist_features
     edit("data.py", "def mnist_features(", "def mnist_features(*_unused, ")
     assert fp() != before

@@ -11,7 +11,10 @@ while any change to what the computation executes does not:
   ``load_mnist`` into ``data.py``), transitively; a module used as a whole value is included whole;
 * top-level statements that define nothing (``if …:`` blocks, bare calls) are always included;
 * each statement enters as the dump of its syntax tree without docstrings, comments or type annotations
-  (``__all__`` and ``if TYPE_CHECKING:`` blocks are left out: they do not change what runs).
+  (``__all__`` and ``if TYPE_CHECKING:`` blocks are left out: they do not change what runs);
+* a class's profile constructors (the class methods ``quick``, ``medium`` and ``full`` of a ``Config``) are
+  left out as well: they only choose a config's values, and the values are part of a result's identity
+  beside the code (``_base.run_experiment``), so that sizing one profile leaves the others' results current.
 
 :func:`code_fingerprint` hashes the included statements, module by module, in source order.
 """
@@ -28,9 +31,23 @@ __all__ = ["code_fingerprint", "included_code"]
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
+#: The class methods that construct an experiment's profiles (``experiments.PROFILES``): not code that computes.
+PROFILE_METHODS = ("quick", "medium", "full")
+
+
+def _is_profile_method(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.FunctionDef)
+        and stmt.name in PROFILE_METHODS
+        and any(isinstance(d, ast.Name) and d.id == "classmethod" for d in stmt.decorator_list)
+    )
+
+
 def _strip(node: ast.AST) -> ast.AST:
-    """``node`` without docstrings and type annotations (in place)."""
+    """``node`` without docstrings, type annotations and profile constructors (in place)."""
     for sub in ast.walk(node):
+        if isinstance(sub, ast.ClassDef):
+            sub.body = [s for s in sub.body if not _is_profile_method(s)] or [ast.Pass()]
         body = getattr(sub, "body", None)
         if (
             isinstance(sub, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
