@@ -57,6 +57,7 @@ __all__ = [
     "gd_kernel_closed_form",
     "gd_rdi_kernel",
     "gd_rdi_params",
+    "gd_steps_to_fit",
     "gd_unregularized_kernel",
     "krr_coefficients",
     "krr_path",
@@ -962,3 +963,78 @@ def gd_kernel_closed_form(
     if K_test_train is None:
         return Km @ alpha
     return _check_cross_kernel(K_test_train, Km.shape[0]) @ alpha
+
+
+def gd_steps_to_fit(K: ArrayLike, y: ArrayLike, eta: float, tol: float, max_steps: int = 10**9) -> int | None:
+    r"""The first step at which plain gradient descent in the NTK regime fits the targets to mean loss ``tol``.
+
+    Linearised GD from f(0) = 0 (Section 3.2; the difference trick makes the initial output 0) leaves the
+    residual :math:`r(t) = f(t) - \tilde y = -(I - \eta K)^t \tilde y`, so with :math:`K = U\mathrm{diag}(s)U^\top`
+    and :math:`c = U^\top\tilde y` the mean training loss is
+
+    .. math:: L(t) = \frac{1}{2n}\lVert r(t)\rVert^2 = \frac{1}{2n}\sum_i (1 - \eta s_i)^{2t} c_i^2,
+
+    non-increasing in t for 0 < η ≤ 2/‖K‖. Returns the smallest t with L(t) ≤ ``tol`` (found by doubling and
+    bisection on the closed form, not by iterating), or ``None`` when no step reaches it: the part of ỹ
+    outside the range of K is never fitted, or more than ``max_steps`` steps are needed. This sizes
+    experiments whose precondition is that GD has converged (e.g. :func:`ntk_core.experiments.distance.tracking`,
+    mean loss below 10⁻³); a finite network is not exactly linear, so measure before relying on it.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        Kernel matrix k(X, X), symmetric positive semi-definite.
+    y : ArrayLike, shape (n,) or (n, K)
+        Training targets ỹ.
+    eta : float
+        Learning rate, 0 < η < 2/‖K‖ (GD diverges otherwise).
+    tol : float
+        The mean loss to reach, > 0.
+    max_steps : int
+        The largest step considered.
+
+    Returns
+    -------
+    int or None
+        The first step t with L(t) ≤ ``tol`` (0 when ỹ already has mean loss ≤ ``tol``), or ``None``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core.krr import gd_steps_to_fit
+    >>> K = np.diag([1.0, 0.01])
+    >>> y = np.array([1.0, 1.0])
+    >>> t = gd_steps_to_fit(K, y, eta=1.0, tol=1e-4)  # the slow direction: 0.99^(2t) / 4 <= 1e-4
+    >>> t, bool(0.99 ** (2 * t) / 4 <= 1e-4 < 0.99 ** (2 * (t - 1)) / 4)
+    (390, True)
+    """
+    Km = check_kernel_matrix(K)
+    yy = check_rows(y, Km.shape[0], "y")
+    eta = check_positive(eta, "eta")
+    tol = check_positive(tol, "tol")
+    max_steps = check_count(max_steps, "max_steps", 0)
+    s, U = np.linalg.eigh(Km)
+    _check_psd_eigenvalues(s, Km, "K")
+    top = float(max(s.max(), 0.0))
+    if top > 0 and eta * top >= 2.0:
+        raise ValueError(f"eta must be below 2/‖K‖ = {2.0 / top:.6g} for gradient descent to converge, got {eta!r}")
+    c = U.T @ yy
+    weight = (c**2).reshape(len(s), -1).sum(axis=1) / (2.0 * Km.shape[0])  # per eigen-direction, at t = 0
+    with np.errstate(divide="ignore"):
+        log_q = np.log(np.abs(1.0 - eta * np.clip(s, 0.0, None)))  # |1 − η s| ≤ 1; −inf where η s = 1
+
+    def loss(t: int) -> float:
+        decay = np.exp(2.0 * t * log_q) if t else np.ones_like(weight)
+        return float(np.sum(weight * decay))
+
+    if loss(0) <= tol:
+        return 0
+    if loss(max_steps) > tol:
+        return None
+    lo, hi = 0, 1  # loss(lo) > tol >= loss(hi)
+    while loss(hi) > tol:
+        lo, hi = hi, min(2 * hi, max_steps)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if loss(mid) > tol else (lo, mid)
+    return hi

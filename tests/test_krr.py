@@ -16,6 +16,7 @@ from ntk_core.krr import (
     gd_kernel_closed_form,
     gd_rdi_kernel,
     gd_rdi_params,
+    gd_steps_to_fit,
     gd_unregularized_kernel,
     krr_coefficients,
     krr_path,
@@ -442,3 +443,31 @@ def test_lambda_whose_square_overflows_is_a_clear_error() -> None:
             call(1e155)
     big = krr_predict(K, y, 1e150)  # λ² = 1e300 is finite: predictions ≈ K ỹ / λ²
     np.testing.assert_allclose(big, K @ y / 1e300, rtol=1e-9)
+
+
+def test_gd_steps_to_fit_is_the_first_step_of_iterated_gd_below_the_tolerance():
+    rng = np.random.default_rng(3)
+    Z = rng.standard_normal((12, 30)) / np.sqrt(30)
+    K = Z @ Z.T
+    for y, eta_scale, tol in (
+        (rng.choice([-1.0, 1.0], 12), 1.0, 1e-3),
+        (rng.standard_normal((12, 3)), 0.5, 1e-5),  # several outputs: the loss sums over them
+        (rng.choice([-1.0, 1.0], 12), 1.9, 1e-4),  # 1 < η‖K‖ < 2: the top direction oscillates, still converges
+    ):
+        eta = eta_scale / np.linalg.eigvalsh(K)[-1]
+        t = gd_steps_to_fit(K, y, eta, tol)
+        # independent: iterate α ← α − η(Kα − ỹ) and read the mean loss ½‖Kα − ỹ‖²/n step by step
+        traj = gd_unregularized_kernel(K, y, eta, t + 5)
+        mean_loss = [0.5 * float(np.sum((f - y) ** 2)) / len(y) for f in traj.train]
+        first = next(i for i, v in enumerate(mean_loss) if v <= tol)
+        assert t == first and mean_loss[t - 1] > tol
+    y = rng.choice([-1.0, 1.0], 12)
+    assert gd_steps_to_fit(K, y, 0.5, 1.0) == 0  # mean loss ½ at t = 0
+    assert gd_steps_to_fit(K, y, 0.5, 1e-3, max_steps=3) is None
+    # targets outside the range of K are never fitted: the loss levels off above the tolerance
+    K_low = Z[:, :3] @ Z[:, :3].T  # rank 3
+    assert gd_steps_to_fit(K_low, y, 0.5, 1e-3) is None
+    with pytest.raises(ValueError, match="eta must be below 2/‖K‖"):
+        gd_steps_to_fit(K, y, 2.01 / np.linalg.eigvalsh(K)[-1], 1e-3)
+    with pytest.raises(ValueError, match="tol"):
+        gd_steps_to_fit(K, y, 0.5, 0.0)
