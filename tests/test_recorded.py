@@ -227,7 +227,7 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     )
     (package / "measure.py").write_text((package / "measure.py").read_text() + "\nX = 1\n")
     # sizing a profile: its constructor only chooses config values, which enter a result's identity apart
-    edit("experiments/distance.py", "steps=5_000,", "steps=50_000,")
+    edit("experiments/distance.py", "steps=120_000,", "steps=150_000,")
     assert _code.PROFILE_METHODS == experiments.PROFILES
     assert fp() == before
     assert fp(None) != whole  # the whole package did change
