@@ -69,7 +69,7 @@ from .._checks import check_choice, check_count, check_each_in, check_interval
 from ..train import TrainConfig
 from ._base import ExperimentConfig, RunContext, Splits, paired_stats, split_from, train_on
 
-__all__ = ["Config", "compute", "corrupt_exact", "network", "paired_gain", "paired_verdict", "table1"]
+__all__ = ["Config", "compute", "corrupt_exact", "memorisation", "network", "paired_gain", "paired_verdict", "table1"]
 
 _LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}
 
@@ -383,3 +383,29 @@ def paired_verdict(gain: dict) -> str:
     if gain["mean"] > 2 * gain["sem"]:
         return "holds"
     return "the opposite holds" if gain["mean"] < -2 * gain["sem"] else "not resolved"
+
+
+def memorisation(table: pd.DataFrame) -> pd.DataFrame:
+    """How far the network alone follows the corrupted training labels, epoch by epoch, at the largest noise.
+
+    ``clean_fit`` is the network's accuracy on the *clean* training labels (``train_acc_clean``; for AUX the
+    network without its auxiliary variables, which is what is tested): 1 when it has learnt the clean labels
+    and ignored the noise, ``1 − p`` when it reproduces every corrupted label (memorisation; ``p`` the
+    fraction corrupted, ``noise_actual``). One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
+    ``test_acc`` mean and standard deviation over the seeds, and ``memorised_level`` = ``1 − p``.
+    """
+    p = float(table["noise"].max())
+    curves = table[(table["part"] == "curves") & (table["noise"] == p)]
+    out = (
+        curves.groupby(["loss", "aux", "epoch"])
+        .agg(
+            clean_fit=("train_acc_clean", "mean"),
+            clean_fit_std=("train_acc_clean", "std"),
+            test_acc=("test_acc", "mean"),
+            test_acc_std=("test_acc", "std"),
+            memorised_level=("noise_actual", lambda a: 1.0 - float(a.iloc[0])),
+        )
+        .reset_index()
+    )
+    out["aux"] = out["aux"].astype(bool)
+    return out
