@@ -374,6 +374,12 @@ def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() 
     np.testing.assert_allclose(m["clean_fit_std"], 0.01)
     np.testing.assert_allclose(m["test_acc"], 0.31)
     np.testing.assert_allclose(m["memorised_level"], 0.6)
+    # paired by seed at the last epoch: AUX − normal = −0.05 on every seed
+    g = setting3.memorisation_gain(pd.DataFrame(rows), "CCE")
+    np.testing.assert_allclose(g["differences"], [-0.05, -0.05, -0.05])
+    assert g["seeds"] == 3
+    with pytest.raises(ValueError, match="no curves for loss 'MSE'"):
+        setting3.memorisation_gain(pd.DataFrame(rows), "MSE")
 
 
 def test_setting2_fitted_by_linear_sgd_reads_the_spectrum() -> None:

@@ -69,7 +69,17 @@ from .._checks import check_choice, check_count, check_each_in, check_interval
 from ..train import TrainConfig
 from ._base import ExperimentConfig, RunContext, Splits, paired_stats, split_from, train_on
 
-__all__ = ["Config", "compute", "corrupt_exact", "memorisation", "network", "paired_gain", "paired_verdict", "table1"]
+__all__ = [
+    "Config",
+    "compute",
+    "corrupt_exact",
+    "memorisation",
+    "memorisation_gain",
+    "network",
+    "paired_gain",
+    "paired_verdict",
+    "table1",
+]
 
 _LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}
 
@@ -409,3 +419,25 @@ def memorisation(table: pd.DataFrame) -> pd.DataFrame:
     )
     out["aux"] = out["aux"].astype(bool)
     return out
+
+
+def memorisation_gain(table: pd.DataFrame, loss: str) -> dict:
+    """How much closer AUX keeps the network alone to the clean training labels than normal training does.
+
+    At the largest noise and the last epoch, per seed (same data, corrupted labels and initialisation): the
+    network's accuracy on the clean training labels with AUX minus without (:func:`memorisation`'s
+    ``clean_fit``), summarised by :func:`~ntk_core.experiments._base.paired_stats`. Positive: AUX's auxiliary
+    variables absorbed part of the corrupted labels that normal training memorises. ``loss`` is ``"CCE"`` or
+    ``"MSE"``.
+    """
+    p = float(table["noise"].max())
+    c = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
+    if c.empty:
+        raise ValueError(
+            f"no curves for loss {loss!r} at noise {p} (losses: {sorted(table['loss'].dropna().unique())})"
+        )
+    last = c[c["epoch"] == c["epoch"].max()]
+    wide = last.pivot_table(index="seed", columns="aux", values="train_acc_clean")
+    if set(wide.columns) != {False, True}:
+        raise ValueError(f"memorisation_gain needs runs with and without AUX for {loss!r}")
+    return paired_stats((wide[True] - wide[False]).to_numpy())
