@@ -115,18 +115,30 @@ class Config(ExperimentConfig):
 
     @classmethod
     def full(cls) -> "Config":
-        """Up to 4,000 samples and width 10,000, 5,000 steps at lr scale 1. About 2 GPU-hours.
+        """Up to 4,000 samples and width 10,000, 120,000 GD steps at lr scale 1 (960,000 at lr scale 1/8).
 
-        Not yet sized for the precondition (every run converged): on the CPU, 12,000 steps left 400 images at
-        width 512 at mean training loss 1.3 · 10⁻³ (see :meth:`medium`), and GD needs more steps the more
-        images, so 5,000 steps will not converge at 4,000 images. Size the steps by a timed trial on the GPU
-        (the loss curve of the largest n) before recording."""
+        Sized for the precondition (every run converged, mean training loss below 10⁻³) without a GPU, by the
+        linearised dynamics and a lag measured on the medium record (2026-11-26, 2-core x86_64 VM):
+
+        * linearised GD with the infinite-width NTK (:func:`ntk_core.krr.gd_steps_to_fit`, η = 1/‖K‖, MNIST
+          5 vs 8 at 28×28, three random subsets each) reaches mean loss 10⁻³ after 5,600–5,700 steps at 1,000
+          images (noise 0.2; 6,100–6,300 at noise 0.4), 13,100–13,400 at 2,000 and 28,200–29,000 at 4,000;
+        * the finite networks lag their own linearisation: on the medium record's vanilla runs (width
+          256–2,048, 100–300 images) GD's measured loss after 15,000 steps is what the empirical NTK's
+          linearised dynamics reach after 1/1.9 – 1/3.9 of those steps (mean lag 3, no clear trend with width);
+        * so 4,000 images need ≈ 29,000 × 4 ≈ 116,000 steps: 120,000.
+
+        Estimated (not measured) time: a GD step of Setting 1's network (10,000 images, width 10,000) took
+        17.6 ms on one H100 (``benchmarks/gpu_check.sh``); scaled by images × width, ≈ 0.7 ms at the base
+        point (1,000 images, width 4,096). The distinct runs of a seed cost ≈ 34 base-point runs (the lr scales
+        1/8–1/2 run 8×, 4× and 2× the steps), ≈ 0.8–1 GPU-hour per seed with overhead, ≈ 3 for three. Check
+        the precondition on the first units before recording all of them."""
         return cls(
             profile="full",
             n_train=1_000,
             width=4_096,
             pool=1,
-            steps=5_000,
+            steps=120_000,
             samples_grid=(250, 500, 1_000, 2_000, 4_000),
             noise_grid=(0.0, 0.1, 0.2, 0.3, 0.4),
             width_grid=(1_024, 2_048, 4_096, 10_000),
