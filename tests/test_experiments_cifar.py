@@ -377,7 +377,9 @@ def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() 
     # paired by seed at the last epoch: AUX − normal = −0.05 on every seed
     g = setting3.memorisation_gain(pd.DataFrame(rows), "CCE")
     np.testing.assert_allclose(g["differences"], [-0.05, -0.05, -0.05])
-    assert g["seeds"] == 3
+    assert g["seeds"] == 3 and g["level"] == pytest.approx(0.6)
+    np.testing.assert_allclose(g["aux_last"], [0.25, 0.26, 0.27])
+    np.testing.assert_allclose(g["normal_last"], [0.3, 0.31, 0.32])
     with pytest.raises(ValueError, match="no curves for loss 'MSE'"):
         setting3.memorisation_gain(pd.DataFrame(rows), "MSE")
 

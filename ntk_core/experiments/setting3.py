@@ -428,7 +428,8 @@ def memorisation_gain(table: pd.DataFrame, loss: str) -> dict:
     network's accuracy on the clean training labels with AUX minus without (:func:`memorisation`'s
     ``clean_fit``), summarised by :func:`~ntk_core.experiments._base.paired_stats`. Positive: AUX's auxiliary
     variables absorbed part of the corrupted labels that normal training memorises. ``loss`` is ``"CCE"`` or
-    ``"MSE"``.
+    ``"MSE"``. Besides the paired statistics: ``aux_last`` and ``normal_last``, the per-seed accuracies, and
+    ``level``, 1 − p (every corrupted label reproduced).
     """
     p = float(table["noise"].max())
     c = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
@@ -440,4 +441,6 @@ def memorisation_gain(table: pd.DataFrame, loss: str) -> dict:
     wide = last.pivot_table(index="seed", columns="aux", values="train_acc_clean")
     if set(wide.columns) != {False, True}:
         raise ValueError(f"memorisation_gain needs runs with and without AUX for {loss!r}")
-    return paired_stats((wide[True] - wide[False]).to_numpy())
+    stats = paired_stats((wide[True] - wide[False]).to_numpy())
+    level = 1.0 - float(last["noise_actual"].iloc[0])
+    return {**stats, "aux_last": wide[True].tolist(), "normal_last": wide[False].tolist(), "level": level}
