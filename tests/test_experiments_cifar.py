@@ -330,6 +330,60 @@ def test_setting3_paired_gain() -> None:
         setting3.paired_gain(pd.DataFrame(rows), 0.4, "MSE+AUX (last)", "Normal CCE (early stop)")
 
 
+def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() -> None:
+    import pandas as pd
+
+    rows = [
+        {
+            "part": "curves",
+            "noise": p,
+            "noise_actual": 0.4 if p else 0.0,
+            "seed": seed,
+            "loss": "CCE",
+            "aux": aux,
+            "epoch": e,
+            "train_acc_clean": 0.9 - 0.1 * e - 0.05 * aux + 0.01 * seed - p,
+            "test_acc": 0.3 + 0.01 * seed,
+        }
+        for p in (0.0, 0.4)
+        for seed in (0, 1, 2)
+        for aux in (False, True)
+        for e in (1, 2)
+    ] + [
+        {
+            "part": "summary",
+            "noise": 0.4,
+            "noise_actual": 0.4,
+            "seed": 0,
+            "loss": "CCE",
+            "aux": True,
+            "epoch": 9,
+            "train_acc_clean": 5.0,
+            "test_acc": 5.0,
+        }
+    ]
+    m = setting3.memorisation(pd.DataFrame(rows))
+    assert m[["loss", "aux", "epoch"]].values.tolist() == [
+        ["CCE", False, 1],
+        ["CCE", False, 2],
+        ["CCE", True, 1],
+        ["CCE", True, 2],
+    ]
+    # mean over seeds at noise 0.4 only (curves, not summary rows): 0.9 − 0.1e − 0.05·aux + 0.01 − 0.4
+    np.testing.assert_allclose(m["clean_fit"], [0.41, 0.31, 0.36, 0.26])
+    np.testing.assert_allclose(m["clean_fit_std"], 0.01)
+    np.testing.assert_allclose(m["test_acc"], 0.31)
+    np.testing.assert_allclose(m["memorised_level"], 0.6)
+    # paired by seed at the last epoch: AUX − normal = −0.05 on every seed
+    g = setting3.memorisation_gain(pd.DataFrame(rows), "CCE")
+    np.testing.assert_allclose(g["differences"], [-0.05, -0.05, -0.05])
+    assert g["seeds"] == 3 and g["level"] == pytest.approx(0.6)
+    np.testing.assert_allclose(g["aux_last"], [0.25, 0.26, 0.27])
+    np.testing.assert_allclose(g["normal_last"], [0.3, 0.31, 0.32])
+    with pytest.raises(ValueError, match="no curves for loss 'MSE'"):
+        setting3.memorisation_gain(pd.DataFrame(rows), "MSE")
+
+
 def test_setting2_fitted_by_linear_sgd_reads_the_spectrum() -> None:
     import pandas as pd
 

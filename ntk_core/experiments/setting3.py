@@ -69,7 +69,17 @@ from .._checks import check_choice, check_count, check_each_in, check_interval
 from ..train import TrainConfig
 from ._base import ExperimentConfig, RunContext, Splits, paired_stats, split_from, train_on
 
-__all__ = ["Config", "compute", "corrupt_exact", "network", "paired_gain", "paired_verdict", "table1"]
+__all__ = [
+    "Config",
+    "compute",
+    "corrupt_exact",
+    "memorisation",
+    "memorisation_gain",
+    "network",
+    "paired_gain",
+    "paired_verdict",
+    "table1",
+]
 
 _LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}
 
@@ -383,3 +393,54 @@ def paired_verdict(gain: dict) -> str:
     if gain["mean"] > 2 * gain["sem"]:
         return "holds"
     return "the opposite holds" if gain["mean"] < -2 * gain["sem"] else "not resolved"
+
+
+def memorisation(table: pd.DataFrame) -> pd.DataFrame:
+    """How far the network alone follows the corrupted training labels, epoch by epoch, at the largest noise.
+
+    ``clean_fit`` is the network's accuracy on the *clean* training labels (``train_acc_clean``; for AUX the
+    network without its auxiliary variables, which is what is tested): 1 when it has learnt the clean labels
+    and ignored the noise, ``1 − p`` when it reproduces every corrupted label (memorisation; ``p`` the
+    fraction corrupted, ``noise_actual``). One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
+    ``test_acc`` mean and standard deviation over the seeds, and ``memorised_level`` = ``1 − p``.
+    """
+    p = float(table["noise"].max())
+    curves = table[(table["part"] == "curves") & (table["noise"] == p)]
+    out = (
+        curves.groupby(["loss", "aux", "epoch"])
+        .agg(
+            clean_fit=("train_acc_clean", "mean"),
+            clean_fit_std=("train_acc_clean", "std"),
+            test_acc=("test_acc", "mean"),
+            test_acc_std=("test_acc", "std"),
+            memorised_level=("noise_actual", lambda a: 1.0 - float(a.iloc[0])),
+        )
+        .reset_index()
+    )
+    out["aux"] = out["aux"].astype(bool)
+    return out
+
+
+def memorisation_gain(table: pd.DataFrame, loss: str) -> dict:
+    """How much closer AUX keeps the network alone to the clean training labels than normal training does.
+
+    At the largest noise and the last epoch, per seed (same data, corrupted labels and initialisation): the
+    network's accuracy on the clean training labels with AUX minus without (:func:`memorisation`'s
+    ``clean_fit``), summarised by :func:`~ntk_core.experiments._base.paired_stats`. Positive: AUX's auxiliary
+    variables absorbed part of the corrupted labels that normal training memorises. ``loss`` is ``"CCE"`` or
+    ``"MSE"``. Besides the paired statistics: ``aux_last`` and ``normal_last``, the per-seed accuracies, and
+    ``level``, 1 − p (every corrupted label reproduced).
+    """
+    p = float(table["noise"].max())
+    c = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
+    if c.empty:
+        raise ValueError(
+            f"no curves for loss {loss!r} at noise {p} (losses: {sorted(table['loss'].dropna().unique())})"
+        )
+    last = c[c["epoch"] == c["epoch"].max()]
+    wide = last.pivot_table(index="seed", columns="aux", values="train_acc_clean")
+    if set(wide.columns) != {False, True}:
+        raise ValueError(f"memorisation_gain needs runs with and without AUX for {loss!r}")
+    stats = paired_stats((wide[True] - wide[False]).to_numpy())
+    level = 1.0 - float(last["noise_actual"].iloc[0])
+    return {**stats, "aux_last": wide[True].tolist(), "normal_last": wide[False].tolist(), "level": level}
