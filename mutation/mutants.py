@@ -546,8 +546,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "train-in-eval-mode",
         TRAIN,
-        "        model.train()\n        for start in range(0, n, batch):",
-        "        model.eval()\n        for start in range(0, n, batch):",
+        "        model.train()\n        finite = torch.ones(",
+        "        model.eval()\n        finite = torch.ones(",
         "training steps in evaluation mode",
     ),
     Mutant(
