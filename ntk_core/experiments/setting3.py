@@ -401,7 +401,8 @@ def memorisation(table: pd.DataFrame) -> pd.DataFrame:
     ``clean_fit`` is the network's accuracy on the *clean* training labels (``train_acc_clean``; for AUX the
     network without its auxiliary variables, which is what is tested): 1 when it has learnt the clean labels
     and ignored the noise, ``1 − p`` when it reproduces every corrupted label (memorisation; ``p`` the
-    fraction corrupted, ``noise_actual``). One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
+    fraction corrupted, ``noise_actual``) and predicts every other label right; an untrained network is far
+    below both (about 1/10), so the curve rises towards one of them. One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
     ``test_acc`` mean and standard deviation over the seeds, and ``memorised_level`` = ``1 − p``.
     """
     p = float(table["noise"].max())
