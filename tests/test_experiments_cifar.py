@@ -380,6 +380,21 @@ def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() 
     assert g["seeds"] == 3 and g["level"] == pytest.approx(0.6)
     np.testing.assert_allclose(g["aux_last"], [0.25, 0.26, 0.27])
     np.testing.assert_allclose(g["normal_last"], [0.3, 0.31, 0.32])
+    assert not g["memorised"]  # 0.3 and 0.25 are far from 1 − p = 0.6
+    # the epoch from which the curve stays at 1 − p: rising from below, dipping away once, never reaching it
+    memo = pd.DataFrame(
+        {
+            "loss": "CCE",
+            "aux": [False] * 5 + [True] * 5,
+            "epoch": [1, 2, 3, 4, 5] * 2,
+            "clean_fit": [0.1, 0.6, 0.5, 0.601, 0.6, 0.1, 0.2, 0.3, 0.4, 0.5],
+            "memorised_level": 0.6,
+        }
+    )
+    assert setting3.memorised_from(memo) == {("CCE", False): 4, ("CCE", True): None}
+    at_level = pd.DataFrame(rows).assign(train_acc_clean=lambda t: 0.6 + 0.001 * t["seed"])
+    assert setting3.memorisation_gain(at_level, "CCE")["memorised"]
+    assert not setting3.memorisation_gain(at_level, "CCE", tol=0.001)["memorised"]
     with pytest.raises(ValueError, match="no curves for loss 'MSE'"):
         setting3.memorisation_gain(pd.DataFrame(rows), "MSE")
 

@@ -75,6 +75,7 @@ __all__ = [
     "corrupt_exact",
     "memorisation",
     "memorisation_gain",
+    "memorised_from",
     "network",
     "paired_gain",
     "paired_verdict",
@@ -401,7 +402,8 @@ def memorisation(table: pd.DataFrame) -> pd.DataFrame:
     ``clean_fit`` is the network's accuracy on the *clean* training labels (``train_acc_clean``; for AUX the
     network without its auxiliary variables, which is what is tested): 1 when it has learnt the clean labels
     and ignored the noise, ``1 − p`` when it reproduces every corrupted label (memorisation; ``p`` the
-    fraction corrupted, ``noise_actual``). One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
+    fraction corrupted, ``noise_actual``) and predicts every other label right; an untrained network is far
+    below both (about 1/10), so the curve rises towards one of them. One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
     ``test_acc`` mean and standard deviation over the seeds, and ``memorised_level`` = ``1 − p``.
     """
     p = float(table["noise"].max())
@@ -421,15 +423,33 @@ def memorisation(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def memorisation_gain(table: pd.DataFrame, loss: str) -> dict:
+def memorised_from(memo: pd.DataFrame, tol: float = 0.005) -> dict[tuple[str, bool], int | None]:
+    """The epoch from which the network stays at complete memorisation, per (``loss``, ``aux``).
+
+    ``memo`` is :func:`memorisation`'s table. Returns, for each run kind, the first epoch from which the mean
+    ``clean_fit`` stays within ``tol`` of ``memorised_level`` (1 − p) to the last epoch, or ``None`` when it is
+    not there at the last epoch. (An untrained network starts *below* 1 − p, so "first epoch within ``tol``"
+    would not do: the curve has to stay there.)
+    """
+    out: dict[tuple[str, bool], int | None] = {}
+    last = int(memo["epoch"].max())
+    for (loss, aux), g in memo.groupby(["loss", "aux"]):
+        away = g[(g["clean_fit"] - g["memorised_level"]).abs() > tol]["epoch"]
+        start = int(away.max()) + 1 if len(away) else int(g["epoch"].min())
+        out[(str(loss), bool(aux))] = start if start <= last else None
+    return out
+
+
+def memorisation_gain(table: pd.DataFrame, loss: str, tol: float = 0.005) -> dict:
     """How much closer AUX keeps the network alone to the clean training labels than normal training does.
 
     At the largest noise and the last epoch, per seed (same data, corrupted labels and initialisation): the
     network's accuracy on the clean training labels with AUX minus without (:func:`memorisation`'s
     ``clean_fit``), summarised by :func:`~ntk_core.experiments._base.paired_stats`. Positive: AUX's auxiliary
     variables absorbed part of the corrupted labels that normal training memorises. ``loss`` is ``"CCE"`` or
-    ``"MSE"``. Besides the paired statistics: ``aux_last`` and ``normal_last``, the per-seed accuracies, and
-    ``level``, 1 − p (every corrupted label reproduced).
+    ``"MSE"``. Besides the paired statistics: ``aux_last`` and ``normal_last``, the per-seed accuracies,
+    ``level``, 1 − p (every corrupted label reproduced), and ``memorised``: whether every seed's network is
+    within ``tol`` of ``level`` with and without AUX (AUX then prevented nothing, whatever the statistics say).
     """
     p = float(table["noise"].max())
     c = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
@@ -443,4 +463,11 @@ def memorisation_gain(table: pd.DataFrame, loss: str) -> dict:
         raise ValueError(f"memorisation_gain needs runs with and without AUX for {loss!r}")
     stats = paired_stats((wide[True] - wide[False]).to_numpy())
     level = 1.0 - float(last["noise_actual"].iloc[0])
-    return {**stats, "aux_last": wide[True].tolist(), "normal_last": wide[False].tolist(), "level": level}
+    memorised = bool((wide - level).abs().to_numpy().max() <= tol)
+    return {
+        **stats,
+        "aux_last": wide[True].tolist(),
+        "normal_last": wide[False].tolist(),
+        "level": level,
+        "memorised": memorised,
+    }
