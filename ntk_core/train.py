@@ -140,7 +140,9 @@ class TrainResult:
     history : pandas.DataFrame
         One row per evaluated epoch with columns ``epoch``, ``loss``,
         ``train_error_noisy`` (with the auxiliary variables for AUX, as in the
-        paper's figures), ``train_error_clean``, ``val_error``, ``test_error``, and
+        paper's figures), ``train_error_net`` (the network alone, without them:
+        equal to ``train_error_noisy`` except for AUX), ``train_error_clean``
+        (the network alone against the clean labels), ``val_error``, ``test_error``, and
         for each trained weight ``W`` the columns ``dist/<name>`` = ‖W − W(0)‖_F and
         ``norm/<name>`` = ‖W‖_F, plus ``dist/all`` = ‖θ − θ(0)‖.
     config : TrainConfig
@@ -556,6 +558,7 @@ def _evaluate(model, params, theta0, x, y_noisy, targets, y_clean, val, test, au
         "epoch": epoch,
         "loss": float(_loss(train_out, y_noisy, targets, config.loss)),
         "train_error_noisy": classification_error(train_out, y_noisy),
+        "train_error_net": classification_error(out, y_noisy),
         "train_error_clean": classification_error(out, y_clean) if y_clean is not None else math.nan,
         "val_error": classification_error(predict(model, val[0]), val[1]) if val is not None else math.nan,
         "test_error": classification_error(predict(model, test[0]), test[1]) if test is not None else math.nan,

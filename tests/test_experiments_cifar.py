@@ -343,6 +343,7 @@ def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() 
             "aux": aux,
             "epoch": e,
             "train_acc_clean": 0.9 - 0.1 * e - 0.05 * aux + 0.01 * seed - p,
+            "train_acc_net": 0.5 + 0.2 * e + 0.1 * aux + 0.02 * seed + p,
             "test_acc": 0.3 + 0.01 * seed,
         }
         for p in (0.0, 0.4)
@@ -372,6 +373,12 @@ def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() 
     # mean over seeds at noise 0.4 only (curves, not summary rows): 0.9 − 0.1e − 0.05·aux + 0.01 − 0.4
     np.testing.assert_allclose(m["clean_fit"], [0.41, 0.31, 0.36, 0.26])
     np.testing.assert_allclose(m["clean_fit_std"], 0.01)
+    np.testing.assert_allclose(m["noisy_fit"], [1.12, 1.32, 1.22, 1.42])  # 0.5 + 0.2e + 0.1·aux + 0.02 + 0.4
+    np.testing.assert_allclose(m["noisy_fit_std"], 0.02)
+    # records made before train_acc_net existed: noisy_fit is NaN, the rest unchanged
+    old = setting3.memorisation(pd.DataFrame(rows).drop(columns="train_acc_net"))
+    assert old["noisy_fit"].isna().all()
+    np.testing.assert_allclose(old["clean_fit"], m["clean_fit"])
     np.testing.assert_allclose(m["test_acc"], 0.31)
     np.testing.assert_allclose(m["memorised_level"], 0.6)
     # paired by seed at the last epoch: AUX − normal = −0.05 on every seed

@@ -94,6 +94,7 @@ def test_aux_variables_are_used_in_training_and_dropped_at_test_time():
     assert classification_error(with_aux, y) == 0.0  # the paper's training error with aux
     assert result.final["train_error_noisy"] == 0.0
     assert classification_error(predict(model, x), y) > 0.0  # the network alone does not fit
+    assert result.final["train_error_net"] == classification_error(predict(model, x), y)
     assert result.final["train_error_clean"] != result.final["train_error_clean"]  # NaN: no clean labels given
 
 
@@ -291,7 +292,7 @@ def test_minibatch_aux_steps_match_hand_computation(lam):
 
 def test_aux_reported_training_error_uses_lambda_times_b():
     """``train_error_noisy`` and ``loss`` of AUX are measured on f(θ, x_i) + λ b_i (with λ ≠ 1, so that
-    f + b would give other numbers); ``train_error_clean`` on the network alone."""
+    f + b would give other numbers); ``train_error_net`` and ``train_error_clean`` on the network alone."""
     lam = 2.5
     g = torch.Generator().manual_seed(4)
     x = torch.randn(30, 2, generator=g)
@@ -308,6 +309,7 @@ def test_aux_reported_training_error_uses_lambda_times_b():
     assert row["train_error_noisy"] == pytest.approx(classification_error(with_aux, y))
     assert row["loss"] == pytest.approx(0.5 * float(((with_aux[:, 0] - y) ** 2).sum()), rel=1e-12)
     assert row["train_error_clean"] == pytest.approx(classification_error(f, y_clean))
+    assert row["train_error_net"] == pytest.approx(classification_error(f, y))
     # the test has power: λ b and b (and no b at all) give different numbers here
     assert classification_error(f + result.aux, y) != classification_error(with_aux, y)
     assert classification_error(f, y) != classification_error(with_aux, y)

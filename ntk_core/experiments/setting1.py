@@ -202,15 +202,13 @@ def _train_rows(
     )
     result = train_on(model, split, y_noisy, cfg, progress=progress)
     last = result.final
-    # the network alone, without AUX's auxiliary variables (for GD and RDI the same as train_error_noisy)
-    net_error = classification_error(predict(result.model, split.x_train), y_noisy)
     base = {
         "lam": lam if lam is not None else 0.0,
         "steps": config.steps,
         "lr": lr,
         "dist": float(last["dist/all"]),
         "train_error_noisy": float(last["train_error_noisy"]),
-        "train_error_net": net_error,
+        "train_error_net": float(last["train_error_net"]),  # the network alone, without AUX's b
         "train_loss": float(last["loss"]),
         "train_error_clean": float(last["train_error_clean"]),
     }

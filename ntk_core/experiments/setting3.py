@@ -35,7 +35,9 @@ Reported (part ``summary``), per noise level, as in Table 1:
 * ``Normal CCE (last)`` / ``Normal MSE (last)``: not in Table 1, to show the over-fitting.
 
 Part ``curves``: per epoch and run, ``train_acc`` against the noisy labels
-(with the auxiliary variables for AUX), ``train_acc_clean``, ``val_acc``,
+(with the auxiliary variables for AUX), ``train_acc_net`` against the noisy
+labels by the network alone (for AUX: how many corrupted labels the network
+itself reproduces), ``train_acc_clean`` (the network alone), ``val_acc``,
 ``test_acc`` and the learning rate (Figure 2 is ``noise == 0.4``).
 
 Not from the paper (it does not state them): the AUX strength ``lam`` (λ = 4)
@@ -300,6 +302,7 @@ def _run(
                 "epoch": epoch,
                 "lr": config.lr * 0.1**decays,
                 "train_acc": 1 - float(r["train_error_noisy"]),
+                "train_acc_net": 1 - float(r["train_error_net"]),
                 "train_acc_clean": 1 - float(r["train_error_clean"]),
                 "val_acc": 1 - float(r["val_error"]),
                 "test_acc": 1 - float(r["test_error"]),
@@ -357,6 +360,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         "epoch",
         "lr",
         "train_acc",
+        "train_acc_net",
         "train_acc_clean",
         "val_acc",
         "test_acc",
@@ -403,16 +407,24 @@ def memorisation(table: pd.DataFrame) -> pd.DataFrame:
     network without its auxiliary variables, which is what is tested): 1 when it has learnt the clean labels
     and ignored the noise, ``1 − p`` when it reproduces every corrupted label (memorisation; ``p`` the
     fraction corrupted, ``noise_actual``) and predicts every other label right; an untrained network is far
-    below both (about 1/10), so the curve rises towards one of them. One row per (``loss``, ``aux``, ``epoch``): ``clean_fit`` and
+    below both (about 1/10), so the curve rises towards one of them. ``noisy_fit`` measures memorisation
+    directly: the network alone's accuracy on the *noisy* training labels (``train_acc_net``), 1 when it
+    reproduces every corrupted label. It misses at most ``1 − noisy_fit`` of the labels, so it reproduces at
+    least a fraction ``1 − (1 − noisy_fit) / p`` of the corrupted ones. One row per (``loss``, ``aux``,
+    ``epoch``): ``clean_fit``, ``noisy_fit`` (NaN in records made before ``train_acc_net`` was recorded) and
     ``test_acc`` mean and standard deviation over the seeds, and ``memorised_level`` = ``1 − p``.
     """
     p = float(table["noise"].max())
     curves = table[(table["part"] == "curves") & (table["noise"] == p)]
+    if "train_acc_net" not in curves.columns:
+        curves = curves.assign(train_acc_net=math.nan)
     out = (
         curves.groupby(["loss", "aux", "epoch"])
         .agg(
             clean_fit=("train_acc_clean", "mean"),
             clean_fit_std=("train_acc_clean", "std"),
+            noisy_fit=("train_acc_net", "mean"),
+            noisy_fit_std=("train_acc_net", "std"),
             test_acc=("test_acc", "mean"),
             test_acc_std=("test_acc", "std"),
             memorised_level=("noise_actual", lambda a: 1.0 - float(a.iloc[0])),
