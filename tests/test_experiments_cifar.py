@@ -399,9 +399,17 @@ def test_setting3_memorisation_follows_the_network_alone_at_the_largest_noise() 
         }
     )
     assert setting3.memorised_from(memo) == {("CCE", False): 4, ("CCE", True): None}
-    at_level = pd.DataFrame(rows).assign(train_acc_clean=lambda t: 0.6 + 0.001 * t["seed"])
+    np.testing.assert_allclose(g["aux_noisy_last"], [1.4, 1.42, 1.44])  # at epoch 2: 0.5 + 0.4 + 0.1 + 0.02s + 0.4
+    np.testing.assert_allclose(g["normal_noisy_last"], [1.3, 1.32, 1.34])
+    at_level = pd.DataFrame(rows).assign(train_acc_clean=lambda t: 0.6 + 0.001 * t["seed"], train_acc_net=1.0)
     assert setting3.memorisation_gain(at_level, "CCE")["memorised"]
     assert not setting3.memorisation_gain(at_level, "CCE", tol=0.001)["memorised"]
+    # at 1 − p on the clean labels but missing noisy labels (predicting a third class on some): not memorised
+    third = at_level.assign(train_acc_net=lambda t: 1.0 - 0.02 * t["aux"])
+    assert not setting3.memorisation_gain(third, "CCE")["memorised"]
+    # records without train_acc_net: judged on the clean labels alone
+    legacy = setting3.memorisation_gain(at_level.drop(columns="train_acc_net"), "CCE")
+    assert legacy["memorised"] and legacy["aux_noisy_last"] is None
     with pytest.raises(ValueError, match="no curves for loss 'MSE'"):
         setting3.memorisation_gain(pd.DataFrame(rows), "MSE")
 

@@ -460,8 +460,11 @@ def memorisation_gain(table: pd.DataFrame, loss: str, tol: float = 0.005) -> dic
     ``clean_fit``), summarised by :func:`~ntk_core.experiments._base.paired_stats`. Positive: AUX's auxiliary
     variables absorbed part of the corrupted labels that normal training memorises. ``loss`` is ``"CCE"`` or
     ``"MSE"``. Besides the paired statistics: ``aux_last`` and ``normal_last``, the per-seed accuracies,
-    ``level``, 1 − p (every corrupted label reproduced), and ``memorised``: whether every seed's network is
-    within ``tol`` of ``level`` with and without AUX (AUX then prevented nothing, whatever the statistics say).
+    ``level``, 1 − p (every corrupted label reproduced), ``aux_noisy_last`` and ``normal_noisy_last``, the
+    per-seed accuracies of the network alone on the *noisy* training labels (``train_acc_net``; ``None`` in
+    records made before it was recorded), and ``memorised``: whether every seed's network is within ``tol`` of
+    ``level`` on the clean labels, and (where recorded) within ``tol`` of 1 on the noisy ones, with and without
+    AUX (AUX then prevented nothing, whatever the statistics say).
     """
     p = float(table["noise"].max())
     c = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
@@ -476,10 +479,16 @@ def memorisation_gain(table: pd.DataFrame, loss: str, tol: float = 0.005) -> dic
     stats = paired_stats((wide[True] - wide[False]).to_numpy())
     level = 1.0 - float(last["noise_actual"].iloc[0])
     memorised = bool((wide - level).abs().to_numpy().max() <= tol)
+    noisy = None
+    if "train_acc_net" in last.columns and last["train_acc_net"].notna().all():
+        noisy = last.pivot_table(index="seed", columns="aux", values="train_acc_net")
+        memorised = memorised and bool((1.0 - noisy).to_numpy().max() <= tol)
     return {
         **stats,
         "aux_last": wide[True].tolist(),
         "normal_last": wide[False].tolist(),
+        "aux_noisy_last": noisy[True].tolist() if noisy is not None else None,
+        "normal_noisy_last": noisy[False].tolist() if noisy is not None else None,
         "level": level,
         "memorised": memorised,
     }
