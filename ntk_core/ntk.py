@@ -267,21 +267,38 @@ class _ForwardCost:
     flops: float  # per example (at least 2 per trained parameter)
     activations: float  # numbers output by leaf modules, per example
 
+    @classmethod
+    def of(cls, prob: _Problem, flops: float, activations: float) -> _ForwardCost:
+        """The cost from counted FLOPs and leaf-module outputs of one example (floors: 2 FLOPs per trained
+        parameter, 1 activation)."""
+        return cls(max(flops, 2.0 * prob.n_params), float(max(activations, 1)))
 
-def _forward_cost(prob: _Problem) -> _ForwardCost:
-    """Run one example through the model, counting its FLOPs and the outputs of its leaf modules."""
-    sizes: list[int] = []
-    handles = [
+
+def _leaf_output_hooks(model: nn.Module, sizes: list[int]) -> list[Any]:
+    """Forward hooks on the leaf modules of ``model`` that append the size of each tensor output to ``sizes``
+    (0 for another output); the caller removes them."""
+    return [
         m.register_forward_hook(lambda m, inp, out: sizes.append(out.numel() if isinstance(out, Tensor) else 0))
-        for m in prob.model.modules()
+        for m in model.modules()
         if not list(m.children())
     ]
+
+
+def _forward_cost(prob: _Problem) -> _ForwardCost:
+    """Run one example through the model, counting its FLOPs (``FlopCounterMode``) and the outputs of its leaf
+    modules.
+
+    The path without a trace (and the fallback where the structured plan's trace cannot count the FLOPs, see
+    :func:`ntk_core.structured._traced_cost`).
+    """
+    sizes: list[int] = []
+    handles = _leaf_output_hooks(prob.model, sizes)
     try:
         flops = _count_flops(prob, prob.x1[:1])
     finally:
         for h in handles:
             h.remove()
-    return _ForwardCost(max(flops, 2.0 * prob.n_params), float(max(sum(sizes), 1)))
+    return _ForwardCost.of(prob, flops, sum(sizes))
 
 
 def _count_flops(prob: _Problem, x: Tensor) -> float:
@@ -496,12 +513,14 @@ def _estimates(
 ) -> tuple[dict[str, CostEstimate], _structured.StructuredPlan | None, int]:
     """Every method's estimate, the structured method's plan (routes per parameter) and the NTVP chunk.
 
-    ``structured=False``: no plan (the model is not traced), and no estimate for ``"structured"``.
+    ``structured=True``: the plan's two traced forward passes also count the forward cost of an example (no
+    separate counting pass unless the trace cannot count it). ``structured=False``: no plan (the model is not
+    traced), the cost is counted by :func:`_forward_cost`, and there is no estimate for ``"structured"``.
     """
-    cost = _forward_cost(prob)
+    plan = _structured._plan(prob) if structured else None
+    cost = plan._forward if plan is not None and plan._forward is not None else _forward_cost(prob)
     est = {"jacobian": _estimate_jacobian(prob, cost)}
     est["ntvp"], chunk = _estimate_ntvp(prob, cost)
-    plan = _structured._plan(prob, cost.flops) if structured else None
     if plan is not None:
         est["structured"] = plan.estimate
     return est, plan, chunk

@@ -64,7 +64,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import string
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -80,7 +82,9 @@ from .ntk import (
     OUTPUTS,
     CostEstimate,
     _contract_jacobians,
-    _count_flops,
+    _forward_cost,
+    _ForwardCost,
+    _leaf_output_hooks,
     empirical_ntk,
     _make_problem,
     _n_rows_computed,
@@ -217,12 +221,224 @@ def _collect(obj: Any, found: list[Tensor]) -> None:
             _collect(item, found)
 
 
+# --------------------------------------------------------------------------- forward FLOPs seen by the recorder
+#
+# The plan's traced passes count the forward FLOPs with the conventions of torch.utils.flop_counter.FlopCounterMode
+# (which counts aten operations: mm, addmm, bmm, baddbmm, convolutions, attention kernels; 2 FLOPs per
+# multiply-add, bias additions and elementwise work not counted), from the torch functions the recorder sees:
+# one rule per matmul-like function, from its operands' and result's shapes. A function the recorder sees as one
+# call but that may run counted operations inside it (a Python composite such as F.multi_head_attention_forward,
+# an LSTM, tensordot, ...) makes the count NaN: the caller then counts with FlopCounterMode instead.
+
+
+def _arg(args: Any, kwargs: Any, i: int, name: str) -> Any:
+    return args[i] if len(args) > i else kwargs[name]
+
+
+def _matmul_flops(x: Tensor, y: Tensor, out: Tensor) -> float:
+    """``x @ y``: ``2 · out elements · inner size``, where aten runs it as mm/bmm; a product with a vector runs as
+    dot or mv (not counted) or, batched, as either mv or bmm depending on strides: not countable (NaN)."""
+    if y.ndim == 1:
+        return 0.0 if x.ndim <= 2 else math.nan
+    if x.ndim == 1 and y.ndim > 2:
+        return math.nan
+    return 2.0 * out.numel() * x.shape[-1]
+
+
+def _flops_matmul(args: Any, kwargs: Any, out: Tensor) -> float:
+    return _matmul_flops(_arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "other"), out)
+
+
+def _flops_rmatmul(args: Any, kwargs: Any, out: Tensor) -> float:
+    return _matmul_flops(args[1], args[0], out)  # Tensor.__rmatmul__(self, other) is other @ self
+
+
+def _flops_mm(args: Any, kwargs: Any, out: Tensor) -> float:  # mm, bmm: 2 · out elements · inner size
+    return 2.0 * out.numel() * _arg(args, kwargs, 0, "input").shape[-1]
+
+
+def _flops_addmm(args: Any, kwargs: Any, out: Tensor) -> float:  # the added input is not counted
+    return 2.0 * out.numel() * _arg(args, kwargs, 1, "mat1").shape[-1]
+
+
+def _flops_baddbmm(args: Any, kwargs: Any, out: Tensor) -> float:
+    return 2.0 * out.numel() * _arg(args, kwargs, 1, "batch1").shape[-1]
+
+
+def _flops_linear(args: Any, kwargs: Any, out: Tensor) -> float:
+    """``F.linear``: ``2 · out elements · in_features`` (a one-dimensional weight runs as dot/mv: not countable)."""
+    w = _arg(args, kwargs, 1, "weight")
+    return 2.0 * out.numel() * w.shape[1] if w.ndim == 2 else math.nan
+
+
+def _conv_flops(x: Tensor, w: Tensor, out: Tensor, transposed: bool) -> float:
+    """A convolution: ``2 · weight elements`` per output position and example (per *input* position and example
+    for a transposed one), i.e. ``2 · B · prod(S) · C_out · C_in/groups · prod(kernel)``."""
+    positions = (x if transposed else out).numel() // w.shape[0] if w.shape[0] else 0  # B · prod(S)
+    return 2.0 * positions * w.numel()
+
+
+def _flops_conv(args: Any, kwargs: Any, out: Tensor) -> float:
+    return _conv_flops(_arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "weight"), out, False)
+
+
+def _flops_conv_transpose(args: Any, kwargs: Any, out: Tensor) -> float:
+    return _conv_flops(_arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "weight"), out, True)
+
+
+def _flops_convolution(args: Any, kwargs: Any, out: Tensor) -> float:  # torch.convolution / torch._convolution
+    transposed = bool(_arg(args, kwargs, 6, "transposed"))
+    return _conv_flops(_arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "weight"), out, transposed)
+
+
+def _flops_attention(args: Any, kwargs: Any, out: Tensor) -> float:
+    """``scaled_dot_product_attention``: the two products ``Q K^T`` and ``A V``, ``2 · B · L · S · (E + E_v)``
+    (the mask, softmax and scale not counted), where the backend that runs it is counted (the math backend, or
+    a fused one on CUDA); the fused CPU kernel (which FlopCounterMode does not count) and other backends: not
+    countable."""
+    backend = int(torch._fused_sdp_choice(*args, **kwargs))  # 0: math; 1, 2, 3: flash, efficient, cuDNN
+    q, k = _arg(args, kwargs, 0, "query"), _arg(args, kwargs, 1, "key")
+    if backend != 0 and not (q.device.type == "cuda" and backend in (1, 2, 3)):
+        return math.nan
+    return 2.0 * math.prod(out.shape[:-1]) * k.shape[-2] * (q.shape[-1] + out.shape[-1])
+
+
+def _flops_einsum(args: Any, kwargs: Any, out: Tensor) -> float:
+    """A two-operand ``einsum``, as aten runs it: one bmm over the indices both operands share and the output
+    drops, ``2 · out elements · their sizes``, or an elementwise product (0) when there are none; indices only one
+    operand has are summed first. One operand: permutes, diagonals and sums (0). Other forms (sublists, three or
+    more operands, whose pairing aten chooses, a contracted index broadcast from size 1): not countable."""
+    if kwargs or not args or not isinstance(args[0], str):
+        return math.nan
+    ops = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+    if len(ops) == 1:
+        return 0.0
+    if len(ops) != 2:
+        return math.nan
+    terms, kept = _parse_einsum(args[0], [tuple(o.shape) for o in ops])
+    sizes = [dict(zip(t, o.shape)) for t, o in zip(terms, ops)]
+    inner = 1
+    contracted = False
+    for c in set(terms[0]) & set(terms[1]) - set(kept):
+        if sizes[0][c] != sizes[1][c]:
+            return math.nan
+        inner *= sizes[0][c]
+        contracted = True
+    return 2.0 * out.numel() * inner if contracted else 0.0
+
+
+def _not_countable(args: Any, kwargs: Any, out: Any) -> float:
+    return math.nan
+
+
+_FlopRule = Callable[[Any, Any, Any], float]
+
+#: FLOP rules by function name (functions and Tensor methods alike take the operands in the same places).
+_FLOP_RULES: dict[str, _FlopRule] = {
+    "matmul": _flops_matmul,
+    "__matmul__": _flops_matmul,
+    "__rmatmul__": _flops_rmatmul,
+    "mm": _flops_mm,
+    "bmm": _flops_mm,
+    "_scaled_mm": _flops_mm,
+    "addmm": _flops_addmm,
+    "baddbmm": _flops_baddbmm,
+    "linear": _flops_linear,
+    "conv1d": _flops_conv,
+    "conv2d": _flops_conv,
+    "conv3d": _flops_conv,
+    "conv_transpose1d": _flops_conv_transpose,
+    "conv_transpose2d": _flops_conv_transpose,
+    "conv_transpose3d": _flops_conv_transpose,
+    "convolution": _flops_convolution,
+    "_convolution": _flops_convolution,
+    "scaled_dot_product_attention": _flops_attention,
+    "einsum": _flops_einsum,
+}
+
+#: Names of other functions that run, or may run, matrix products or convolutions inside (in-place ``addmm_``,
+#: ``inner``, ``tensordot``, ``addmv``, LSTM/GRU/RNN cells, ``bilinear``, ``torch.linalg``, ``cdist``, fused
+#: attention, ...): their FLOPs are not countable from the call.
+_HIDES_FLOPS = re.compile(
+    r"mm|matmul|mv|dot|inner|addr|conv|linear|einsum|attention|lstm|gru|rnn|linalg|matrix_power|matrix_exp|"
+    r"cdist|affine_grid|pinverse"
+)
+
+#: Python-level torch functions (dispatched as one call) that run no counted operation: activations, norms,
+#: pooling, dropout, losses, padding and resampling, and the Python methods of torch.Tensor.
+_FLOP_FREE = frozenset(
+    """relu relu6 elu selu celu leaky_relu rrelu hardtanh hardsigmoid hardswish silu mish glu threshold _threshold
+    tanhshrink softsign softmin softmax log_softmax gumbel_softmax dropout alpha_dropout dropout1d dropout2d
+    dropout3d feature_alpha_dropout batch_norm instance_norm layer_norm rms_norm group_norm local_response_norm
+    normalize embedding embedding_bag pad interpolate grid_sample fold unfold
+    _max_pool1d _max_pool2d _max_pool3d max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices
+    _adaptive_max_pool1d _adaptive_max_pool2d _adaptive_max_pool3d adaptive_max_pool1d_with_indices
+    adaptive_max_pool2d_with_indices adaptive_max_pool3d_with_indices adaptive_avg_pool2d adaptive_avg_pool3d
+    max_pool1d max_pool2d max_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d
+    fractional_max_pool2d fractional_max_pool3d lp_pool1d lp_pool2d lp_pool3d max_unpool1d max_unpool2d max_unpool3d _fractional_max_pool2d
+    _fractional_max_pool3d fractional_max_pool2d_with_indices fractional_max_pool3d_with_indices
+    nll_loss cross_entropy binary_cross_entropy binary_cross_entropy_with_logits mse_loss l1_loss smooth_l1_loss
+    huber_loss kl_div poisson_nll_loss gaussian_nll_loss
+    broadcast_tensors split _meshgrid _unique_torch_function _unique_consecutive_torch_function cartesian_prod
+    block_diag atleast_1d atleast_2d atleast_3d norm unravel_index stft
+    __deepcopy__ __reduce_ex__ __setstate__ __repr__ __format__ __len__ __iter__ __reversed__ __contains__ __dir__
+    __array__ __array_wrap__ __rsub__ __rdiv__ __rtruediv__ __rmod__ __rpow__ __floordiv__ __rfloordiv__
+    __rlshift__ __rrshift__ storage storage_type is_shared unflatten unique unique_consecutive dim_order
+    resize resize_as istft register_hook""".split()
+)
+
+_BUILTIN_TYPES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+    types.GetSetDescriptorType,
+)
+
+_RULE_CACHE: dict[Any, _FlopRule | None] = {}
+
+
+def _flop_rule(func: Any) -> _FlopRule | None:
+    """How the recorder counts the FLOPs of a call of ``func``: a rule, or None where it runs none.
+
+    A builtin (C) function is counted by its name's rule, or not countable if its name is one of
+    :data:`_HIDES_FLOPS`, else free. A Python function (a composite the recorder cannot see inside: torch's own
+    in ``torch.nn.functional``, ``torch.functional`` and ``torch.Tensor``, a user's, an operator overload) is
+    free only if it is a torch function of :data:`_FLOP_FREE`, counted if it has a rule, else not countable.
+    Cached per function (this runs on every operation of the plan's traced passes).
+    """
+    try:
+        return _RULE_CACHE[func]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable callable
+        return _new_flop_rule(func)
+    rule = _RULE_CACHE[func] = _new_flop_rule(func)
+    return rule
+
+
+def _new_flop_rule(func: Any) -> _FlopRule | None:
+    name = _func_name(func)
+    if isinstance(func, _BUILTIN_TYPES):
+        rule = _FLOP_RULES.get(name)
+        return rule if rule is not None else (_not_countable if _HIDES_FLOPS.search(name) else None)
+    module = str(getattr(func, "__module__", None) or "")
+    if not isinstance(func, types.FunctionType) or not module.startswith("torch."):
+        return _not_countable
+    if name in _FLOP_FREE:
+        return None
+    return _FLOP_RULES.get(name, _not_countable)
+
+
 class _Recorder(TorchFunctionMode):
     """Follows the trained parameters through one forward pass and records their uses.
 
     ``capture=True`` also keeps each use's activation operand and adds a zero
     probe (``requires_grad``) to the output of every call with a use of a
     parameter in ``keep``; the probe's gradient is the cotangent there.
+    ``count=True`` also adds up the forward FLOPs of every call in ``flops``
+    (see :func:`_flop_rule`; NaN where a call's FLOPs are not countable).
     """
 
     def __init__(
@@ -233,9 +449,12 @@ class _Recorder(TorchFunctionMode):
         capture: bool = False,
         keep: set[str] | None = None,
         taps: bool = False,
+        count: bool = False,
     ) -> None:
         super().__init__()
         self.taps = taps
+        self.count = count
+        self.flops = 0.0
         self.versions: list[int] = []
         self.refs: dict[int, tuple[Tensor, _Ref]] = {id(t): (t, _Ref(n, aranges[n], 1.0)) for n, t in params.items()}
         self.batch = batch
@@ -264,13 +483,26 @@ class _Recorder(TorchFunctionMode):
             raise _Unsupported(f"{what}: the activation operand does not carry the examples on its first axis")
         return a
 
+    def _count(self, func: Any, args: Any, kwargs: Any, result: Any) -> None:
+        rule = _flop_rule(func)
+        if rule is not None:
+            try:
+                self.flops += rule(args, kwargs, result)
+            except Exception:  # noqa: BLE001 - a call whose FLOPs cannot be read: the count is not to be trusted
+                self.flops = math.nan
+
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         refs = [r for r in (self._ref(t) for t in _tensors((args, kwargs))) if r is not None]
         if not refs:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            if self.count:
+                self._count(func, args, kwargs, result)
+            return result
         name = _func_name(func)
         result = func(*args, **kwargs)
+        if self.count:
+            self._count(func, args, kwargs, result)
         if not _tensors(result):
             return result  # metadata (shape, dtype, ...)
         try:
@@ -803,6 +1035,7 @@ class StructuredPlan:
     cache_columns: bool
     _uses: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict, repr=False)
     _aranges: dict[str, Tensor] = field(default_factory=dict, repr=False)
+    _forward: _ForwardCost | None = field(default=None, repr=False)  # the forward cost of one example
 
     def names(self, route: str) -> list[str]:
         """Parameters on ``route`` (one of :data:`ROUTES`), in the model's order."""
@@ -838,8 +1071,9 @@ def _record(
     capture: bool,
     keep: set[str] | None = None,
     taps: bool = False,
+    count: bool = False,
 ) -> tuple[_Recorder, Tensor]:
-    rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep, taps)
+    rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep, taps, count)
     with rec:
         out = prob.forward(prob.params, x)
     return rec, out
@@ -889,18 +1123,52 @@ def _gram_groups(uses: list[_Use], check_disjoint: bool = True) -> list[list[_Us
     return groups
 
 
-def _plan(prob: _Problem, forward_flops: float | None = None) -> StructuredPlan:
+def _one_example(at2: float, at3: float) -> float | None:
+    """A count at one example, extrapolated from batches of 2 and 3 as ``2 c(2) - c(3)``: exact where the count
+    is affine in the batch (per-example work plus batch-independent work), as the counts of a model that treats
+    examples independently are. None if the count is not finite, or its slope or value at one example negative."""
+    slope = at3 - at2
+    one = at2 - slope
+    return one if math.isfinite(one) and slope >= 0 and one >= 0 else None
+
+
+def _traced_cost(prob: _Problem, runs: list[_Recorder], sizes: tuple[int, int]) -> _ForwardCost | None:
+    """The forward cost of one example from the plan's counting passes (2 and 3 examples; ``sizes``: the sums of
+    the leaf modules' outputs in each), equal to :func:`ntk_core.ntk._forward_cost`'s; None where the trace's
+    count cannot be trusted (a call whose FLOPs it cannot count, counts not affine in the batch)."""
+    flops = _one_example(runs[0].flops, runs[1].flops)
+    activations = _one_example(float(sizes[0]), float(sizes[1]))
+    if flops is None or activations is None:
+        return None
+    return _ForwardCost.of(prob, flops, activations)
+
+
+def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
     """Trace the model on two small batches, find each parameter's uses and choose its route.
 
-    ``forward_flops``: the model's FLOPs per example, if counted already.
+    ``cost``: the model's forward cost per example, if counted already; else the two traced passes count it too
+    (FLOPs and leaf-module outputs, :func:`_traced_cost`), or, where they cannot,
+    :func:`ntk_core.ntk._forward_cost` does. The plan keeps it (``_forward``).
     """
     aranges = _aranges(prob)
     n1 = prob.x1.shape[0]
     runs = []
-    with torch.no_grad():
-        for b in (2, 3):
-            x = prob.x1[torch.arange(b, device=prob.device) % n1]
-            runs.append(_record(prob, aranges, x, capture=False)[0])
+    measure = cost is None
+    sizes: list[int] = []
+    ends: list[int] = []
+    handles = _leaf_output_hooks(prob.model, sizes) if measure else []
+    try:
+        with torch.no_grad():
+            for b in (2, 3):
+                x = prob.x1[torch.arange(b, device=prob.device) % n1]
+                runs.append(_record(prob, aranges, x, capture=False, count=measure)[0])
+                ends.append(len(sizes))
+    finally:
+        for h in handles:
+            h.remove()
+    if cost is None:
+        traced = _traced_cost(prob, runs, (sum(sizes[: ends[0]]), sum(sizes[ends[0] :])))
+        cost = traced if traced is not None else _forward_cost(prob)
     unsupported = dict(runs[0].unsupported)
     for n, why in runs[1].unsupported.items():
         unsupported.setdefault(n, why)
@@ -917,8 +1185,7 @@ def _plan(prob: _Problem, forward_flops: float | None = None) -> StructuredPlan:
         if n not in unsupported and not by_name[n]:
             unsupported[n] = "no recognised use (it reaches the output by another path, or not at all)"
 
-    counted = _count_flops(prob, prob.x1[:1]) if forward_flops is None else forward_flops
-    forward = max(counted, 2.0 * prob.n_params)
+    forward = max(cost.flops, 2.0 * prob.n_params)
     o, of, e, full = prob.n_out, _out_factor(prob), prob.itemsize, prob.full
     pairs = _pairs(prob)
     rows_est = float(prob.x1.shape[0] if prob.symmetric else prob.x1.shape[0] + prob.x2.shape[0])
@@ -983,7 +1250,7 @@ def _plan(prob: _Problem, forward_flops: float | None = None) -> StructuredPlan:
     flops = rows * per_row_flops + pairs * per_pair_flops
     mem = int((col_bytes if cached else 0) + 2 * tile * per_row_bytes + tile * tile * per_pair_mem)
     estimate = CostEstimate("structured", flops, mem, tile, mem <= prob.budget)
-    return StructuredPlan(routes, estimate, cached, {n: sigs[n][1] for n in prob.params}, aranges)
+    return StructuredPlan(routes, estimate, cached, {n: sigs[n][1] for n in prob.params}, aranges, cost)
 
 
 # --------------------------------------------------------------------------- the engine
