@@ -1,4 +1,4 @@
-"""Tests for the forward cost counted by the structured plan's traced passes (ntk_core.structured).
+"""Tests for the forward cost counted by the structured plan's traced passes (ntk_core._flops, ntk_core.structured).
 
 The plan's two traced forward passes (2 and 3 examples) also count the
 forward FLOPs and leaf-module outputs of one example, which ``method="auto"``
