@@ -26,13 +26,11 @@ import functools
 import hashlib
 from pathlib import Path
 
+from ..profile import PROFILES as PROFILE_METHODS  # the class methods that construct the profiles
+
 __all__ = ["code_fingerprint", "included_code"]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
-
-
-#: The class methods that construct an experiment's profiles (``experiments.PROFILES``): not code that computes.
-PROFILE_METHODS = ("quick", "medium", "full")
 
 
 def _is_profile_method(stmt: ast.stmt) -> bool:
