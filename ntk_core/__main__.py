@@ -16,18 +16,23 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import os
 import sys
 import typing
 from pathlib import Path
 from typing import Any
 
 from .experiments import EXPERIMENTS, get, make_config
+from .experiments import _arithmetic
 from .experiments._base import run_experiment
 from .experiments._record import RecordMissing, record_experiment, recorded, summary
 from .profile import PROFILES
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
+    """The command line; ``reexec=True`` (``python -m ntk_core``) lets ``run --record`` and ``replay`` restart the
+    process with the arithmetic they need (:mod:`ntk_core.experiments._arithmetic`), which must be set before
+    torch starts; called from Python (``reexec=False``) they compute in the arithmetic of the calling process."""
     parser = argparse.ArgumentParser(prog="python -m ntk_core", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one of the paper's experiments and write its table")
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             config = make_config(args.experiment, args.profile, **overrides)
         except TypeError as err:  # a value of a type that the config's own checks did not foresee
             raise ValueError(f"bad --set value: {err}") from None
+        if args.record and reexec and not _arithmetic.pinned() and os.environ.get(_REEXEC) is None:
+            _restart(_arithmetic.environment(_arithmetic.PINS), argv)
         runner = record_experiment if args.record else run_experiment
         result = runner(
             args.experiment,
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.record:
         print(summary(result))
+        print(f"arithmetic: {_arithmetic.describe(result.meta.get('arithmetic'))}")
         print(f"record: {result.meta['record_dir']} (commit it: git add {result.meta['record_dir']})")
         return 0
     path = args.out / f"{args.experiment}-{args.profile}"
@@ -312,5 +320,17 @@ def _as_type(value: Any, hint: Any) -> Any:
     return value
 
 
+#: set in a process that :func:`_restart` started, so that it never restarts again
+_REEXEC = "NTK_CORE_REEXEC"
+
+
+def _restart(env: dict[str, str], argv: list[str] | None) -> typing.NoReturn:
+    """Replace this process by ``python -m ntk_core`` with the same arguments in the environment ``env``."""
+    args = sys.argv[1:] if argv is None else argv
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "ntk_core", *args], {**env, _REEXEC: "1"})
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(reexec=True))

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _store
+from . import _arithmetic
 from ._base import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
 
 __all__ = [
@@ -166,7 +167,14 @@ def record_experiment(
     profile = config.profile
     folder = record_dir(name, profile, root)
     key = config_hash(name, config)
-    identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)}
+    arithmetic = _arithmetic.current()
+    # the arithmetic is part of a recorded unit's identity: units computed on another CPU are not mixed in
+    identity = {
+        "experiment": name,
+        "config": _jsonable(config),
+        "code": code_fingerprint(name),
+        "arithmetic": arithmetic,
+    }
     work = folder / "work"
     with _store.file_lock(work / f"{key}.lock"):
         for stale in (work / f"{key}.units").glob(".*.part"):
@@ -196,6 +204,7 @@ def record_experiment(
             "device": config.device,
             "seeds": list(config.seeds),
             "machine": _machine(),
+            "arithmetic": arithmetic,
             "versions": _versions(),
             "wall_time_s": wall,
             "unit_seconds_total": float(sum(unit_seconds)),

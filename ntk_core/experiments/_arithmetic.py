@@ -1,0 +1,76 @@
+"""The floating-point arithmetic of a record: pinned, so that any x86-64 CPU with AVX2 replays it bit for bit.
+
+PyTorch's CPU kernels are chosen when the process starts, for the CPU it finds: ATen's vectorised kernels
+(AVX2 or AVX-512), oneDNN's convolutions and MKL's matrix products each take the widest instruction set the
+CPU has, and each sums in another order with another width. The same code, data and seed therefore give other
+last bits on another CPU, and training a network for many steps turns last bits into visible differences: on
+the development VM (AVX-512) the tiny runs of ``tests/identity.py`` differ from themselves as soon as any one of
+the three libraries is held to AVX2. A record made on one CPU then fails its replay on another, although both
+are right.
+
+A record is therefore computed with the three libraries held to AVX2 (:data:`PINS`: environment variables each
+library reads once, when it starts, so the process must start with them: ``python -m ntk_core run --record``
+and ``python -m ntk_core replay`` re-execute themselves with them). MKL's "conditional numerical
+reproducibility" mode ``AVX2`` promises the same bits on every processor with AVX2 for a fixed thread count,
+which the record also keeps (``machine.torch_threads``). The arithmetic a record was made in is written to its
+provenance (``arithmetic``), and a replay runs in exactly that arithmetic or says that it cannot.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["PINS", "current", "describe", "environment", "mismatch", "pinned"]
+
+#: the environment that holds ATen, oneDNN and MKL to AVX2 (read by each library when it starts)
+PINS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+
+
+def current() -> dict[str, Any]:
+    """The arithmetic of this process: the value of each variable of :data:`PINS` (``None`` when unset) and the
+    instruction set ATen actually runs (``cpu_capability``, e.g. ``"AVX2"``, ``"AVX512"``, ``"DEFAULT"``)."""
+    import torch
+
+    return {**{var: os.environ.get(var) for var in PINS}, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def pinned() -> bool:
+    """Whether this process was started with every variable of :data:`PINS` at its value."""
+    return all(os.environ.get(var) == value for var, value in PINS.items())
+
+
+def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``base`` (default ``os.environ``) with the variables of :data:`PINS` as ``arithmetic`` has them:
+    set where it gives a value, removed where it gives ``None``; ``arithmetic=None`` (a record made before
+    arithmetic was recorded) removes them all, i.e. the machine's own choice."""
+    env = dict(os.environ if base is None else base)
+    for var in PINS:
+        value = (arithmetic or {}).get(var)
+        if value is None:
+            env.pop(var, None)
+        else:
+            env[var] = str(value)
+    return env
+
+
+def mismatch(recorded: dict[str, Any] | None, now: dict[str, Any] | None = None) -> str | None:
+    """Why this process cannot reproduce the arithmetic of a record (``None`` when it can).
+
+    ``recorded=None`` is a record made before arithmetic was recorded: it was computed with the machine's own
+    choice on the recording CPU, and only a CPU that makes the same choice reproduces it; that cannot be checked,
+    so it is not reported here (a replay that differs says so)."""
+    if recorded is None:
+        return None
+    now = current() if now is None else now
+    differ = [f"{k} {recorded.get(k)!r} recorded, {now.get(k)!r} here" for k in (*PINS, "cpu_capability")]
+    differ = [d for d, k in zip(differ, (*PINS, "cpu_capability")) if recorded.get(k) != now.get(k)]
+    return "; ".join(differ) or None
+
+
+def describe(arithmetic: dict[str, Any] | None) -> str:
+    """One line for people: the instruction set and the pins, or that the machine chose them."""
+    if arithmetic is None:
+        return "not recorded (the recording CPU's own choice; replays exactly only on a CPU that chooses the same)"
+    pins = ", ".join(f"{var}={arithmetic.get(var)}" for var in PINS if arithmetic.get(var) is not None)
+    return f"{arithmetic.get('cpu_capability')} ({pins or 'no pins: the CPU chose'})"
