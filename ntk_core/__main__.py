@@ -6,6 +6,7 @@ on N processes (:mod:`ntk_core.distributed`), into a ``.npy`` file.
 
 ``--set field=value`` (repeatable) overrides any field of the experiment's
 config, for example ``--set width=2048 --set noise_levels="(0.0, 0.3)"``.
+``replay <experiment>`` re-runs units of a record in the record's arithmetic and compares them.
 ``run ... --record`` writes the result with its provenance under
 ``results/<profile>/<experiment>/`` (kept in the repository; resumable unit by
 unit); ``show <experiment> --profile medium`` prints a recorded result.
@@ -60,10 +61,13 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     show.add_argument("--profile", choices=PROFILES, default="medium")
     sub.add_parser("list", help="list the experiments")
     _gram_parser(sub)
+    _replay_parser(sub)
     args = parser.parse_args(argv)
 
     if args.command == "gram":
         return _gram(args)
+    if args.command == "replay":
+        return _replay(args, reexec, argv)
 
     if args.command == "show":
         try:
@@ -114,7 +118,6 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
         return 2
     if args.record:
         print(summary(result))
-        print(f"arithmetic: {_arithmetic.describe(result.meta.get('arithmetic'))}")
         print(f"record: {result.meta['record_dir']} (commit it: git add {result.meta['record_dir']})")
         return 0
     path = args.out / f"{args.experiment}-{args.profile}"
@@ -122,6 +125,67 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     print(result.summary())
     print(f"table: {path.with_suffix('.csv')}")
     return 0
+
+
+def _replay_parser(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay",
+        help="re-run units of a recorded result in its arithmetic and compare them with the record",
+        description="Re-run units of the record of an experiment (one of every unit class by default, or --key) "
+        "in a process with the record's arithmetic (ntk_core.experiments._arithmetic) and compare them with the "
+        "recorded rows. Exit status: 0 equal, 1 a unit differs, 2 bad input, 3 this machine cannot compute in the "
+        "record's arithmetic, 4 this machine loads other data than the record.",
+    )
+    replay.add_argument("experiment", choices=EXPERIMENTS)
+    replay.add_argument("--profile", choices=PROFILES, default="medium")
+    replay.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
+    replay.add_argument(
+        "--key", dest="keys", action="append", default=None, metavar="JSON", help="replay exactly this unit; repeatable"
+    )
+    replay.add_argument("--max-seconds", type=float, default=None, help="budget in recorded compute seconds")
+    replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
+
+
+def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> int:
+    """``replay``: restart in the record's arithmetic when this process is not in it (if ``reexec``)."""
+    import json
+
+    from .experiments._record import ArithmeticDiffers, DataDiffer, record_dir, replay
+
+    try:
+        recorded(args.experiment, args.profile)
+        keys = [json.loads(k) for k in args.keys] if args.keys else None
+    except (RecordMissing, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    folder = record_dir(args.experiment, args.profile)
+    arithmetic = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("arithmetic")
+    env = _arithmetic.environment(arithmetic)
+    wanted = {var: env.get(var) for var in _arithmetic.PINS}
+    if reexec and wanted != {var: os.environ.get(var) for var in _arithmetic.PINS} and _REEXEC not in os.environ:
+        _restart(env, argv)
+    outcome: dict[str, Any] = {"experiment": args.experiment, "arithmetic": _arithmetic.current(), "checks": []}
+    try:
+        checks = replay(
+            args.experiment, args.profile, seed=args.seed, keys=keys, max_seconds=args.max_seconds, per_class=True
+        )
+    except ArithmeticDiffers as err:
+        print(f"cannot replay: {err}", file=sys.stderr)
+        outcome["cannot"] = str(err)
+        status = 3
+    except DataDiffer as err:
+        print(f"cannot replay: {err}", file=sys.stderr)
+        outcome["cannot"] = str(err)
+        status = 4
+    else:
+        for check in checks:
+            verdict = "equal" if not check.problems else f"DIFFERS: {'; '.join(check.problems[:5])}"
+            print(f"{args.experiment} unit {json.dumps(check.key, sort_keys=True)}: {verdict}")
+        outcome["checks"] = [{"key": c.key, "problems": c.problems} for c in checks]
+        status = 1 if any(c.problems for c in checks) else 0
+    if args.json is not None:
+        args.json.write_text(json.dumps(outcome, indent=1) + "\n", encoding="utf-8")
+    return status
 
 
 def _gram_parser(sub: Any) -> None:

@@ -1,12 +1,14 @@
 """Recorded results (results/medium/): the records cannot drift from the code, and the record/replay machinery.
 
-``test_recorded_result_replays`` re-runs a few cheap units of every recorded result (chosen at random per run;
-the seed is printed and can be fixed with ``NTK_REPLAY_SEED``) and checks they equal the recorded rows to 1e-6
-(CPU runs are deterministic: same config and seed, same numbers). An experiment without a record is skipped
-with the reason. The replay of each record has a budget in recorded compute seconds (``NTK_REPLAY_MAX_S``,
-default 240 s, so that the suite stays well under 30 minutes): two units where two fit, else one; a record
-whose every unit took longer than the budget when recorded is skipped, and ``NTK_REPLAY_MAX_S=inf`` replays it.
-The other tests record a tiny configuration into a temporary folder.
+``test_recorded_result_replays`` re-runs one unit of every unit class of every record (``unit_class``: units of one
+class run the same code with other numbers, so every code path of a record is replayed on every run; the unit of
+each class is drawn with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``) and checks that it
+equals the recorded rows to 1e-6. Each unit is replayed by ``python -m ntk_core replay`` in a process of its own,
+which starts in the record's arithmetic (``ntk_core.experiments._arithmetic``: ATen, oneDNN and MKL held to the
+instruction set the record was computed in, so that another CPU computes the same bits); two run at a time. A
+machine that cannot compute in that arithmetic, or that loads other data, skips with the reason.
+``NTK_REPLAY_MAX_S`` (seconds of recorded compute time per record, default: no limit) leaves out the classes
+that do not fit. The other tests record a tiny configuration into a temporary folder.
 """
 
 from __future__ import annotations
@@ -15,17 +17,31 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pandas as pd
 import pytest
 
 from ntk_core import experiments
 from ntk_core.__main__ import main
-from ntk_core.experiments import _record
-from ntk_core.experiments._record import DataDiffer, RecordMissing, ReplayTooCostly, record_dir, recorded, replay
+from ntk_core.experiments import _arithmetic, _record
+from ntk_core.experiments._record import (
+    ArithmeticDiffers,
+    RecordMissing,
+    ReplayTooCostly,
+    choose_units,
+    record_dir,
+    recorded,
+    replay,
+    unit_class,
+)
 
-#: the replay budget per record, in seconds of recorded compute time (NTK_REPLAY_MAX_S; "inf" replays any unit)
-REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "240"))
+#: the replay budget per record, in seconds of recorded compute time (NTK_REPLAY_MAX_S; default: every class)
+REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "inf"))
+#: the seed that draws the unit of each class, printed by every replay test
+REPLAY_SEED = int(os.environ.get("NTK_REPLAY_SEED", random.SystemRandom().randrange(2**31)))
 
 TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,), lams=(0.5, 2.0))
 
@@ -41,24 +57,145 @@ def _record_tiny(root):
     return experiments.record("setting1", "quick", root=root, **TINY)
 
 
+def _replay_cli(name: str, key: dict, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
+    """``python -m ntk_core replay <name> --key <key>`` in a process of its own: exit status, its JSON, its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ntk_core", "replay", name, "--key", json.dumps(key), "--json", out],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    result = json.loads(open(out, encoding="utf-8").read()) if os.path.exists(out) else {}
+    return done.returncode, result, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def replays(shared_data, tmp_path_factory):
+    """Every record's chosen units, replayed two at a time, longest first: {name: [(key, future)]} (or a reason)."""
+    env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
+    env.pop("NTK_CORE_CACHE", None)
+    folder = tmp_path_factory.mktemp("replays")
+    plans: dict[str, object] = {}
+    jobs = []
+    for name in experiments.EXPERIMENTS:
+        try:
+            recorded(name, "medium")
+        except RecordMissing as missing:
+            plans[name] = f"no recorded medium result of {name} yet: {missing}"
+            continue
+        units = json.loads((record_dir(name, "medium") / "units.json").read_text())
+        try:
+            chosen = choose_units(units, name=name, seed=REPLAY_SEED, max_seconds=REPLAY_MAX_S, per_class=True)
+        except ReplayTooCostly as costly:
+            plans[name] = f"{costly}; replay it with NTK_REPLAY_MAX_S=inf"
+            continue
+        plans[name] = []
+        jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in chosen]
+    pool = ThreadPoolExecutor(max_workers=2)
+    for i, (_, name, key) in enumerate(sorted(jobs, key=lambda j: -j[0])):
+        future: Future = pool.submit(_replay_cli, name, key, str(folder / f"{name}-{i}.json"), env)
+        plans[name].append((key, future))  # type: ignore[union-attr]
+    yield plans
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 @pytest.mark.parametrize("name", experiments.EXPERIMENTS)
-def test_recorded_result_replays(name, monkeypatch, shared_data):
-    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+def test_recorded_result_replays(name, replays):
+    plan = replays[name]
+    if isinstance(plan, str):
+        pytest.skip(plan)
+    units = json.loads((record_dir(name, "medium") / "units.json").read_text())
+    classes = {unit_class(u["key"]) for u in units}
+    print(f"replaying {name} with NTK_REPLAY_SEED={REPLAY_SEED}: {len(plan)} of {len(classes)} unit classes")
+    if REPLAY_MAX_S == float("inf"):
+        assert {unit_class(key) for key, _ in plan} == classes
+    for key, future in plan:
+        status, result, stderr = future.result()
+        if status in (3, 4):  # this machine cannot compute in the record's arithmetic, or has other data
+            pytest.skip(f"{name}: {result.get('cannot', stderr)}")
+        assert status in (0, 1), f"{name} unit {key}: replay failed (exit {status}):\n{stderr}"
+        (check,) = result["checks"]
+        assert check["key"] == key
+        assert not check["problems"], f"{name} unit {key} (NTK_REPLAY_SEED={REPLAY_SEED}): {check['problems']}"
+
+
+@pytest.mark.parametrize("name", experiments.EXPERIMENTS)
+def test_every_medium_record_is_current(name):
+    """Main never holds a stale record: a change of the code an experiment runs lands with its re-recording."""
     try:
-        result = recorded(name, "medium")
+        meta = recorded(name, "medium").meta
     except RecordMissing as missing:
-        pytest.skip(f"no recorded medium result of {name} yet: {missing}")
-    seed = int(os.environ.get("NTK_REPLAY_SEED", random.SystemRandom().randrange(2**31)))
-    print(f"replaying {name} with NTK_REPLAY_SEED={seed} (stale: {result.meta['stale']})")
-    try:
-        checks = replay(name, "medium", units=2, seed=seed, max_seconds=REPLAY_MAX_S)
-    except DataDiffer as differ:
-        pytest.skip(str(differ))
-    except ReplayTooCostly as costly:  # e.g. Setting 3: every unit is a ResNet trained for 40 epochs
-        pytest.skip(f"{costly}; replay it with NTK_REPLAY_MAX_S=inf pytest tests/test_recorded.py -k {name}")
-    assert checks
-    for check in checks:
-        assert not check.problems, f"{name} unit {check.key} (NTK_REPLAY_SEED={seed}): {check.problems}"
+        pytest.skip(str(missing))
+    assert not meta["stale"], f"the {name} record is stale ({'; '.join(meta['stale_reasons'])}): {meta['refresh']}"
+
+
+def test_every_class_is_replayed_whatever_the_seed():
+    units = (
+        [{"key": {"seed": s, "noise": 0.2, "spectrum": True}, "seconds": 0.1 + s} for s in range(3)]
+        + [
+            {"key": {"seed": s, "noise": 0.2, "method": m, "lam": lam}, "seconds": 10.0 + s + lam}
+            for s in range(3)
+            for m in ("aux", "rdi")
+            for lam in (0.5, 4.0)
+        ]
+        + [
+            {"key": {"seed": s, "noise": 0.2, "method": "early_stopping", "lam": None}, "seconds": 5.0}
+            for s in range(3)
+        ]
+    )
+    classes = {unit_class(u["key"]) for u in units}
+    assert len(classes) == 4  # spectrum, aux, rdi, early stopping (lam None is not a number)
+    for seed in range(20):
+        chosen = choose_units(units, seed=seed, per_class=True)
+        assert {unit_class(u["key"]) for u in chosen} == classes and len(chosen) == 4
+        # each drawn among the cheaper half of its class
+        assert all(u["seconds"] < 13.0 for u in chosen if u["key"].get("method") in ("aux", "rdi"))
+    # a budget keeps the cheapest classes that fit together, and refuses when not even one unit fits
+    assert [unit_class(u["key"]) for u in choose_units(units, seed=0, per_class=True, max_seconds=4.0)] == [
+        unit_class(units[0]["key"])
+    ]
+    with pytest.raises(ReplayTooCostly):
+        choose_units(units, per_class=True, max_seconds=0.05)
+
+
+def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_recorded_one(data_env, monkeypatch):
+    """A record computed with the libraries held to AVX2 (the command line's pins) is replayed in a process that
+    starts with the same pins; this test's process is not pinned, so an in-process replay must refuse."""
+    root = data_env / "records"
+    env = {**os.environ, "NTK_CORE_RECORDS": str(root), "OMP_NUM_THREADS": "1"}
+    args = [f"--set={k}={v!r}" for k, v in TINY.items()]
+    done = subprocess.run(
+        [sys.executable, "-m", "ntk_core", "run", "setting1", "--profile", "quick", "--record", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    meta = recorded("setting1", "quick", root=root).meta
+    assert meta["arithmetic"] == {**_arithmetic.PINS, "cpu_capability": "AVX2"}
+    if not _arithmetic.pinned():
+        with pytest.raises(ArithmeticDiffers, match="ATEN_CPU_CAPABILITY 'avx2' recorded"):
+            replay("setting1", "quick", root=root, seed=0)
+    out = data_env / "replay.json"
+    again = subprocess.run(
+        [sys.executable, "-m", "ntk_core", "replay", "setting1", "--profile", "quick", "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    result = json.loads(out.read_text())
+    assert result["arithmetic"]["cpu_capability"] == "AVX2" and len(result["checks"]) == 3
+    assert all(not c["problems"] for c in result["checks"])
+    # a process held to another instruction set (and told not to restart) cannot, and says why (exit 3)
+    other = subprocess.run(
+        [sys.executable, "-m", "ntk_core", "replay", "setting1", "--profile", "quick"],
+        env={**_arithmetic.environment(None, env), "NTK_CORE_REEXEC": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode == 3 and "cannot compute in the arithmetic" in other.stderr
 
 
 def test_record_round_trips_and_replays(data_env):

@@ -53,6 +53,9 @@ __all__ = [
     "recorded",
     "replay",
     "ReplayTooCostly",
+    "ArithmeticDiffers",
+    "choose_units",
+    "unit_class",
     "UnitCheck",
     "compare_rows",
 ]
@@ -339,6 +342,7 @@ def summary(result: Result) -> str:
         f"device: {m['device']} ({m['machine'].get('processor')}, {m['machine'].get('cpu_count')} CPU core(s), "
         f"{m['machine'].get('torch_threads')} torch thread(s))",
         "versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()),
+        f"arithmetic: {_arithmetic.describe(m.get('arithmetic'))}",
         f"seeds: {m['seeds']}",
     ]
     lines += [f"data: {d}" for d in m.get("data", [])]
@@ -358,6 +362,63 @@ def _tupled(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_tupled(v) for v in value)
     return value
+
+
+def unit_class(key: dict[str, Any]) -> str:
+    """The class of a unit: its key with every number replaced by ``"#"``, e.g. ``{"lam": "#", "method": "rdi",
+    "noise": "#", "seed": "#"}``. Units of one class run the same code with other numbers; units of two classes
+    (a method, a loss, a part of an experiment, or a field that is ``None`` in one and a number in the other)
+    run different code."""
+    return _canon({k: v if v is None or isinstance(v, (str, bool)) else "#" for k, v in key.items()})
+
+
+def choose_units(
+    units_list: list[dict[str, Any]],
+    *,
+    name: str = "",
+    units: int = 2,
+    seed: int | None = None,
+    cheapest: float = 0.5,
+    max_seconds: float | None = None,
+    per_class: bool = False,
+) -> list[dict[str, Any]]:
+    """The units of a record (``units.json``'s entries) that :func:`replay` re-runs.
+
+    Without ``per_class``: ``units`` drawn with ``seed`` among the ``cheapest`` fraction by recorded compute time.
+    With ``per_class``: one unit of every :func:`unit_class`, drawn with ``seed`` among the ``cheapest`` fraction
+    of its class, so that every code path of the record is replayed whatever the seed. ``max_seconds`` bounds the
+    recorded compute time of the units chosen together (classes are taken cheapest first, and those that do not
+    fit are left out); :class:`ReplayTooCostly` when not even one unit fits.
+    """
+    rng = random.Random(seed)
+    timed = sorted(units_list, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0))
+    if max_seconds is not None:
+        affordable = [u for u in timed if u["seconds"] is not None and u["seconds"] <= max_seconds]
+        if not affordable:
+            fastest = timed[0]["seconds"] if timed else None
+            raise ReplayTooCostly(
+                f"the cheapest unit of the {name} record took {fastest if fastest is None else round(fastest)} s "
+                f"when recorded, over the replay budget of {max_seconds:g} s"
+            )
+    if per_class:
+        classes: dict[str, list[dict[str, Any]]] = {}
+        for u in timed:
+            classes.setdefault(unit_class(u["key"]), []).append(u)
+        drawn = [rng.choice(group[: max(1, int(len(group) * cheapest))]) for group in classes.values()]
+        limit = len(drawn)
+    else:
+        pool = timed[: max(units, int(len(timed) * cheapest))]
+        drawn = rng.sample(pool, len(pool))
+        limit = units
+    if max_seconds is None:
+        return drawn[:limit]
+    picked: list[dict[str, Any]] = []
+    spent = 0.0
+    for u in drawn:
+        if len(picked) < limit and u["seconds"] is not None and spent + u["seconds"] <= max_seconds:
+            picked.append(u)
+            spent += u["seconds"]
+    return picked
 
 
 def _config_from(name: str, provenance: dict[str, Any]) -> Any:
@@ -402,6 +463,11 @@ class UnitCheck:
 
 class DataDiffer(Exception):
     """The data this machine loads are not those the record was computed from (replay is meaningless)."""
+
+
+class ArithmeticDiffers(Exception):
+    """This process computes in another floating-point arithmetic than the record (another CPU instruction set,
+    or other pins): its numbers would differ in the last bits, and training amplifies them."""
 
 
 class ReplayTooCostly(Exception):
@@ -465,6 +531,7 @@ def replay(
     tol: float = 1e-6,
     keys: list[dict[str, Any]] | None = None,
     max_seconds: float | None = None,
+    per_class: bool = False,
 ) -> list[UnitCheck]:
     """Re-run ``units`` units of the record of ``name`` (chosen at random with ``seed`` among the ``cheapest``
     fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
@@ -476,37 +543,34 @@ def replay(
     units together took at most that long when recorded (units are drawn in random order and kept while they
     fit, so fewer than ``units`` may be replayed, but at least one), and :class:`ReplayTooCostly` is raised
     when no single unit fits (an experiment whose every unit is a long training run: the test suite's time
-    budget cannot hold it; replay it on purpose with a larger budget).
+    budget cannot hold it; replay it on purpose with a larger budget). ``per_class=True`` replays one unit of
+    every :func:`unit_class` instead (see :func:`choose_units`). Raises :class:`ArithmeticDiffers` when this
+    process does not compute in the record's arithmetic (:mod:`~ntk_core.experiments._arithmetic`).
     """
     import torch
 
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
+    why = _arithmetic.mismatch(provenance.get("arithmetic"))
+    if why is not None:
+        raise ArithmeticDiffers(
+            f"this process cannot compute in the arithmetic of the {name} record ({why}); "
+            f"`python -m ntk_core replay {name} --profile {profile}` starts a process that can"
+        )
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     recorded_units = {_canon(u["key"]): u["rows"] for u in units_list}
     if keys is not None:
         chosen = {_canon(_jsonable(k)) for k in keys}
     else:
-        by_cost = sorted(units_list, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0))
-        pool = by_cost[: max(units, int(len(by_cost) * cheapest))]
-        if max_seconds is not None:
-            pool = [u for u in pool if u["seconds"] is not None and u["seconds"] <= max_seconds]
-            if not pool:
-                fastest = by_cost[0]["seconds"] if by_cost else None
-                raise ReplayTooCostly(
-                    f"the cheapest unit of the {name} record took {fastest if fastest is None else round(fastest)} s "
-                    f"when recorded, over the replay budget of {max_seconds:g} s"
-                )
-        rng = random.Random(seed)
-        drawn = rng.sample(pool, len(pool))
-        if max_seconds is None:
-            picked = drawn[:units]
-        else:
-            picked, spent = [], 0.0
-            for u in drawn:
-                if len(picked) < units and spent + u["seconds"] <= max_seconds:
-                    picked.append(u)
-                    spent += u["seconds"]
+        picked = choose_units(
+            units_list,
+            name=name,
+            units=units,
+            seed=seed,
+            cheapest=cheapest,
+            max_seconds=max_seconds,
+            per_class=per_class,
+        )
         chosen = {_canon(u["key"]) for u in picked}
     config = _config_from(name, provenance)
     from . import get
