@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
 
     if args.command == "gram":
         return _gram(args)
-    if args.command == "replay":
+    if args.command in ("replay", "attest"):
         return _replay(args, reexec, argv)
 
     if args.command == "show":
@@ -144,17 +144,29 @@ def _replay_parser(sub: Any) -> None:
     )
     replay.add_argument("--max-seconds", type=float, default=None, help="budget in recorded compute seconds")
     replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
+    attest = sub.add_parser(
+        "attest",
+        help="prove by replay that the current code computes a stale record's numbers, bit for bit, and say so in it",
+        description="Replay one unit of every unit class of a record whose code fingerprint changed, in the "
+        "record's arithmetic, and compare every number bit for bit; when all are identical, write into its "
+        "provenance that the current code is attested (the record is current again). Exit status: 0 attested "
+        "(or current already), 1 a unit differs (the record stays stale: record it again), 2 bad input, 3 other "
+        "arithmetic, 4 other data.",
+    )
+    attest.add_argument("experiment", choices=EXPERIMENTS)
+    attest.add_argument("--profile", choices=PROFILES, default="medium")
+    attest.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
 
 
 def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> int:
     """``replay``: restart in the record's arithmetic when this process is not in it (if ``reexec``)."""
     import json
 
-    from .experiments._record import ArithmeticDiffers, DataDiffer, record_dir, replay
+    from .experiments._record import ArithmeticDiffers, DataDiffer, attest, record_dir, replay
 
     try:
         recorded(args.experiment, args.profile)
-        keys = [json.loads(k) for k in args.keys] if args.keys else None
+        keys = [json.loads(k) for k in args.keys] if getattr(args, "keys", None) else None
     except (RecordMissing, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -166,9 +178,17 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
         _restart(env, argv)
     outcome: dict[str, Any] = {"experiment": args.experiment, "arithmetic": _arithmetic.current(), "checks": []}
     try:
-        checks = replay(
-            args.experiment, args.profile, seed=args.seed, keys=keys, max_seconds=args.max_seconds, per_class=True
-        )
+        if args.command == "attest":
+            checks = attest(args.experiment, args.profile, seed=args.seed)
+            if not checks:
+                print(f"{args.experiment}: the record is current for this code (nothing to attest)")
+        else:
+            checks = replay(
+                args.experiment, args.profile, seed=args.seed, keys=keys, max_seconds=args.max_seconds, per_class=True
+            )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except ArithmeticDiffers as err:
         print(f"cannot replay: {err}", file=sys.stderr)
         outcome["cannot"] = str(err)
@@ -183,7 +203,9 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
             print(f"{args.experiment} unit {json.dumps(check.key, sort_keys=True)}: {verdict}")
         outcome["checks"] = [{"key": c.key, "problems": c.problems} for c in checks]
         status = 1 if any(c.problems for c in checks) else 0
-    if args.json is not None:
+        if args.command == "attest" and checks:
+            print(f"{args.experiment}: " + ("NOT attested: the record stays stale" if status else "attested: current"))
+    if getattr(args, "json", None) is not None:
         args.json.write_text(json.dumps(outcome, indent=1) + "\n", encoding="utf-8")
     return status
 

@@ -130,6 +130,41 @@ def test_every_medium_record_is_current(name):
     assert not meta["stale"], f"the {name} record is stale ({'; '.join(meta['stale_reasons'])}): {meta['refresh']}"
 
 
+def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(data_env, monkeypatch, capsys):
+    root = data_env / "records"
+    tiny = experiments.make_config("setting1", "quick", **TINY)
+    make_config = experiments.make_config
+    monkeypatch.setattr(
+        experiments,
+        "make_config",
+        lambda n, p, **o: tiny if (n, p) == ("setting1", "quick") else make_config(n, p, **o),
+    )
+    _record_tiny(root)
+    assert not recorded("setting1", "quick", root=root).meta["stale"]
+    assert _record.attest("setting1", "quick", root=root) == []  # current: nothing to attest
+    # a refactor: the code fingerprint changes, the numbers do not
+    monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "0123456789ab")
+    stale = recorded("setting1", "quick", root=root).meta
+    assert stale["stale"] and "attest setting1" in stale["stale_reasons"][0]
+    checks = _record.attest("setting1", "quick", root=root)
+    assert len(checks) == 3 and all(not c.problems for c in checks)  # GD, RDI and AUX: one of every class
+    meta = recorded("setting1", "quick", root=root).meta
+    assert not meta["stale"] and meta["attested_by"]["code"] == "0123456789ab"
+    assert {unit_class(k) for k in meta["attested_by"]["replayed"]} == {unit_class(c.key) for c in checks}
+    # a change that moves one number of the record in its last bits is not a refactor
+    import ntk_core.experiments.setting1 as setting1
+
+    predict = setting1.predict
+    monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "feedfeedfeed")
+    monkeypatch.setattr(setting1, "predict", lambda *a, **k: predict(*a, **k) * (1 + 2**-10))  # 0.1 %
+    refused = _record.attest("setting1", "quick", root=root)
+    assert all(any("val_mse" in p for p in c.problems) for c in refused), [c.problems for c in refused]
+    after = recorded("setting1", "quick", root=root).meta
+    assert after["stale"] and after["attested_by"] is None
+    provenance = json.loads((record_dir("setting1", "quick", root) / "provenance.json").read_text())
+    assert [a["code"] for a in provenance["attested"]] == ["0123456789ab"]  # nothing written
+
+
 def test_every_class_is_replayed_whatever_the_seed():
     units = (
         [{"key": {"seed": s, "noise": 0.2, "spectrum": True}, "seconds": 0.1 + s} for s in range(3)]

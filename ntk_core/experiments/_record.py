@@ -54,6 +54,7 @@ __all__ = [
     "replay",
     "ReplayTooCostly",
     "ArithmeticDiffers",
+    "attest",
     "choose_units",
     "unit_class",
     "UnitCheck",
@@ -80,6 +81,10 @@ def record_dir(name: str, profile: str = "medium", root: str | os.PathLike[str] 
 
 def refresh_command(name: str, profile: str) -> str:
     return f"python -m ntk_core run {name} --profile {profile} --record"
+
+
+def attest_command(name: str, profile: str) -> str:
+    return f"python -m ntk_core attest {name} --profile {profile}"
 
 
 def _git_commit() -> dict[str, Any]:
@@ -311,8 +316,12 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
     table = pd.read_csv(io.BytesIO(table_bytes), float_precision="round_trip")
     reasons = []
     current_code = code_fingerprint(name)
-    if provenance.get("code") != current_code:
-        reasons.append(f"code fingerprint {provenance.get('code')} differs from the current {current_code}")
+    attested = [a for a in provenance.get("attested", []) if isinstance(a, dict) and a.get("code") == current_code]
+    if provenance.get("code") != current_code and not attested:
+        reasons.append(
+            f"code fingerprint {provenance.get('code')} differs from the current {current_code} (and no replay "
+            f"attests that it computes the same numbers: `{attest_command(name, profile)}`)"
+        )
     try:
         from . import make_config
 
@@ -329,6 +338,7 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
         "recorded": True,
         "cached": True,
         "record_dir": str(folder),
+        "attested_by": attested[-1] if attested and provenance.get("code") != current_code else None,
     }
     return Result(table, meta)
 
@@ -595,3 +605,58 @@ def replay(
     if len(ctx.checks) != len(chosen):
         raise ValueError(f"replay of {name}: {len(chosen) - len(ctx.checks)} chosen unit(s) never came up")
     return ctx.checks
+
+
+# --------------------------------------------------------------------------- attest
+
+
+def attest(
+    name: str,
+    profile: str = "medium",
+    *,
+    seed: int = 0,
+    root: str | os.PathLike[str] | None = None,
+    max_seconds: float | None = None,
+) -> list[UnitCheck]:
+    """Prove by replay that the current code computes the record's numbers, and write that into its provenance.
+
+    A record is keyed by the fingerprint of the code that computed it, so any edit of that code (a refactor, a
+    moved function) makes it stale. ``attest`` replays one unit of every :func:`unit_class` of the record under
+    the current code, in the record's arithmetic, and compares every number **bit for bit** (``tol=0``). When all
+    are identical it appends ``{"code": <current fingerprint>, "replayed": [...], "seed", "git", "at"}`` to the
+    provenance's ``attested`` list, and :func:`recorded` treats the record as current for that code; when any
+    differs nothing is written and the returned checks say which unit and which number. A record that is current
+    already is left as it is (returns ``[]``). Raises ``ValueError`` when the profile's configuration changed
+    (another configuration is another experiment: record it again) and :class:`ArithmeticDiffers` when this
+    process cannot compute in the record's arithmetic (``python -m ntk_core attest`` starts one that can).
+    """
+    result = recorded(name, profile, root=root)
+    code = code_fingerprint(name)
+    if not result.meta["stale"]:
+        return []
+    if any("configuration" in reason for reason in result.meta["stale_reasons"]):
+        raise ValueError(
+            f"the {profile} configuration of {name} changed since it was recorded: a replay cannot attest another "
+            f"configuration; record it again: {refresh_command(name, profile)}"
+        )
+    checks = replay(name, profile, seed=seed, root=root, per_class=True, tol=0.0, max_seconds=max_seconds)
+    if any(c.problems for c in checks):
+        return checks
+    folder = record_dir(name, profile, root)
+    path = folder / "provenance.json"
+    with _store.file_lock(folder / "provenance.lock"):
+        provenance = json.loads(path.read_text(encoding="utf-8"))
+        provenance.setdefault("attested", []).append(
+            {
+                "code": code,
+                "replayed": [c.key for c in checks],
+                "seed": seed,
+                "git": _git_commit(),
+                "arithmetic": _arithmetic.current(),
+                "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+        _store.atomic_write_bytes(
+            path, (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode()
+        )
+    return checks
