@@ -171,7 +171,7 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
         print(f"error: {err}", file=sys.stderr)
         return 2
     folder = record_dir(args.experiment, args.profile)
-    arithmetic = json.loads((folder / "provenance.json").read_text(encoding="utf-8")).get("arithmetic")
+    arithmetic = _arithmetic.of_record(json.loads((folder / "provenance.json").read_text(encoding="utf-8")))
     env = _arithmetic.environment(arithmetic)
     wanted = {var: env.get(var) for var in _arithmetic.PINS}
     if reexec and wanted != {var: os.environ.get(var) for var in _arithmetic.PINS} and _REEXEC not in os.environ:

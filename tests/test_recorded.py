@@ -165,6 +165,45 @@ def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(d
     assert [a["code"] for a in provenance["attested"]] == ["0123456789ab"]  # nothing written
 
 
+def test_arithmetic_mismatch_names_what_differs():
+    pinned = {**_arithmetic.PINS, "cpu_capability": "AVX2"}
+    assert _arithmetic.mismatch(pinned, dict(pinned)) is None
+    why = _arithmetic.mismatch(pinned, {**pinned, "MKL_CBWR": None, "cpu_capability": "DEFAULT"})
+    assert "MKL_CBWR 'AVX2' recorded, None here" in why and "cpu_capability 'AVX2' recorded, 'DEFAULT' here" in why
+    # a record made before the arithmetic was recorded: the libraries' own choice on an AVX-512 CPU
+    assert _arithmetic.of_record({}) == _arithmetic.LEGACY and _arithmetic.of_record({"arithmetic": pinned}) == pinned
+    unpinned_avx2 = {**{v: None for v in _arithmetic.PINS}, "cpu_capability": "AVX2"}
+    assert "cpu_capability 'AVX512' recorded, 'AVX2' here" in _arithmetic.mismatch(_arithmetic.LEGACY, unpinned_avx2)
+    env = _arithmetic.environment(_arithmetic.LEGACY, {"PATH": "/bin", "MKL_CBWR": "AVX2"})
+    assert env == {"PATH": "/bin"}
+    assert _arithmetic.environment(pinned, {})["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+
+
+def test_the_pins_change_the_arithmetic_of_this_cpu():
+    """Why records pin the arithmetic: where the CPU has AVX-512, one SGD run on a small CNN ends with other bits
+    when ATen, oneDNN and MKL are held to AVX2 (so an unpinned record would not replay on an AVX2 CPU)."""
+    script = (
+        "import torch; torch.manual_seed(0); torch.set_num_threads(1); nn = torch.nn\n"
+        "net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),\n"
+        "                    nn.Flatten(), nn.Linear(16 * 16 * 16, 64), nn.ReLU(), nn.Linear(64, 1))\n"
+        "x = torch.randn(64, 3, 16, 16); y = torch.randn(64, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
+        "for _ in range(20):\n"
+        "    opt.zero_grad(); loss = ((net(x) - y) ** 2).mean(); loss.backward(); opt.step()\n"
+        "print(torch.backends.cpu.get_cpu_capability(), repr(loss.item()))\n"
+    )
+
+    def run(env):
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        return out.stdout.split()
+
+    native = run(_arithmetic.environment(None))
+    if native[0] != "AVX512":
+        pytest.skip(f"this CPU runs {native[0]} kernels already: nothing to pin away")
+    pinned = run(_arithmetic.environment(_arithmetic.PINS))
+    assert pinned[0] == "AVX2" and pinned[1] != native[1]
+    assert run(_arithmetic.environment(_arithmetic.PINS)) == pinned  # and the pinned run is reproducible
+
+
 def test_every_class_is_replayed_whatever_the_seed():
     units = (
         [{"key": {"seed": s, "noise": 0.2, "spectrum": True}, "seconds": 0.1 + s} for s in range(3)]

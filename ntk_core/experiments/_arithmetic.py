@@ -21,10 +21,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["PINS", "current", "describe", "environment", "mismatch", "pinned"]
+__all__ = ["LEGACY", "PINS", "current", "describe", "environment", "mismatch", "of_record", "pinned"]
 
 #: the environment that holds ATen, oneDNN and MKL to AVX2 (read by each library when it starts)
 PINS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+
+
+#: the arithmetic of the records made before it was recorded (until 2026-11-27): all were computed on the
+#: project's development VM (AMD EPYC, AVX-512) with no pins, i.e. the libraries' own choice there, AVX-512
+LEGACY: dict[str, Any] = {**{var: None for var in PINS}, "cpu_capability": "AVX512"}
+
+
+def of_record(provenance: dict[str, Any]) -> dict[str, Any]:
+    """The arithmetic a record was computed in: its provenance's ``arithmetic``, else :data:`LEGACY`."""
+    arithmetic = provenance.get("arithmetic")
+    return dict(arithmetic) if isinstance(arithmetic, dict) else dict(LEGACY)
 
 
 def current() -> dict[str, Any]:
@@ -42,8 +53,8 @@ def pinned() -> bool:
 
 def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) with the variables of :data:`PINS` as ``arithmetic`` has them:
-    set where it gives a value, removed where it gives ``None``; ``arithmetic=None`` (a record made before
-    arithmetic was recorded) removes them all, i.e. the machine's own choice."""
+    set where it gives a value, removed where it gives ``None`` (``None`` for ``arithmetic`` removes them all:
+    the machine's own choice)."""
     env = dict(os.environ if base is None else base)
     for var in PINS:
         value = (arithmetic or {}).get(var)
@@ -54,23 +65,18 @@ def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None =
     return env
 
 
-def mismatch(recorded: dict[str, Any] | None, now: dict[str, Any] | None = None) -> str | None:
-    """Why this process cannot reproduce the arithmetic of a record (``None`` when it can).
-
-    ``recorded=None`` is a record made before arithmetic was recorded: it was computed with the machine's own
-    choice on the recording CPU, and only a CPU that makes the same choice reproduces it; that cannot be checked,
-    so it is not reported here (a replay that differs says so)."""
-    if recorded is None:
-        return None
+def mismatch(recorded: dict[str, Any], now: dict[str, Any] | None = None) -> str | None:
+    """Why this process cannot compute in the arithmetic ``recorded`` (``None`` when it can): a pin set otherwise,
+    or another instruction set. Without pins (:data:`LEGACY`) the libraries choose for the CPU, so only a CPU whose
+    choice matches the recorded instruction set can replay (and a CPU with the same instruction set whose
+    libraries chose other kernels would still differ: a replay that differs says so)."""
     now = current() if now is None else now
     differ = [f"{k} {recorded.get(k)!r} recorded, {now.get(k)!r} here" for k in (*PINS, "cpu_capability")]
     differ = [d for d, k in zip(differ, (*PINS, "cpu_capability")) if recorded.get(k) != now.get(k)]
     return "; ".join(differ) or None
 
 
-def describe(arithmetic: dict[str, Any] | None) -> str:
+def describe(arithmetic: dict[str, Any]) -> str:
     """One line for people: the instruction set and the pins, or that the machine chose them."""
-    if arithmetic is None:
-        return "not recorded (the recording CPU's own choice; replays exactly only on a CPU that chooses the same)"
     pins = ", ".join(f"{var}={arithmetic.get(var)}" for var in PINS if arithmetic.get(var) is not None)
     return f"{arithmetic.get('cpu_capability')} ({pins or 'no pins: the CPU chose'})"

@@ -352,7 +352,8 @@ def summary(result: Result) -> str:
         f"device: {m['device']} ({m['machine'].get('processor')}, {m['machine'].get('cpu_count')} CPU core(s), "
         f"{m['machine'].get('torch_threads')} torch thread(s))",
         "versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()),
-        f"arithmetic: {_arithmetic.describe(m.get('arithmetic'))}",
+        f"arithmetic: {_arithmetic.describe(_arithmetic.of_record(m))}"
+        + ("" if isinstance(m.get("arithmetic"), dict) else " (recorded before pins: the recording VM's own choice)"),
         f"seeds: {m['seeds']}",
     ]
     lines += [f"data: {d}" for d in m.get("data", [])]
@@ -561,7 +562,7 @@ def replay(
 
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
-    why = _arithmetic.mismatch(provenance.get("arithmetic"))
+    why = _arithmetic.mismatch(_arithmetic.of_record(provenance))
     if why is not None:
         raise ArithmeticDiffers(
             f"this process cannot compute in the arithmetic of the {name} record ({why}); "
