@@ -144,6 +144,11 @@ def _replay_parser(sub: Any) -> None:
     )
     replay.add_argument("--max-seconds", type=float, default=None, help="budget in recorded compute seconds")
     replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
+    replay.add_argument(
+        "--table",
+        action="store_true",
+        help="instead of units: check that table.csv is the table the recorded units give (nothing is trained)",
+    )
     attest = sub.add_parser(
         "attest",
         help="prove by replay that the current code computes a stale record's numbers, bit for bit, and say so in it",
@@ -162,7 +167,7 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
     """``replay``: restart in the record's arithmetic when this process is not in it (if ``reexec``)."""
     import json
 
-    from .experiments._record import ArithmeticDiffers, DataDiffer, attest, record_dir, replay
+    from .experiments._record import ArithmeticDiffers, DataDiffer, attest, check_table, record_dir, replay
 
     try:
         recorded(args.experiment, args.profile)
@@ -171,14 +176,22 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
         print(f"error: {err}", file=sys.stderr)
         return 2
     folder = record_dir(args.experiment, args.profile)
-    arithmetic = _arithmetic.of_record(json.loads((folder / "provenance.json").read_text(encoding="utf-8")))
-    env = _arithmetic.environment(arithmetic)
-    wanted = {var: env.get(var) for var in _arithmetic.PINS}
-    if reexec and wanted != {var: os.environ.get(var) for var in _arithmetic.PINS} and _REEXEC not in os.environ:
+    provenance = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    env = _arithmetic.environment(_arithmetic.of_record(provenance))
+    threads = provenance.get("machine", {}).get("OMP_NUM_THREADS")  # OpenBLAS's threads (torch's are set apart)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    names = (*_arithmetic.PINS, "OMP_NUM_THREADS")
+    if reexec and any(env.get(v) != os.environ.get(v) for v in names) and _REEXEC not in os.environ:
         _restart(env, argv)
     outcome: dict[str, Any] = {"experiment": args.experiment, "arithmetic": _arithmetic.current(), "checks": []}
     try:
-        if args.command == "attest":
+        if getattr(args, "table", False):
+            problems = check_table(args.experiment, args.profile)
+            print(f"{args.experiment} table.csv: " + ("the units give it" if not problems else "; ".join(problems)))
+            outcome["table_problems"] = problems
+            checks = []
+        elif args.command == "attest":
             checks = attest(args.experiment, args.profile, seed=args.seed)
             if not checks:
                 print(f"{args.experiment}: the record is current for this code (nothing to attest)")
@@ -202,7 +215,7 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
             verdict = "equal" if not check.problems else f"DIFFERS: {'; '.join(check.problems[:5])}"
             print(f"{args.experiment} unit {json.dumps(check.key, sort_keys=True)}: {verdict}")
         outcome["checks"] = [{"key": c.key, "problems": c.problems} for c in checks]
-        status = 1 if any(c.problems for c in checks) else 0
+        status = 1 if any(c.problems for c in checks) or outcome.get("table_problems") else 0
         if args.command == "attest" and checks:
             print(f"{args.experiment}: " + ("NOT attested: the record stays stale" if status else "attested: current"))
     if getattr(args, "json", None) is not None:

@@ -2,17 +2,20 @@
 
 PyTorch's CPU kernels are chosen when the process starts, for the CPU it finds: ATen's vectorised kernels
 (AVX2 or AVX-512), oneDNN's convolutions and MKL's matrix products each take the widest instruction set the
-CPU has, and each sums in another order with another width. The same code, data and seed therefore give other
+CPU has, and each sums in another order with another width; so does the OpenBLAS of NumPy and SciPy (its
+"SkylakeX" kernels on the development VM, "Haswell" on an AVX2 CPU). The same code, data and seed therefore give other
 last bits on another CPU, and training a network for many steps turns last bits into visible differences: on
 the development VM (AVX-512) the tiny runs of ``tests/identity.py`` differ from themselves as soon as any one of
-the three libraries is held to AVX2. A record made on one CPU then fails its replay on another, although both
+the libraries is held to AVX2. A record made on one CPU then fails its replay on another, although both
 are right.
 
-A record is therefore computed with the three libraries held to AVX2 (:data:`PINS`: environment variables each
+A record is therefore computed with the four libraries held to AVX2 (:data:`PINS`: environment variables each
 library reads once, when it starts, so the process must start with them: ``python -m ntk_core run --record``
 and ``python -m ntk_core replay`` re-execute themselves with them). MKL's "conditional numerical
 reproducibility" mode ``AVX2`` promises the same bits on every processor with AVX2 for a fixed thread count,
-which the record also keeps (``machine.torch_threads``). The arithmetic a record was made in is written to its
+which the record also keeps (``machine.torch_threads``; a replay also starts with the record's
+``OMP_NUM_THREADS``, which sets OpenBLAS's threads). MKL without that mode also depends on the memory alignment
+of its arrays, so that even one machine gives other last bits in another process. The arithmetic a record was made in is written to its
 provenance (``arithmetic``), and a replay runs in exactly that arithmetic or says that it cannot.
 """
 
@@ -24,7 +27,12 @@ from typing import Any
 __all__ = ["LEGACY", "PINS", "current", "describe", "environment", "mismatch", "of_record", "pinned"]
 
 #: the environment that holds ATen, oneDNN and MKL to AVX2 (read by each library when it starts)
-PINS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+PINS: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_CBWR": "AVX2",
+    "OPENBLAS_CORETYPE": "Haswell",  # NumPy's and SciPy's OpenBLAS (eigenvalues, solves): AVX2 kernels
+}
 
 
 #: the arithmetic of the records made before it was recorded (until 2026-11-27): all were computed on the

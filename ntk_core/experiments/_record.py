@@ -55,6 +55,7 @@ __all__ = [
     "ReplayTooCostly",
     "ArithmeticDiffers",
     "attest",
+    "check_table",
     "choose_units",
     "unit_class",
     "UnitCheck",
@@ -232,10 +233,7 @@ def record_experiment(
         _store.atomic_write_bytes(folder / "table.csv", table_bytes)
         _store.atomic_write_bytes(folder / "units.json", units_bytes)
         # provenance last: a record is complete (and checks) only once it is written
-        _store.atomic_write_bytes(
-            folder / "provenance.json",
-            (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode(),
-        )
+        _write_provenance(folder / "provenance.json", provenance)
         pruned = _prune_work(work, keep=key)
     if out is not None:
         print(
@@ -297,7 +295,47 @@ def _provenance(folder: Path, name: str, profile: str) -> dict[str, Any]:
         raise ValueError(f"{path}: not readable JSON ({err})") from None
     if not isinstance(provenance, dict) or provenance.get("experiment") != name:
         raise ValueError(f"{path}: not the provenance of experiment {name!r}")
+    again = refresh_command(name, profile)
+    for field, kind in _PROVENANCE_FIELDS.items():
+        if not isinstance(provenance.get(field), kind):
+            raise ValueError(
+                f"{path}: field {field!r} is missing or not a {kind.__name__} (damaged or edited); "
+                f"record it again: {again}"
+            )
+    seal = provenance.get("seal")
+    if seal is None and "arithmetic" in provenance:  # every record since the seal was introduced carries one
+        raise ValueError(f"{path}: its seal is missing (edited by hand?); record it again: {again}")
+    if seal is not None and seal != _seal_of(provenance):
+        raise ValueError(
+            f"{path}: its contents do not match its seal (SHA-256 of the other fields): damaged or edited by hand; "
+            f"record it again: {again}"
+        )
     return provenance
+
+
+#: fields every provenance has, and their JSON types (checked before anything is read from it)
+_PROVENANCE_FIELDS: dict[str, type] = {
+    "profile": str,
+    "config": dict,
+    "code": str,
+    "files": dict,
+    "machine": dict,
+    "seeds": list,
+    "data": list,
+    "data_fingerprints": list,
+}
+
+
+def _seal_of(provenance: dict[str, Any]) -> str:
+    """SHA-256 of the provenance without its ``seal`` (canonical JSON): an edit of any field shows."""
+    body = {k: v for k, v in provenance.items() if k != "seal"}
+    return _store.sha256_bytes(json.dumps(body, sort_keys=True, allow_nan=True).encode())
+
+
+def _write_provenance(path: Path, provenance: dict[str, Any]) -> None:
+    """Write ``provenance`` atomically, sealed (:func:`_seal_of`)."""
+    sealed = {**{k: v for k, v in provenance.items() if k != "seal"}, "seal": _seal_of(provenance)}
+    _store.atomic_write_bytes(path, (json.dumps(sealed, indent=2, sort_keys=True, allow_nan=True) + "\n").encode())
 
 
 def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> Result:
@@ -558,7 +596,6 @@ def replay(
     every :func:`unit_class` instead (see :func:`choose_units`). Raises :class:`ArithmeticDiffers` when this
     process does not compute in the record's arithmetic (:mod:`~ntk_core.experiments._arithmetic`).
     """
-    import torch
 
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
@@ -584,8 +621,6 @@ def replay(
         )
         chosen = {_canon(u["key"]) for u in picked}
     config = _config_from(name, provenance)
-    from . import get
-
     ctx = _ReplayContext(
         unit_dir=Path(os.devnull),
         recorded_units=recorded_units,
@@ -593,19 +628,84 @@ def replay(
         expected_data=list(provenance.get("data_fingerprints", [])),
         tol=tol,
     )
+    try:
+        _compute_as_recorded(name, provenance, config, ctx)
+    except _ReplayDone:
+        pass
+    if len(ctx.checks) != len(chosen):
+        raise ValueError(f"replay of {name}: {len(chosen) - len(ctx.checks)} chosen unit(s) never came up")
+    return ctx.checks
+
+
+def _compute_as_recorded(name: str, provenance: dict[str, Any], config: Any, ctx: RunContext) -> pd.DataFrame:
+    """The experiment's ``compute`` with the torch thread count of the record (float sums in another order could
+    differ in the last bits)."""
+    import torch
+
+    from . import get
+
     threads = torch.get_num_threads()
     wanted = provenance.get("machine", {}).get("torch_threads")
     try:
         if isinstance(wanted, int) and wanted > 0:
             torch.set_num_threads(wanted)
-        get(name).compute(config, ctx)
-    except _ReplayDone:
-        pass
+        return get(name).compute(config, ctx)
     finally:
         torch.set_num_threads(threads)
-    if len(ctx.checks) != len(chosen):
-        raise ValueError(f"replay of {name}: {len(chosen) - len(ctx.checks)} chosen unit(s) never came up")
-    return ctx.checks
+
+
+#: how far the table of a record made before the arithmetic was pinned may be from the one its units give
+LEGACY_TABLE_RTOL = 1e-9
+
+
+def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> list[str]:
+    """Differences between a record's ``table.csv`` and the table its ``units.json`` gives (``[]``: none).
+
+    The experiment's ``compute`` runs with every unit's rows handed back as recorded (nothing is trained), so
+    that its own code assembles the table, with whatever it computes beside its units (Setting 1's kernel ridge
+    regression, say), in the record's arithmetic; the result must be ``table.csv`` byte for byte. A number edited
+    in ``table.csv`` (its checksum updated or not) is found here, since the units and replays never read it.
+    A record made before the arithmetic was pinned is compared to a relative :data:`LEGACY_TABLE_RTOL` instead.
+    Raises :class:`ArithmeticDiffers` like :func:`replay`.
+    """
+    folder = record_dir(name, profile, root)
+    provenance = _provenance(folder, name, profile)
+    why = _arithmetic.mismatch(_arithmetic.of_record(provenance))
+    if why is not None:
+        raise ArithmeticDiffers(f"this process cannot compute in the arithmetic of the {name} record ({why})")
+    units_list = json.loads(_read_verified(folder, "units.json", provenance))
+    table_bytes = _read_verified(folder, "table.csv", provenance)
+    ctx = _ReplayContext(
+        unit_dir=Path(os.devnull),
+        recorded_units={_canon(u["key"]): u["rows"] for u in units_list},
+        expected_data=list(provenance.get("data_fingerprints", [])),
+    )
+    table = _round_trip(_compute_as_recorded(name, provenance, _config_from(name, provenance), ctx))
+    header = table_bytes.split(b"\n", 1)[0].decode().split(",")
+    if sorted(header) == sorted(map(str, table.columns)):  # rows read back from JSON have their keys sorted
+        table = table[header]
+    if _table_csv(table) == table_bytes:
+        return []
+    # not byte for byte: a record made before the arithmetic was pinned may differ in the last bits of what it
+    # computes beside its units (MKL without its reproducible mode depends on memory alignment: 4e-16 to 2e-15
+    # relative measured on Setting 1's KRR rows), so it is compared to ``LEGACY_TABLE_RTOL``; a pinned one exactly
+    rtol = 0.0 if isinstance(provenance.get("arithmetic"), dict) else LEGACY_TABLE_RTOL
+    old = pd.read_csv(io.BytesIO(table_bytes), float_precision="round_trip")
+    new = pd.read_csv(io.BytesIO(_table_csv(table)), float_precision="round_trip")
+    if list(old.columns) != list(new.columns) or old.shape != new.shape:
+        return [
+            f"table.csv has columns {list(old.columns)} and {len(old)} rows, the units give {list(new.columns)} "
+            f"and {len(new)} rows"
+        ]
+    problems = []
+    for col in old.columns:
+        a_, b_ = old[col].to_numpy(), new[col].to_numpy()
+        if pd.api.types.is_numeric_dtype(old[col]) and pd.api.types.is_numeric_dtype(new[col]):
+            bad = ~np.isclose(a_.astype(float), b_.astype(float), rtol=rtol, atol=0.0, equal_nan=True)
+        else:
+            bad = np.array([x != y and not (pd.isna(x) and pd.isna(y)) for x, y in zip(a_, b_)], dtype=bool)
+        problems += [f"row {i} {col}: table.csv {a_[i]!r}, the units give {b_[i]!r}" for i in np.flatnonzero(bad)]
+    return problems[:20]
 
 
 # --------------------------------------------------------------------------- attest
@@ -646,7 +746,7 @@ def attest(
     folder = record_dir(name, profile, root)
     path = folder / "provenance.json"
     with _store.file_lock(folder / "provenance.lock"):
-        provenance = json.loads(path.read_text(encoding="utf-8"))
+        provenance = _provenance(folder, name, profile)
         provenance.setdefault("attested", []).append(
             {
                 "code": code,
@@ -657,7 +757,5 @@ def attest(
                 "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
         )
-        _store.atomic_write_bytes(
-            path, (json.dumps(provenance, indent=2, sort_keys=True, allow_nan=True) + "\n").encode()
-        )
+        _write_provenance(path, provenance)
     return checks
