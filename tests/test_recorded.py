@@ -57,10 +57,12 @@ def _record_tiny(root):
     return experiments.record("setting1", "quick", root=root, **TINY)
 
 
-def _replay_cli(name: str, key: dict, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
-    """``python -m ntk_core replay <name> --key <key>`` in a process of its own: exit status, its JSON, its stderr."""
+def _replay_cli(name: str, key: dict | None, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
+    """``python -m ntk_core replay <name> --key <key>`` (``key=None``: ``--table``) in a process of its own: exit
+    status, its JSON, its stderr."""
+    which = ["--table"] if key is None else ["--key", json.dumps(key)]
     done = subprocess.run(
-        [sys.executable, "-m", "ntk_core", "replay", name, "--key", json.dumps(key), "--json", out],
+        [sys.executable, "-m", "ntk_core", "replay", name, *which, "--json", out],
         env=env,
         capture_output=True,
         text=True,
@@ -91,7 +93,7 @@ def replays(shared_data, tmp_path_factory):
             plans[name] = f"{costly}; replay it with NTK_REPLAY_MAX_S=inf"
             continue
         plans[name] = []
-        jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in chosen]
+        jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in chosen] + [(0.0, name, None)]  # None: its table
     pool = ThreadPoolExecutor(max_workers=2)
     for i, (_, name, key) in enumerate(sorted(jobs, key=lambda j: -j[0])):
         future: Future = pool.submit(_replay_cli, name, key, str(folder / f"{name}-{i}.json"), env)
@@ -107,14 +109,17 @@ def test_recorded_result_replays(name, replays):
         pytest.skip(plan)
     units = json.loads((record_dir(name, "medium") / "units.json").read_text())
     classes = {unit_class(u["key"]) for u in units}
-    print(f"replaying {name} with NTK_REPLAY_SEED={REPLAY_SEED}: {len(plan)} of {len(classes)} unit classes")
+    print(f"replaying {name} with NTK_REPLAY_SEED={REPLAY_SEED}: {len(plan) - 1} of {len(classes)} unit classes")
     if REPLAY_MAX_S == float("inf"):
-        assert {unit_class(key) for key, _ in plan} == classes
+        assert {unit_class(key) for key, _ in plan if key is not None} == classes
     for key, future in plan:
         status, result, stderr = future.result()
         if status in (3, 4):  # this machine cannot compute in the record's arithmetic, or has other data
             pytest.skip(f"{name}: {result.get('cannot', stderr)}")
         assert status in (0, 1), f"{name} unit {key}: replay failed (exit {status}):\n{stderr}"
+        if key is None:  # table.csv is what the units give
+            assert not result["table_problems"], f"{name} table.csv: {result['table_problems']}"
+            continue
         (check,) = result["checks"]
         assert check["key"] == key
         assert not check["problems"], f"{name} unit {key} (NTK_REPLAY_SEED={REPLAY_SEED}): {check['problems']}"
@@ -202,6 +207,46 @@ def test_the_pins_change_the_arithmetic_of_this_cpu():
     pinned = run(_arithmetic.environment(_arithmetic.PINS))
     assert pinned[0] == "AVX2" and pinned[1] != native[1]
     assert run(_arithmetic.environment(_arithmetic.PINS)) == pinned  # and the pinned run is reproducible
+
+
+def test_an_edited_provenance_or_table_is_found(data_env, capsys):
+    root = data_env / "records"
+    _record_tiny(root)
+    folder = record_dir("setting1", "quick", root)
+    path = folder / "provenance.json"
+    original = path.read_text()
+    # one digit of a data fingerprint: the seal no longer matches (before, the replay test skipped: "other data")
+    prov = json.loads(original)
+    fp = prov["data_fingerprints"][0]
+    prov["data_fingerprints"][0] = fp[:-1] + ("0" if fp[-1] != "0" else "1")
+    path.write_text(json.dumps(prov))
+    with pytest.raises(ValueError, match="do not match its seal"):
+        recorded("setting1", "quick", root=root)
+    # a field of the wrong type, or missing: named, not a traceback
+    for edit in ({"files": "table.csv"}, {"machine": None}):
+        path.write_text(json.dumps({**json.loads(original), **edit}))
+        with pytest.raises(ValueError, match=f"field '{next(iter(edit))}' is missing or not a dict"):
+            recorded("setting1", "quick", root=root)
+    prov = json.loads(original)
+    del prov["seal"]
+    path.write_text(json.dumps(prov))
+    with pytest.raises(ValueError, match="seal is missing"):
+        recorded("setting1", "quick", root=root)
+    path.write_text(original)
+    assert _record.check_table("setting1", "quick", root=root) == []
+    # a number of table.csv changed, its checksum and the seal updated: the units give another table
+    table = (folder / "table.csv").read_text().splitlines()
+    row = table[1].split(",")
+    col = table[0].split(",").index("test_error")
+    row[col] = repr(float(row[col]) + 0.01)
+    table[1] = ",".join(row)
+    (folder / "table.csv").write_text("\n".join(table) + "\n")
+    prov = json.loads(original)
+    prov["files"]["table.csv"] = _record._store.sha256_bytes((folder / "table.csv").read_bytes())
+    _record._write_provenance(path, prov)
+    assert len(recorded("setting1", "quick", root=root).table) > 0  # it reads as a sound record ...
+    problems = _record.check_table("setting1", "quick", root=root)
+    assert len(problems) == 1 and "row 0 test_error" in problems[0]  # ... but is not what its units give
 
 
 def test_every_class_is_replayed_whatever_the_seed():
@@ -325,6 +370,9 @@ def test_replay_detects_a_changed_value(data_env):
     prov = json.loads((folder / "provenance.json").read_text())
     prov["files"]["units.json"] = _record._store.sha256_bytes((folder / "units.json").read_bytes())
     (folder / "provenance.json").write_text(json.dumps(prov))
+    with pytest.raises(ValueError, match="do not match its seal"):  # the checksum updated, the seal not
+        replay("setting1", "quick", root=root, keys=[units[0]["key"]])
+    _record._write_provenance(folder / "provenance.json", prov)  # sealed again: the replay finds the number
     checks = replay("setting1", "quick", root=root, keys=[units[0]["key"]])
     assert len(checks) == 1 and any("test_error" in p for p in checks[0].problems)
 
