@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from ntk_core.experiments import claims
+from ntk_core import experiments
+from ntk_core.experiments import claims, difference_trick
 from ntk_core.report import Ledger
 
 FIG_1A = {
@@ -387,3 +388,27 @@ def test_table_2_gaps_lists_the_gap_along_lambda_and_width_averaged_over_seeds()
         "GD, width 1024",
     ]
     assert gaps["gap"].tolist() == pytest.approx([0.01, 0.01, 0.01, 0.3, 0.2, 0.11])
+
+
+def test_paired_statistics_refuse_a_seed_listed_twice():
+    """Seeds (0, 0, 0) are one seed: counted three times they would give a standard error near 0 and a claim
+    "beyond two standard errors" on one real run."""
+    gains = {"SGD+ES": [0.05, 0.05, 0.05]}
+    with pytest.raises(ValueError, match=r"seed\(s\) \[0\] appear more than once"):
+        claims.figure_1b(_setting2_summary(gains, seeds=(0, 0, 0)), curve_lam=4.0)
+    assert claims.figure_1b(_setting2_summary(gains, seeds=(0, 1, 2)), curve_lam=4.0)["seeds"] == 3
+    t3 = _setting3_table([0.04] * 3, [0.0] * 3, [0.0] * 3)
+    with pytest.raises(ValueError, match="more than once"):
+        claims.table_1_numbers(t3.assign(seed=0))
+    t4 = pd.DataFrame({"seed": [0, 0, 0, 0], "alpha": [0.0, 0.5, 0.0, 0.5], "test_error": [0.08, 0.05, 0.08, 0.05]})
+    with pytest.raises(ValueError, match="more than once"):
+        difference_trick.paired_effect(t4)
+
+
+def test_a_configuration_refuses_repeated_seeds(capsys):
+    from ntk_core.__main__ import main
+
+    with pytest.raises(ValueError, match=r"seeds must be distinct, got \(0, 0, 1\)"):
+        experiments.make_config("difference_trick", "quick", seeds=(0, 0, 1))
+    assert main(["run", "difference_trick", "--seeds", "0", "0", "1"]) == 2
+    assert "seeds must be distinct" in capsys.readouterr().err

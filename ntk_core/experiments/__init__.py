@@ -89,8 +89,8 @@ def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
     Raises
     ------
     ValueError
-        An unknown experiment, profile or field; an experiment without a
-        ``medium()`` profile yet says so.
+        An unknown experiment, profile or field, or a seed given twice; an
+        experiment without a ``medium()`` profile yet says so.
 
     Examples
     --------
@@ -113,7 +113,12 @@ def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
     unknown = set(overrides) - {f.name for f in dataclasses.fields(config)}
     if unknown:
         raise ValueError(f"{name} has no config field(s) {sorted(unknown)}")
-    return dataclasses.replace(config, **overrides)
+    config = dataclasses.replace(config, **overrides)
+    seeds = list(getattr(config, "seeds", ()))
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:  # a seed run twice would count twice in every paired statistic
+        raise ValueError(f"seeds must be distinct, got {tuple(seeds)} (seed(s) {repeated} repeated)")
+    return config
 
 
 def run(

@@ -636,6 +636,21 @@ def memorised_fraction(train_error_noisy: float, train_error_clean: float, noise
     return float((1.0 - (train_error_noisy - train_error_clean) / noise_rate) / 2.0)
 
 
+def check_one_row_per_seed(frame: pd.DataFrame, by: list[str], what: str) -> None:
+    """Raise ``ValueError`` when two rows of ``frame`` share a seed within a group of the columns ``by``.
+
+    Paired statistics count seeds: a seed listed twice (``--seeds 0 0 1``, or tables concatenated twice) would
+    count its run twice and shrink the standard error of a single real seed towards zero.
+    """
+    dup = frame.duplicated(subset=["seed", *by], keep=False)
+    if dup.any():
+        seeds = sorted({int(v) for v in frame.loc[dup, "seed"]})
+        raise ValueError(
+            f"{what}: seed(s) {seeds} appear more than once per {', '.join(by) or 'table'}; paired statistics need "
+            "each seed once (run the experiment with distinct seeds)"
+        )
+
+
 def paired_stats(differences: Any) -> dict[str, Any]:
     """Summary of per-seed paired differences ``d_s`` (same data, noisy labels and initialisation per seed).
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..report import Ledger, Status
 from . import difference_trick, distance, setting1, setting3
-from ._base import memorised_fraction, paired_stats
+from ._base import check_one_row_per_seed, memorised_fraction, paired_stats
 
 __all__ = [
     "PAPER",
@@ -136,6 +136,7 @@ def figure_1b(table: pd.DataFrame, curve_lam: float) -> dict:
     s = table[table["part"] == "summary"]
     p = float(s["noise"].max())
     s = s[s["noise"] == p]
+    check_one_row_per_seed(s, ["method", "lam"], "Setting 2's summary rows")
     sgd = s[s["method"] == "SGD"].set_index("seed").sort_index()
     if sgd.empty:
         raise ValueError(f"no SGD summary rows at noise {p} (methods: {sorted(s['method'].unique())})")

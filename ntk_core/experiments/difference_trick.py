@@ -169,6 +169,9 @@ def paired_effect(table: pd.DataFrame, low: float = 0.0, high: float = 0.5) -> d
     the standard error of the mean: the effect of α is "beyond seed-to-seed spread" when the mean exceeds
     two standard errors.
     """
+    from ._base import check_one_row_per_seed  # here, not at the top: the records' code fingerprint stays
+
+    check_one_row_per_seed(table, ["alpha"], "the difference trick's table")
     wide = table.pivot_table(index="seed", columns="alpha", values="test_error")
     if low not in wide.columns or high not in wide.columns:
         raise ValueError(f"the table has no runs at α = {low} and α = {high} (has {sorted(wide.columns)})")

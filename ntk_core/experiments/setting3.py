@@ -385,7 +385,10 @@ def paired_gain(table: pd.DataFrame, noise_rate: float, better: str, worse: str)
     """Test accuracy of summary method ``better`` minus that of ``worse`` at ``noise_rate``, paired by seed
     (same data, same corrupted labels, same initialisation): per-seed differences, mean, standard deviation
     (ddof 1) and standard error of the mean (NaN for one seed)."""
+    from ._base import check_one_row_per_seed  # here, not at the top: the records' code fingerprint stays
+
     s = table[(table["part"] == "summary") & (table["noise"] == noise_rate)]
+    check_one_row_per_seed(s, ["method"], "Setting 3's summary rows")
     wide = s.pivot_table(index="seed", columns="method", values="test_acc")
     for m in (better, worse):
         if m not in wide.columns:
