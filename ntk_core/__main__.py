@@ -291,6 +291,8 @@ def _gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from .nets import TwoLayerNet
 
     name = args.data or ("mnist5v8" if args.model == "two-layer" else "cifar2")
+    if args.n is not None and args.n < 1:
+        raise ValueError(f"--n-images must be a positive number of images, got {args.n}")
     pool = args.pool or 1
     if args.model == "cnn" and name == "mnist5v8":
         raise ValueError("--model cnn takes CIFAR images (--data cifar2 or cifar10), not MNIST")
@@ -306,7 +308,9 @@ def _gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
         config = dataclasses.replace(setting2.Config.quick(), pool=pool, depth=args.depth, channels=args.width or 16)
         x = setting2.features(config)(images if args.n is None else images[: args.n])
     if args.n is not None and (args.n < 1 or args.n > x.shape[0]):
-        raise ValueError(f"--n must be between 1 and {x.shape[0]} (the images of {name} {args.split}), got {args.n}")
+        raise ValueError(
+            f"--n-images must be between 1 and {x.shape[0]} (the images of {name} {args.split}), got {args.n}"
+        )
     if args.model == "two-layer":
         x = x.reshape(x.shape[0], -1)
         model: torch.nn.Module = TwoLayerNet(x.shape[1], args.width or 1000, seed=args.seed)
@@ -340,7 +344,7 @@ def _gram(args: argparse.Namespace) -> int:
                 dtype=torch.float64 if args.dtype == "float64" else torch.float32,
                 progress=args.progress,
             )
-        except (ValueError, FileNotFoundError) as err:
+        except (ValueError, OSError) as err:  # bad input, missing data, a full disk: no traceback
             print(f"error: {err}", file=sys.stderr)
             return 2
         import resource

@@ -39,9 +39,11 @@ runs on one process.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -420,6 +422,43 @@ def distributed_ntk(
     )
 
 
+def _remove_dead_temporaries(path: Path) -> list[Path]:
+    """Delete ``.<name>.<pid>.<hex>.tmp`` files of ``path`` whose process no longer runs (a killed assembly)."""
+    removed = []
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        parts = tmp.name[len(path.name) + 2 :].split(".")
+        if len(parts) != 3 or not parts[0].isdigit():
+            continue
+        try:
+            os.kill(int(parts[0]), 0)
+            continue  # still running (an assembly of this output under way)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # a live process of another user
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _reserve(tmp: Path, path: Path) -> None:
+    """Allocate every block of ``tmp`` now (``posix_fallocate``), so that writes through its map cannot fail."""
+    if not hasattr(os, "posix_fallocate"):  # not on macOS: the free-space check has to do
+        return
+    fd = os.open(tmp, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OSError(
+                err.errno, f"the disk filled while reserving the Gram matrix {path}: {err.strerror}"
+            ) from None
+        if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system without it: the check has to do
+            raise
+    finally:
+        os.close(fd)
+
+
 def _assemble(
     path: Path,
     shape: tuple[int, ...],
@@ -430,12 +469,27 @@ def _assemble(
     symmetric: bool,
     tile_of: Callable[[int], tuple[Tensor, bool]],
 ) -> None:
-    """Write the tiles into a ``.npy`` memory map under a temporary name, then rename it to ``path``."""
+    """Write the tiles into a ``.npy`` memory map under a temporary name, then rename it to ``path``.
+
+    Temporaries of ``path`` left by an assembly that was killed (their process is gone) are removed first; the
+    file's whole size is checked against the free space and then reserved (``posix_fallocate``), so that a full
+    disk is an ``OSError`` that says how much is missing, never a ``SIGBUS`` from a write into a sparse map.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_temporaries(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     np_dtype = torch.empty((), dtype=out_dt).numpy().dtype
+    needed = math.prod(shape) * np_dtype.itemsize + 4096  # data and the .npy header (128 bytes; a page to spare)
+    free = shutil.disk_usage(path.parent).free
+    if free < needed:
+        raise OSError(
+            errno.ENOSPC,
+            f"not enough disk space for the Gram matrix {path}: it needs {needed:,} bytes "
+            f"({needed / 2**30:.2f} GiB), {free:,} are free in {path.parent}; free space or give another --out",
+        )
     try:
         result = np.lib.format.open_memmap(tmp, mode="w+", dtype=np_dtype, shape=shape)
+        _reserve(tmp, path)
         for k, (i, j) in enumerate(pairs):
             block = tile_of(k)[0].numpy()  # loaded and verified (recomputed if damaged)
             result[rows[i], cols[j]] = block

@@ -214,3 +214,77 @@ def test_cli_under_torchrun_equals_one_process(tmp_path, shared_data):
     assert main([*args, "--checkpoint-dir", str(tmp_path / "one"), "--out", str(tmp_path / "one.npy")]) == 0
     assert np.array_equal(np.load(tmp_path / "two.npy"), np.load(tmp_path / "one.npy"))
     assert main(["gram", "--model", "cnn", "--data", "mnist5v8", "--checkpoint-dir", str(tmp_path)]) == 2
+
+
+def test_assembly_removes_the_temporaries_of_a_killed_run_and_keeps_a_live_ones(tmp_path):
+    import subprocess
+    import sys
+
+    x, _ = _inputs()
+    net = TwoLayerNet(d=6, width=32, seed=1)
+    out = tmp_path / "gram.npy"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid is free now: a killed assembly's temporary
+    killed = tmp_path / f".gram.npy.{dead.pid}.0badf00d.tmp"
+    live = tmp_path / f".gram.npy.{os.getpid()}.0123abcd.tmp"  # an assembly still running
+    other = tmp_path / f".other.npy.{dead.pid}.0badf00d.tmp"  # another output's
+    for f in (killed, live, other):
+        f.write_bytes(b"x" * 100)
+    res = distributed_ntk(net, x, checkpoint_dir=tmp_path / "tiles", tile_size=TILE, dtype=torch.float64, out=out)
+    assert not killed.exists() and live.exists() and other.exists()
+    assert np.array_equal(np.load(out), res.matrix.numpy())
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 24 KiB tmpfs (needs the right to mount, e.g. root; skipped elsewhere)."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_full_disk_is_a_clear_error_not_a_bus_error(tmp_path, tiny_disk):
+    """40 × 40 float64 (12,800 bytes) fits a 24 KiB disk that is empty, not one with 16 KiB taken: named, and nothing
+    is left on the disk."""
+    x, _ = _inputs()
+    net = TwoLayerNet(d=6, width=32, seed=1)
+    (tiny_disk / "other").write_bytes(b"\0" * 16384)
+    with pytest.raises(OSError, match=r"not enough disk space for the Gram matrix .*gram\.npy: it needs 16,896 bytes"):
+        distributed_ntk(
+            net, x, checkpoint_dir=tmp_path / "tiles", tile_size=TILE, dtype=torch.float64, out=tiny_disk / "gram.npy"
+        )
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["other"]
+    (tiny_disk / "other").unlink()
+    res = distributed_ntk(
+        net, x, checkpoint_dir=tmp_path / "tiles", tile_size=TILE, dtype=torch.float64, out=tiny_disk / "gram.npy"
+    )
+    assert res.loaded == TILES and np.array_equal(np.load(tiny_disk / "gram.npy"), res.matrix.numpy())
+
+
+@pytest.mark.parametrize(
+    "n, message", [("0", "positive number of images, got 0"), ("-5", "positive number"), ("99999", "between 1 and")]
+)
+def test_gram_cli_refuses_a_bad_image_count(tmp_path, shared_data, monkeypatch, capsys, n, message):
+    from ntk_core.__main__ import main
+
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    args = [
+        "gram",
+        "--width",
+        "8",
+        "--n-images",
+        n,
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "k.npy"),
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--n-images must be" in err and message in err and not (tmp_path / "k.npy").exists()
