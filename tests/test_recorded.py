@@ -535,3 +535,18 @@ def test_side_by_side_and_record_line(data_env):
     assert "STALE" in line and "--record" in line
     rows = compare.config_table(fresh).set_index("parameter")["value"]
     assert rows["width"] == "16" and rows["λ grid"] == "0.5, 2" and "profile" not in rows.index
+
+
+def test_records_are_never_written_into_an_installed_package(tmp_path, monkeypatch, capsys):
+    """Outside a checkout (a wheel in site-packages) there is no results/ folder: say so, write nothing."""
+    installed = tmp_path / "site-packages"
+    (installed / "ntk_core").mkdir(parents=True)
+    monkeypatch.setattr(_record, "_REPO", installed)
+    monkeypatch.delenv("NTK_CORE_RECORDS", raising=False)
+    with pytest.raises(RecordMissing, match="installed outside a project checkout.*NTK_CORE_RECORDS"):
+        _record.records_root()
+    assert main(["run", "setting1", "--profile", "quick", "--record", "--set", "steps=1"]) == 2
+    assert "NTK_CORE_RECORDS" in capsys.readouterr().err
+    assert sorted(p.name for p in installed.iterdir()) == ["ntk_core"]
+    monkeypatch.setenv("NTK_CORE_RECORDS", str(tmp_path / "mine"))
+    assert _record.records_root() == tmp_path / "mine"

@@ -70,9 +70,20 @@ class RecordMissing(FileNotFoundError):
 
 
 def records_root() -> Path:
-    """``$NTK_CORE_RECORDS`` if set, else the repository's ``results/`` folder."""
+    """``$NTK_CORE_RECORDS`` if set, else the ``results/`` folder of the project checkout that holds the package.
+
+    Raises :class:`RecordMissing` when neither exists: a package installed into ``site-packages`` has no
+    checkout, and its records must not be written among the installed files.
+    """
     env = os.environ.get("NTK_CORE_RECORDS")
-    return Path(env).expanduser() if env else _REPO / "results"
+    if env:
+        return Path(env).expanduser()
+    if (_REPO / "pyproject.toml").is_file() and (_REPO / "ntk_core" / "__init__.py").is_file():
+        return _REPO / "results"
+    raise RecordMissing(
+        f"ntk_core is installed outside a project checkout ({_REPO / 'ntk_core'}), which has no results/ folder: "
+        "set NTK_CORE_RECORDS to the folder that holds (or is to hold) the records, e.g. a checkout's results/"
+    )
 
 
 def record_dir(name: str, profile: str = "medium", root: str | os.PathLike[str] | None = None) -> Path:
