@@ -121,8 +121,9 @@ class _Blocks:
                 raise FileNotFoundError(f"{name}: no file {str(path)!r} (expected a .npy file of shape (n, n))")
             try:
                 K = np.load(path, mmap_mode="r", allow_pickle=False)
-            except ValueError as exc:
-                raise ValueError(f"{name}: {str(path)!r} is not a readable .npy array file: {exc}") from None
+            except (ValueError, EOFError) as exc:  # EOFError: an empty or truncated file
+                why = exc if str(exc) else "the file ends before its header"
+                raise ValueError(f"{name}: {str(path)!r} is not a readable .npy array file: {why}") from None
             if not isinstance(K, np.ndarray):
                 raise TypeError(f"{name}: {str(path)!r} holds an archive of arrays (.npz), not one .npy array")
         elif hasattr(K, "detach") and hasattr(K, "cpu"):  # torch.Tensor (in memory; no copy of the whole)

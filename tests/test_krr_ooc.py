@@ -166,6 +166,10 @@ def test_bad_input(problem, tmp_path):
         krr_solve_ooc(tmp_path / "missing.npy", y, 1.0)
     with pytest.raises(TypeError, match="path to a .npy"):
         krr_solve_ooc(object(), y, 1.0)
+    for broken in (b"", np.lib.format.magic(1, 0)):  # empty, or cut after the magic string: named, no EOFError
+        (tmp_path / "broken.npy").write_bytes(broken)
+        with pytest.raises(ValueError, match="broken.npy' is not a readable .npy array file"):
+            krr_solve_ooc(tmp_path / "broken.npy", y, 1.0)
     with pytest.raises(ValueError, match="tol"):
         krr_solve_ooc(K, y, 1.0, tol=0.0)
     with pytest.raises(ValueError, match="block_rows"):
