@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
             progress=True,
             out=sys.stderr,
         )
-    except (ValueError, FileNotFoundError) as err:  # bad configuration or missing data: no traceback
+    except (ValueError, OSError) as err:  # bad configuration, missing or unreadable data, a full disk: no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.record:

@@ -430,3 +430,18 @@ def test_two_concurrent_runs_compute_once_and_agree(tmp_path, monkeypatch, share
         result = _run()
     assert result.meta["cached"]
     _assert_same(result.table, reference)
+
+
+def test_run_names_an_unreadable_data_folder(tmp_path, monkeypatch, capsys):
+    """An OSError while reading data (a folder this user may not read) is one line naming it, no traceback."""
+    from ntk_core.__main__ import main
+
+    monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("ntk_core.data.resolve_data_dir", lambda data_dir=None: _raise_permission())
+    assert main(["run", "setting1", "--profile", "quick", "--set", "steps=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Permission denied: '/data/mnist'" in err and "Traceback" not in err
+
+
+def _raise_permission():
+    raise PermissionError(13, "Permission denied", "/data/mnist")
