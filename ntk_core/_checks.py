@@ -2,7 +2,7 @@
 
 Each helper raises ``ValueError`` or ``TypeError`` with a message that says
 what was received and what is allowed, so that bad input fails loudly and
-early (see the conventions in DESIGN.md). Nothing here computes mathematics.
+early (see the conventions in ARCHITECTURE.md). Nothing here computes mathematics.
 """
 
 from __future__ import annotations

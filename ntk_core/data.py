@@ -1,6 +1,6 @@
 """MNIST and CIFAR-10, from a data directory, a verified download, or the embedded MNIST subset.
 
-Sources are tried in this order (DESIGN.md, "Data"):
+Sources are tried in this order (ARCHITECTURE.md, "Conventions"):
 
 1. **A data directory**: the ``data_dir`` argument, else ``$NTK_CORE_DATA``, else
    ``~/.cache/ntk_core``. It holds the official files:

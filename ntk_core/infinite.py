@@ -1,7 +1,7 @@
 r"""Closed-form infinite-width NTK and NNGP kernels of bias-free ReLU MLPs.
 
 The network is the one of :class:`ntk_core.nets.MLP` (NTK parametrization,
-DESIGN.md): with ``L`` hidden layers of widths ``m_1 .. m_L``,
+ARCHITECTURE.md): with ``L`` hidden layers of widths ``m_1 .. m_L``,
 
 .. math::
     h^1 &= W^1 x / \sqrt d,\qquad f = h^{L+1},\\

@@ -1,6 +1,6 @@
 """Kernel ridge regression and the linearised gradient-descent dynamics of Section 4.
 
-Everything here follows the paper's convention (DESIGN.md): the ridge term is
+Everything here follows the paper's convention (ARCHITECTURE.md): the ridge term is
 **λ² I** and the argument ``lam`` is λ, so that the KRR solution (paper eq. (8)) is
 
 .. math::  f^*(x) = k(x, X)^\\top (k(X, X) + \\lambda^2 I)^{-1} \\tilde y,

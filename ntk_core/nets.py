@@ -1,6 +1,6 @@
 """Networks in NTK parametrization, and the difference trick of Appendix A.
 
-Every layer follows the convention of DESIGN.md: weights are drawn from
+Every layer follows the convention of ARCHITECTURE.md: weights are drawn from
 N(0, 1) and the layer's input is multiplied by ``1/sqrt(fan_in)``. The scaling
 is a separate, parameter-free step in front of a plain ``nn.Linear`` /
 ``nn.Conv2d`` (see :class:`NTKLinear`), so the weight-carrying module is a

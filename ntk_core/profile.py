@@ -1,6 +1,6 @@
 """Run profiles (``quick`` / ``medium`` / ``full``) and the run facts every chapter and experiment reports.
 
-The profile is read from ``$NTK_BOOK_PROFILE`` (DESIGN.md, "Profiles"):
+The profile is read from ``$NTK_BOOK_PROFILE`` (ARCHITECTURE.md, "Conventions"):
 ``quick`` (default) sizes everything for 2 CPU cores (the whole book in minutes),
 ``medium`` is the largest that runs in about an hour per experiment on 2 CPU
 cores (run once with ``python -m ntk_core run <exp> --profile medium --record``

@@ -137,7 +137,7 @@ def run(
     name : str
         One of :data:`EXPERIMENTS`.
     profile : {"quick", "medium", "full"}
-        The size (DESIGN.md, "Profiles"); ``full`` is the paper's scale.
+        The size (ARCHITECTURE.md, "Conventions"); ``full`` is the paper's scale.
     use_cache : bool
         Reuse a cached result and cached units; ``False`` recomputes everything
         (and overwrites the cache).
