@@ -557,7 +557,8 @@ def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarr
 
 
 def _download_cifar(root: Path) -> Path:
-    """Download and verify the binary-version archive, extract it safely, and move it into place."""
+    """Download and verify the binary-version archive, extract it safely beside ``root/cifar10``, and move its
+    files into that folder (created if needed) one by one, never replacing a file that is there."""
     target = root / "cifar10"
     root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".cifar-10-binary.", suffix=".tar.gz.part", dir=root)
@@ -576,9 +577,12 @@ def _download_cifar(root: Path) -> Path:
         extracted = staging / "cifar-10-batches-bin"
         if not extracted.is_dir():
             raise DataError("the CIFAR-10 archive has no cifar-10-batches-bin folder")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(extracted, target)
+        # into the user's folder, if there is one: each verified file moved in whole, nothing of theirs
+        # deleted or overwritten (a folder with no *_batch*.bin may hold the pickled version, or their notes)
+        target.mkdir(exist_ok=True)
+        for item in sorted(extracted.iterdir()):
+            if item.is_file() and not (target / item.name).exists():
+                os.replace(item, target / item.name)
     finally:  # neither the archive nor a half-extracted folder is left behind
         archive.unlink(missing_ok=True)
         shutil.rmtree(staging, ignore_errors=True)

@@ -279,6 +279,33 @@ def test_cifar_download_is_verified_extracted_and_cleaned(empty_data_dir, tmp_pa
     assert data.load_cifar10("test").labels.tolist() == [5, 6]
 
 
+def test_cifar_download_keeps_the_users_files(empty_data_dir, tmp_path, monkeypatch):
+    """A cifar10/ folder without binary batches (here the pickled version and the user's notes) is not deleted:
+    the downloaded batches join it, and a file of the user's with the name of one in the archive stays theirs."""
+    mine = empty_data_dir / "cifar10"
+    mine.mkdir()
+    (mine / "data_batch_1").write_bytes(b"pickled, not read")
+    (mine / "notes.txt").write_text("mine")
+    (mine / "readme.html").write_text("my readme")
+    payload = _tarball(
+        {
+            "cifar-10-batches-bin/test_batch.first2.bin": _cifar_records([5, 6]),
+            "cifar-10-batches-bin/readme.html": b"theirs",
+        }
+    )
+    _serve_cifar(tmp_path, monkeypatch, payload)
+    assert data.load_cifar10("test").labels.tolist() == [5, 6]
+    assert sorted(p.name for p in mine.iterdir()) == [
+        "data_batch_1",
+        "notes.txt",
+        "readme.html",
+        "test_batch.first2.bin",
+    ]
+    assert (mine / "notes.txt").read_text() == "mine" and (mine / "readme.html").read_text() == "my readme"
+    assert (mine / "data_batch_1").read_bytes() == b"pickled, not read"
+    assert sorted(p.name for p in empty_data_dir.iterdir()) == ["cifar10"]  # archive and staging removed
+
+
 def test_cifar_download_with_bad_checksum_leaves_nothing(empty_data_dir, tmp_path, monkeypatch):
     payload = _tarball({"cifar-10-batches-bin/test_batch.first2.bin": _cifar_records([5, 6])})
     _serve_cifar(tmp_path, monkeypatch, payload, md5="0" * 32)
