@@ -596,13 +596,33 @@ def _tile_pairs(n_rows: int, n_cols: int, symmetric: bool) -> Iterator[tuple[int
             yield i, j
 
 
+def _probe(prob: _Problem, k: int = 4) -> str:
+    """Fingerprint of the function the model computes: its outputs f(θ, x) on the first ``k`` inputs and the
+    gradient of Σ v·f (a fixed v), rounded to 24 significant bits so that other kernels' last bits agree.
+
+    The class name and ``repr`` of a model do not change when its ``forward`` does (a factor, relu → tanh), nor
+    do its parameters; what it computes does, in value or in gradient.
+    """
+    with torch.enable_grad():
+        params = {n: p.detach().clone().requires_grad_(True) for n, p in prob.params.items()}
+        out = prob.forward(params, prob.x1[:k].to(prob.dtype))
+        v = torch.linspace(-1.0, 1.0, out.numel(), dtype=out.dtype, device=out.device).reshape(out.shape)
+        grads = torch.autograd.grad((out * v).sum(), list(params.values()), allow_unused=True)
+    parts = [out.detach()] + [g for g in grads if g is not None]
+    flat = np.concatenate([t.detach().double().cpu().numpy().ravel() for t in parts])
+    mantissa, exponent = np.frexp(flat)
+    return _store.fingerprint(np.ldexp(np.round(mantissa * 2.0**24) / 2.0**24, exponent))
+
+
 def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) -> dict[str, Any]:
-    """Everything that determines the tiles: model, parameters, constants, inputs, method, dtypes, geometry."""
+    """Everything that determines the tiles: model (and what it computes), parameters, constants, inputs,
+    method, dtypes, geometry."""
     return {
         "artifact": "empirical_ntk tile",
         "model": {
             "class": f"{type(prob.model).__module__}.{type(prob.model).__qualname__}",
             "architecture": _store.fingerprint(repr(prob.model)),
+            "function": _probe(prob),
         },
         "params": {n: _store.fingerprint(t) for n, t in sorted(prob.params.items())},
         "consts": {n: _store.fingerprint(t) for n, t in sorted(prob.consts.items())},
