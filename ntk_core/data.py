@@ -245,12 +245,23 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     Returns
     -------
     pathlib.Path
+
+    Raises
+    ------
+    DataNotFoundError
+        ``$NTK_CORE_DATA`` is set to something that is not a folder.
     """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get("NTK_CORE_DATA")
     if env:
-        return Path(env).expanduser()
+        folder = Path(env).expanduser()
+        if not folder.is_dir():  # a mistyped path: never fall back silently, never create folders there
+            raise DataNotFoundError(
+                f"$NTK_CORE_DATA is {env!r}, which is not a folder: correct it to the folder that holds mnist/ "
+                "and cifar10/, or unset it (then ~/.cache/ntk_core, a download or the embedded MNIST subset is used)"
+            )
+        return folder
     return Path.home() / ".cache" / "ntk_core"
 
 
@@ -301,6 +312,8 @@ def _read_idx(path: Path, expected_sha256: str, expected_ndim: int) -> np.ndarra
     try:
         with gzip.open(path, "rb") as fh:
             raw = fh.read()
+    except PermissionError as exc:  # not damage: the file may be fine, this process may not read it
+        raise DataError(f"{path} is not readable by this user ({exc.strerror}): give read permission to it") from exc
     except (OSError, EOFError) as exc:
         raise DataError(
             f"{path} is not a readable gzip file ({exc}); it is corrupt or truncated: delete it and download it again"

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import logging
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -54,6 +55,26 @@ def test_data_dir_argument_wins_over_env(tmp_path, monkeypatch):
     assert data.resolve_data_dir(tmp_path) == tmp_path
     monkeypatch.delenv("NTK_CORE_DATA")
     assert data.resolve_data_dir() == Path.home() / ".cache" / "ntk_core"
+
+
+def test_a_mistyped_data_variable_is_an_error_not_a_fallback(tmp_path, monkeypatch):
+    """Before: the embedded subset was used in silence, and folders were created under the mistyped path."""
+    typo = tmp_path / "shraed" / "data"
+    monkeypatch.setenv("NTK_CORE_DATA", str(typo))
+    with pytest.raises(data.DataNotFoundError, match="NTK_CORE_DATA is .*shraed/data.*which is not a folder"):
+        data.load_mnist("test")
+    with pytest.raises(data.DataNotFoundError, match="not a folder"):
+        data.load_cifar10("test")
+    assert not (tmp_path / "shraed").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_mnist_file_is_called_unreadable_not_corrupt(shared_data, tmp_path):
+    folder = tmp_path / "mnist"
+    shutil.copytree(shared_data / "mnist", folder)
+    (folder / "t10k-labels-idx1-ubyte.gz").chmod(0)
+    with pytest.raises(data.DataError, match="not readable by this user .* give read permission"):
+        data.load_mnist("test", data_dir=tmp_path, download=False)
 
 
 def test_partial_cifar10_is_accepted_and_reported(shared_data):
