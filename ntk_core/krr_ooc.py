@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ import numpy as np
 
 from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam, check_rows
 from ._typing import ArrayLike
-from .krr import PSD_RTOL
+from .krr import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning
 
 __all__ = [
     "DEFAULT_OOC_MEMORY",
@@ -659,8 +660,8 @@ def krr_solve_ooc(
     X = np.zeros_like(Y)
     ynorm = np.linalg.norm(Y, axis=0)
 
-    def apply(V: np.ndarray) -> np.ndarray:
-        return _matvec(Kb, V, rows, symmetrize) + lam2 * V
+    def apply_K(V: np.ndarray) -> np.ndarray:
+        return _matvec(Kb, V, rows, symmetrize)
 
     iterations = 0
     fitted = np.zeros_like(Y)
@@ -675,7 +676,7 @@ def krr_solve_ooc(
         if not (rel > reach).any() or iterations >= iters_max:
             break
         iterations = _pcg(
-            apply,
+            apply_K,
             precond,
             X,
             R,
@@ -692,6 +693,16 @@ def krr_solve_ooc(
             f"conjugate gradients did not reach the relative residual tol = {tol:g} in {iterations} iterations "
             f"(reached {float(np.max(rel)):.3g}); K + λ² I (λ = {lam!r}) is too ill-conditioned for this "
             f"preconditioner: raise rank (now {precond.rank}), max_iter, λ, or tol"
+        )
+    worst = float(np.max(rel)) if rel.size else 0.0
+    if worst > max(tol, ACCURACY_RTOL):  # stopped at the floor rounding allows, far above what was asked
+        warnings.warn(
+            IllConditionedWarning(
+                f"out-of-core kernel ridge regression with λ = {lam:g} reached a relative residual of only "
+                f"{worst:.1e} (asked: {tol:g}): K + λ² I is so ill-conditioned that float64 rounding allows no "
+                "better, and the coefficients and predictions are at least that inaccurate. Use a larger λ"
+            ),
+            stacklevel=2,
         )
     shape = yy.shape
     return OutOfCoreKRR(
@@ -720,7 +731,7 @@ def _attainable(X: np.ndarray, ynorm: np.ndarray, norm_A: float, n: int) -> np.n
 
 
 def _pcg(
-    apply: Any,
+    apply_K: Any,
     precond: _Preconditioner,
     X: np.ndarray,
     R: np.ndarray,
@@ -732,7 +743,9 @@ def _pcg(
     lam: float,
     scale: float,
 ) -> int:
-    """PCG on all columns at once, from X with residual R (both updated in place); returns the iteration count."""
+    """PCG on ``K + λ² I`` for all columns at once, from X with residual R (both updated in place); returns the
+    iteration count. ``apply_K`` is the product with K alone, so that the PSD test reads pᵀKp directly (as
+    pᵀ(K + λ² I)p − λ² pᵀp it would be lost to cancellation when λ² dwarfs K)."""
     safe = np.where(ynorm > 0, ynorm, 1.0)
     n = X.shape[0]
     psd_tol = PSD_RTOL * n * scale
@@ -742,11 +755,12 @@ def _pcg(
     P = Z.copy()
     rz = np.sum(R * Z, axis=0)
     while active.any() and iterations < iters_max:
-        AP = apply(P)
+        KP = apply_K(P)
+        AP = KP + (lam * lam) * P
         iterations += 1
         pap = np.sum(P * AP, axis=0)
         pp = np.sum(P * P, axis=0)
-        rayleigh = np.where(pp > 0, pap / np.where(pp > 0, pp, 1.0), 0.0) - lam * lam  # pᵀKp / pᵀp
+        rayleigh = np.where(pp > 0, np.sum(P * KP, axis=0) / np.where(pp > 0, pp, 1.0), 0.0)  # pᵀKp / pᵀp
         shown = active & (rayleigh < -psd_tol)
         if shown.any():
             raise ValueError(
