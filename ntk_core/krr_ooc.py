@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam, check_rows
+from ._checks import as_float64_array, check_count, check_interval, check_lam, check_rows, symmetry_rtol
 from ._typing import ArrayLike
 from .krr import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning
 
@@ -143,6 +143,7 @@ class _Blocks:
         if len(shape) != 2:
             raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(shape)}")
         self.K = K
+        self.dtype = dtype
         self.shape = (int(shape[0]), int(shape[1]))
         self.entries_read = 0
         self.max_block_entries = 0
@@ -231,10 +232,11 @@ def _validate(Kb: _Blocks, rows: int, block_rows: int | None, memory_budget: int
     side = rows if block_rows is not None else max(rows, min(n, math.isqrt(max(budget // 16, 1))))
     scan = _scan(Kb, side)
     tiny = float(np.finfo(np.float64).tiny)
-    if scan.asym > SYMMETRY_RTOL * max(scan.scale, tiny):
+    rtol = symmetry_rtol(Kb.dtype)
+    if scan.asym > rtol * max(scan.scale, tiny):
         raise ValueError(
             f"{Kb.name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {scan.asym:.3g} exceeds "
-            f"{SYMMETRY_RTOL:g} x max |K| = {SYMMETRY_RTOL * max(scan.scale, tiny):.3g}"
+            f"{rtol:g} x max |K| = {rtol * max(scan.scale, tiny):.3g}"
         )
     return scan
 
@@ -345,7 +347,7 @@ class OnDiskKernel:
         return self._blocks.max_block_entries
 
     def check(self) -> OnDiskKernel:
-        """Validate K once (square, finite, symmetric to ``SYMMETRY_RTOL``; one pass); returns ``self``.
+        """Validate K once (square, finite, symmetric to the tolerance of its dtype; one pass); returns ``self``.
 
         Raises
         ------
@@ -603,7 +605,7 @@ def krr_solve_ooc(
     Raises
     ------
     ValueError
-        K not square, finite and symmetric (relative tolerance ``SYMMETRY_RTOL``), or
+        K not square, finite and symmetric (relative tolerance :func:`~ntk_core._checks.symmetry_rtol` of its dtype), or
         shown not PSD; ``y`` of the wrong length; λ < 0; ``tol`` not in (0, 1).
     FileNotFoundError
         A path that does not exist.
