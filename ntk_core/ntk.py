@@ -246,8 +246,15 @@ def _check_fixed_function(model: nn.Module) -> None:
 
 def _output_dim(prob: _Problem) -> int:
     probe = prob.x1[: min(2, prob.x1.shape[0])]
-    with torch.no_grad():
-        out = functional_call(prob.model, (prob.params, prob.consts), (probe,))
+    try:
+        with torch.no_grad():
+            out = functional_call(prob.model, (prob.params, prob.consts), (probe,))
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        raise ValueError(
+            f"the model could not be applied to the first inputs x1[:{probe.shape[0]}], of shape "
+            f"{tuple(probe.shape)} ({type(exc).__name__}: {exc}); inputs must hold the examples along their first "
+            "dimension, (n, *input_shape)"
+        ) from exc
     if not isinstance(out, Tensor) or out.ndim < 1 or out.shape[0] != probe.shape[0]:
         shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
         raise ValueError(
@@ -859,7 +866,15 @@ def empirical_ntk(
     store = None
     if checkpoint_dir is not None:
         store = _TileStore(checkpoint_dir, _identity(run.prob, run.method, run.tile, run.out_dtype), run.meta(output))
-    return _run_tiles(run.prob, run.engine(), run.tile, run.out_dtype, store, progress, callback)
+    try:
+        return _run_tiles(run.prob, run.engine(), run.tile, run.out_dtype, store, progress, callback)
+    except NotImplementedError as exc:
+        if run.method != "ntvp":
+            raise
+        raise NotImplementedError(
+            f"method='ntvp' needs forward-mode derivatives (torch.func.jvp), which an operation of this model does "
+            f"not have in torch ({exc}); use method='jacobian' (or 'auto', which takes the cheapest that runs)"
+        ) from exc
 
 
 @dataclass
