@@ -29,6 +29,8 @@ from .bounds import (
     gap,
     hsu_kakade_zhang_bound,
     krr_rkhs_norm,
+    leading_lambda,
+    leading_minimum,
     lemma_c1_bound,
     lemma_c2_bound,
     multiclass_noise_subgaussian_sigma,
@@ -143,5 +145,7 @@ __all__ = [
     "theorem_5_2_printed",
     "theorem_5_3_bound",
     "theorem_5_3_printed",
+    "leading_lambda",
+    "leading_minimum",
     "TwoLayerNet",
 ]

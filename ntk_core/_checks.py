@@ -38,6 +38,7 @@ __all__ = [
     "check_transition_matrix",
     "check_unit_interval_open",
     "check_positive",
+    "symmetry_rtol",
 ]
 
 
@@ -512,12 +513,23 @@ def check_transition_matrix(P: ArrayLike, name: str = "P", atol: float = 1e-8) -
     return np.clip(arr, 0.0, 1.0)
 
 
-def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RTOL) -> np.ndarray:
+def symmetry_rtol(dtype: Any) -> float:
+    """The relative symmetry tolerance for a kernel matrix stored in ``dtype``: :data:`SYMMETRY_RTOL` for float64,
+    else 100 times the dtype's machine epsilon (float32: 1.2e-5), since a matrix assembled from products
+    ``J_a J_bᵀ`` rounded in float32 is symmetric only to a few float32 units in the last place."""
+    try:
+        eps = float(np.finfo(np.dtype(dtype)).eps) if np.issubdtype(np.dtype(dtype), np.floating) else 0.0
+    except TypeError:
+        eps = 0.0
+    return max(SYMMETRY_RTOL, 100.0 * eps)
+
+
+def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float | None = None) -> np.ndarray:
     """Return ``K`` as a finite, square, symmetric float64 matrix, or raise.
 
-    Symmetry is checked to a relative tolerance ``rtol`` of the largest entry
-    (kernel matrices computed in float32 are symmetric only up to rounding);
-    the returned matrix is exactly symmetrised, ``(K + Kᵀ)/2``.
+    Symmetry is checked to a relative tolerance ``rtol`` of the largest entry, by default the one of the dtype
+    ``K`` comes in (:func:`symmetry_rtol`: kernel matrices computed in float32 are symmetric only up to float32
+    rounding); the returned matrix is exactly symmetrised, ``(K + Kᵀ)/2``.
 
     Parameters
     ----------
@@ -525,8 +537,8 @@ def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RT
         The kernel matrix.
     name : str
         Its name in error messages.
-    rtol : float
-        Relative symmetry tolerance.
+    rtol : float, optional
+        Relative symmetry tolerance (default: :func:`symmetry_rtol` of ``K``'s dtype).
 
     Returns
     -------
@@ -538,6 +550,11 @@ def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RT
     ValueError
         Not square, not finite, or not symmetric within ``rtol``.
     """
+    if rtol is None:
+        try:
+            rtol = symmetry_rtol(as_numpy(K).dtype)  # a torch tensor's dtype too
+        except Exception:  # not array-like: as_float64_array says so below
+            rtol = SYMMETRY_RTOL
     arr = as_float64_array(K, name, ndim=2)
     if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty square (n, n) kernel matrix, got shape {arr.shape}")
@@ -546,7 +563,8 @@ def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float = SYMMETRY_RT
     if asym > rtol * scale:
         raise ValueError(
             f"{name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {asym:.3g} "
-            f"exceeds {rtol:g} x max |K| = {rtol * scale:.3g}"
+            f"exceeds {rtol:g} x max |K| = {rtol * scale:.3g}. If K is a kernel matrix computed in low precision "
+            "and cast to float64, symmetric only up to its rounding, pass (K + K.T) / 2"
         )
     return 0.5 * (arr + arr.T)
 

@@ -1439,6 +1439,19 @@ def leading_lambda(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike
     Returns
     -------
     float
+
+    Examples
+    --------
+    A λ fixed by the leading terms (the other terms of the explicit bound do not depend on λ), for 20 % of
+    flipped ±1 labels (Theorem 5.2: σ = σ_p/(1 − 2p)):
+
+    >>> import numpy as np
+    >>> from ntk_core import binary_noise_subgaussian_sigma, complexity, leading_lambda
+    >>> K = np.array([[1.0, 0.2, 0.1], [0.2, 1.0, 0.3], [0.1, 0.3, 1.0]])
+    >>> y, p = np.array([1.0, -1.0, 1.0]), 0.2
+    >>> sigma = binary_noise_subgaussian_sigma(p) / (1 - 2 * p)
+    >>> round(leading_lambda(complexity(K, y), 3, float(np.trace(K)), sigma), 3)
+    2.557
     """
     a, b = _leading_ab(complexity, n, trace, sigma)
     if b == 0.0:

@@ -245,12 +245,23 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     Returns
     -------
     pathlib.Path
+
+    Raises
+    ------
+    DataNotFoundError
+        ``$NTK_CORE_DATA`` is set to something that is not a folder.
     """
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get("NTK_CORE_DATA")
     if env:
-        return Path(env).expanduser()
+        folder = Path(env).expanduser()
+        if not folder.is_dir():  # a mistyped path: never fall back silently, never create folders there
+            raise DataNotFoundError(
+                f"$NTK_CORE_DATA is {env!r}, which is not a folder: correct it to the folder that holds mnist/ "
+                "and cifar10/, or unset it (then ~/.cache/ntk_core, a download or the embedded MNIST subset is used)"
+            )
+        return folder
     return Path.home() / ".cache" / "ntk_core"
 
 
@@ -301,6 +312,8 @@ def _read_idx(path: Path, expected_sha256: str, expected_ndim: int) -> np.ndarra
     try:
         with gzip.open(path, "rb") as fh:
             raw = fh.read()
+    except PermissionError as exc:  # not damage: the file may be fine, this process may not read it
+        raise DataError(f"{path} is not readable by this user ({exc.strerror}): give read permission to it") from exc
     except (OSError, EOFError) as exc:
         raise DataError(
             f"{path} is not a readable gzip file ({exc}); it is corrupt or truncated: delete it and download it again"
@@ -557,7 +570,8 @@ def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarr
 
 
 def _download_cifar(root: Path) -> Path:
-    """Download and verify the binary-version archive, extract it safely, and move it into place."""
+    """Download and verify the binary-version archive, extract it safely beside ``root/cifar10``, and move its
+    files into that folder (created if needed) one by one, never replacing a file that is there."""
     target = root / "cifar10"
     root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".cifar-10-binary.", suffix=".tar.gz.part", dir=root)
@@ -576,9 +590,12 @@ def _download_cifar(root: Path) -> Path:
         extracted = staging / "cifar-10-batches-bin"
         if not extracted.is_dir():
             raise DataError("the CIFAR-10 archive has no cifar-10-batches-bin folder")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(extracted, target)
+        # into the user's folder, if there is one: each verified file moved in whole, nothing of theirs
+        # deleted or overwritten (a folder with no *_batch*.bin may hold the pickled version, or their notes)
+        target.mkdir(exist_ok=True)
+        for item in sorted(extracted.iterdir()):
+            if item.is_file() and not (target / item.name).exists():
+                os.replace(item, target / item.name)
     finally:  # neither the archive nor a half-extracted folder is left behind
         archive.unlink(missing_ok=True)
         shutil.rmtree(staging, ignore_errors=True)

@@ -59,15 +59,16 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._checks import SYMMETRY_RTOL, as_float64_array, check_count, check_interval, check_lam, check_rows
+from ._checks import as_float64_array, check_count, check_interval, check_lam, check_rows, symmetry_rtol
 from ._typing import ArrayLike
-from .krr import PSD_RTOL
+from .krr import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning
 
 __all__ = [
     "DEFAULT_OOC_MEMORY",
@@ -142,6 +143,7 @@ class _Blocks:
         if len(shape) != 2:
             raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(shape)}")
         self.K = K
+        self.dtype = dtype
         self.shape = (int(shape[0]), int(shape[1]))
         self.entries_read = 0
         self.max_block_entries = 0
@@ -230,10 +232,11 @@ def _validate(Kb: _Blocks, rows: int, block_rows: int | None, memory_budget: int
     side = rows if block_rows is not None else max(rows, min(n, math.isqrt(max(budget // 16, 1))))
     scan = _scan(Kb, side)
     tiny = float(np.finfo(np.float64).tiny)
-    if scan.asym > SYMMETRY_RTOL * max(scan.scale, tiny):
+    rtol = symmetry_rtol(Kb.dtype)
+    if scan.asym > rtol * max(scan.scale, tiny):
         raise ValueError(
             f"{Kb.name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {scan.asym:.3g} exceeds "
-            f"{SYMMETRY_RTOL:g} x max |K| = {SYMMETRY_RTOL * max(scan.scale, tiny):.3g}"
+            f"{rtol:g} x max |K| = {rtol * max(scan.scale, tiny):.3g}"
         )
     return scan
 
@@ -344,7 +347,7 @@ class OnDiskKernel:
         return self._blocks.max_block_entries
 
     def check(self) -> OnDiskKernel:
-        """Validate K once (square, finite, symmetric to ``SYMMETRY_RTOL``; one pass); returns ``self``.
+        """Validate K once (square, finite, symmetric to the tolerance of its dtype; one pass); returns ``self``.
 
         Raises
         ------
@@ -602,7 +605,7 @@ def krr_solve_ooc(
     Raises
     ------
     ValueError
-        K not square, finite and symmetric (relative tolerance ``SYMMETRY_RTOL``), or
+        K not square, finite and symmetric (relative tolerance :func:`~ntk_core._checks.symmetry_rtol` of its dtype), or
         shown not PSD; ``y`` of the wrong length; λ < 0; ``tol`` not in (0, 1).
     FileNotFoundError
         A path that does not exist.
@@ -659,8 +662,8 @@ def krr_solve_ooc(
     X = np.zeros_like(Y)
     ynorm = np.linalg.norm(Y, axis=0)
 
-    def apply(V: np.ndarray) -> np.ndarray:
-        return _matvec(Kb, V, rows, symmetrize) + lam2 * V
+    def apply_K(V: np.ndarray) -> np.ndarray:
+        return _matvec(Kb, V, rows, symmetrize)
 
     iterations = 0
     fitted = np.zeros_like(Y)
@@ -675,7 +678,7 @@ def krr_solve_ooc(
         if not (rel > reach).any() or iterations >= iters_max:
             break
         iterations = _pcg(
-            apply,
+            apply_K,
             precond,
             X,
             R,
@@ -692,6 +695,16 @@ def krr_solve_ooc(
             f"conjugate gradients did not reach the relative residual tol = {tol:g} in {iterations} iterations "
             f"(reached {float(np.max(rel)):.3g}); K + λ² I (λ = {lam!r}) is too ill-conditioned for this "
             f"preconditioner: raise rank (now {precond.rank}), max_iter, λ, or tol"
+        )
+    worst = float(np.max(rel)) if rel.size else 0.0
+    if worst > max(tol, ACCURACY_RTOL):  # stopped at the floor rounding allows, far above what was asked
+        warnings.warn(
+            IllConditionedWarning(
+                f"out-of-core kernel ridge regression with λ = {lam:g} reached a relative residual of only "
+                f"{worst:.1e} (asked: {tol:g}): K + λ² I is so ill-conditioned that float64 rounding allows no "
+                "better, and the coefficients and predictions are at least that inaccurate. Use a larger λ"
+            ),
+            stacklevel=2,
         )
     shape = yy.shape
     return OutOfCoreKRR(
@@ -720,7 +733,7 @@ def _attainable(X: np.ndarray, ynorm: np.ndarray, norm_A: float, n: int) -> np.n
 
 
 def _pcg(
-    apply: Any,
+    apply_K: Any,
     precond: _Preconditioner,
     X: np.ndarray,
     R: np.ndarray,
@@ -732,7 +745,9 @@ def _pcg(
     lam: float,
     scale: float,
 ) -> int:
-    """PCG on all columns at once, from X with residual R (both updated in place); returns the iteration count."""
+    """PCG on ``K + λ² I`` for all columns at once, from X with residual R (both updated in place); returns the
+    iteration count. ``apply_K`` is the product with K alone, so that the PSD test reads pᵀKp directly (as
+    pᵀ(K + λ² I)p − λ² pᵀp it would be lost to cancellation when λ² dwarfs K)."""
     safe = np.where(ynorm > 0, ynorm, 1.0)
     n = X.shape[0]
     psd_tol = PSD_RTOL * n * scale
@@ -742,11 +757,12 @@ def _pcg(
     P = Z.copy()
     rz = np.sum(R * Z, axis=0)
     while active.any() and iterations < iters_max:
-        AP = apply(P)
+        KP = apply_K(P)
+        AP = KP + (lam * lam) * P
         iterations += 1
         pap = np.sum(P * AP, axis=0)
         pp = np.sum(P * P, axis=0)
-        rayleigh = np.where(pp > 0, pap / np.where(pp > 0, pp, 1.0), 0.0) - lam * lam  # pᵀKp / pᵀp
+        rayleigh = np.where(pp > 0, np.sum(P * KP, axis=0) / np.where(pp > 0, pp, 1.0), 0.0)  # pᵀKp / pᵀp
         shown = active & (rayleigh < -psd_tol)
         if shown.any():
             raise ValueError(

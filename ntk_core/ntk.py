@@ -246,8 +246,15 @@ def _check_fixed_function(model: nn.Module) -> None:
 
 def _output_dim(prob: _Problem) -> int:
     probe = prob.x1[: min(2, prob.x1.shape[0])]
-    with torch.no_grad():
-        out = functional_call(prob.model, (prob.params, prob.consts), (probe,))
+    try:
+        with torch.no_grad():
+            out = functional_call(prob.model, (prob.params, prob.consts), (probe,))
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        raise ValueError(
+            f"the model could not be applied to the first inputs x1[:{probe.shape[0]}], of shape "
+            f"{tuple(probe.shape)} ({type(exc).__name__}: {exc}); inputs must hold the examples along their first "
+            "dimension, (n, *input_shape)"
+        ) from exc
     if not isinstance(out, Tensor) or out.ndim < 1 or out.shape[0] != probe.shape[0]:
         shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
         raise ValueError(
@@ -596,13 +603,33 @@ def _tile_pairs(n_rows: int, n_cols: int, symmetric: bool) -> Iterator[tuple[int
             yield i, j
 
 
+def _probe(prob: _Problem, k: int = 4) -> str:
+    """Fingerprint of the function the model computes: its outputs f(θ, x) on the first ``k`` inputs and the
+    gradient of Σ v·f (a fixed v), rounded to 24 significant bits so that other kernels' last bits agree.
+
+    The class name and ``repr`` of a model do not change when its ``forward`` does (a factor, relu → tanh), nor
+    do its parameters; what it computes does, in value or in gradient.
+    """
+    with torch.enable_grad():
+        params = {n: p.detach().clone().requires_grad_(True) for n, p in prob.params.items()}
+        out = prob.forward(params, prob.x1[:k].to(prob.dtype))
+        v = torch.linspace(-1.0, 1.0, out.numel(), dtype=out.dtype, device=out.device).reshape(out.shape)
+        grads = torch.autograd.grad((out * v).sum(), list(params.values()), allow_unused=True)
+    parts = [out.detach()] + [g for g in grads if g is not None]
+    flat = np.concatenate([t.detach().double().cpu().numpy().ravel() for t in parts])
+    mantissa, exponent = np.frexp(flat)
+    return _store.fingerprint(np.ldexp(np.round(mantissa * 2.0**24) / 2.0**24, exponent))
+
+
 def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) -> dict[str, Any]:
-    """Everything that determines the tiles: model, parameters, constants, inputs, method, dtypes, geometry."""
+    """Everything that determines the tiles: model (and what it computes), parameters, constants, inputs,
+    method, dtypes, geometry."""
     return {
         "artifact": "empirical_ntk tile",
         "model": {
             "class": f"{type(prob.model).__module__}.{type(prob.model).__qualname__}",
             "architecture": _store.fingerprint(repr(prob.model)),
+            "function": _probe(prob),
         },
         "params": {n: _store.fingerprint(t) for n, t in sorted(prob.params.items())},
         "consts": {n: _store.fingerprint(t) for n, t in sorted(prob.consts.items())},
@@ -839,7 +866,15 @@ def empirical_ntk(
     store = None
     if checkpoint_dir is not None:
         store = _TileStore(checkpoint_dir, _identity(run.prob, run.method, run.tile, run.out_dtype), run.meta(output))
-    return _run_tiles(run.prob, run.engine(), run.tile, run.out_dtype, store, progress, callback)
+    try:
+        return _run_tiles(run.prob, run.engine(), run.tile, run.out_dtype, store, progress, callback)
+    except NotImplementedError as exc:
+        if run.method != "ntvp":
+            raise
+        raise NotImplementedError(
+            f"method='ntvp' needs forward-mode derivatives (torch.func.jvp), which an operation of this model does "
+            f"not have in torch ({exc}); use method='jacobian' (or 'auto', which takes the cheapest that runs)"
+        ) from exc
 
 
 @dataclass

@@ -222,8 +222,9 @@ def classification_error(outputs: torch.Tensor, labels: torch.Tensor) -> float:
     ----------
     outputs : torch.Tensor, shape (n,) or (n, K)
         Network outputs f(θ, x).
-    labels : torch.Tensor, shape (n,)
-        Labels in {−1, +1} for one output, classes in {0, ..., K−1} for K outputs.
+    labels : torch.Tensor, shape (n,) or (n, K)
+        Labels in {−1, +1} for one output, classes in {0, ..., K−1} for K outputs, or one-hot (or soft)
+        targets of shape (n, K), whose argmax is the class.
 
     Returns
     -------
@@ -238,6 +239,8 @@ def classification_error(outputs: torch.Tensor, labels: torch.Tensor) -> float:
     0.25
     """
     out = outputs.reshape(len(outputs), -1)
+    if labels.ndim == 2:  # one-hot (or soft) targets, (n, K); a single column holds ±1 labels
+        labels = labels[:, 0] if labels.shape[1] == 1 else labels.argmax(dim=1)
     if out.shape[1] == 1:
         pred = torch.where(out[:, 0] >= 0, 1, -1)
     else:
@@ -246,6 +249,15 @@ def classification_error(outputs: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 def _targets(labels: torch.Tensor, outputs: int) -> torch.Tensor:
+    if labels.ndim == 2 and labels.shape[1] > 1 or labels.ndim > 2:
+        if labels.ndim != 2 or labels.shape[1] != outputs:
+            raise ValueError(
+                f"targets of shape (n, K) need K = {outputs}, the model's outputs; got shape {tuple(labels.shape)}"
+            )
+        if not torch.is_floating_point(labels) and not bool(((labels == 0) | (labels == 1)).all()):
+            raise ValueError("integer targets of shape (n, K) must be one-hot (0 or 1)")
+        return labels.to(torch.get_default_dtype())
+    labels = labels.reshape(-1)
     if outputs == 1:
         if not torch.all((labels == 1) | (labels == -1)):
             raise ValueError("a one-output model is a binary classifier: labels must be in {-1, +1}")
@@ -255,11 +267,31 @@ def _targets(labels: torch.Tensor, outputs: int) -> torch.Tensor:
     return nn.functional.one_hot(labels.long(), outputs).to(torch.get_default_dtype())
 
 
+def _inputs_like_model(model: nn.Module, x: torch.Tensor, val: Any, test: Any) -> tuple[torch.Tensor, Any, Any]:
+    """Floating-point inputs in the dtype of the model's parameters, as :func:`~ntk_core.ntk.empirical_ntk` takes
+    them (a float64 model given float32 inputs would otherwise fail inside torch)."""
+    dtypes = {p.dtype for p in model.parameters() if torch.is_floating_point(p)}
+    if len(dtypes) != 1:
+        return x, val, test
+    (dtype,) = dtypes
+
+    def cast(t: torch.Tensor) -> torch.Tensor:
+        return t.to(dtype) if torch.is_floating_point(t) and t.dtype != dtype else t
+
+    return (
+        cast(x),
+        None if val is None else (cast(val[0]), val[1]),
+        None if test is None else (cast(test[0]), test[1]),
+    )
+
+
 def _loss(out: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "l2":
         return 0.5 * ((out - targets) ** 2).sum()
     if out.shape[1] == 1:
         raise ValueError("loss='ce' needs a model with K >= 2 outputs")
+    if labels.ndim == 2:  # one-hot or soft targets: cross-entropy with class probabilities
+        return nn.functional.cross_entropy(out, targets.to(out.dtype), reduction="sum")
     return nn.functional.cross_entropy(out, labels.long(), reduction="sum")
 
 
@@ -396,9 +428,12 @@ def train(
     model : torch.nn.Module
         The network, trained in place (its parameters at the call are θ(0)).
     x : torch.Tensor, shape (n, ...)
-        Training inputs.
+        Training inputs, examples along the first dimension (floating-point inputs are cast to the dtype of
+        the model's parameters, as :func:`~ntk_core.ntk.empirical_ntk` does).
     y_noisy : torch.Tensor, shape (n,) or (n, K)
-        The (noisy) training targets the network is fitted to.
+        The (noisy) training targets the network is fitted to: ±1 labels for a one-output model, class indices
+        for K outputs, or one-hot (or soft) targets of shape (n, K) (the l2 loss fits them, ``ce`` takes them
+        as class probabilities, errors are counted on their argmax).
     config : TrainConfig
         Method, λ, loss, epochs, learning rate and schedule, batch size, seed.
     y_clean : torch.Tensor, shape (n,) or (n, K), optional
@@ -468,12 +503,20 @@ def train(
         )
     if config.method == "early_stopping" and val is None:
         raise ValueError("method='early_stopping' needs a validation split (val=(x_val, y_val)) held out of training")
+    x, val, test = _inputs_like_model(model, x, val, test)
     n = len(x)
     params = _trained_parameters(model)
     path = Path(checkpoint) if checkpoint is not None else None
     identity = _checkpoint_identity(model, config, x, y_noisy, y_clean, val, test) if path is not None else {}
     theta0 = {name: p.detach().clone() for name, p in params.items()}
-    outputs = predict(model, x[:1]).reshape(1, -1).shape[1]
+    try:
+        outputs = predict(model, x[:1]).reshape(1, -1).shape[1]
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise ValueError(
+            f"the model could not be applied to the first training input x[:1], of shape {tuple(x[:1].shape)} "
+            f"({type(exc).__name__}: {exc}); x must hold the examples along its first dimension, "
+            "(n, *input_shape)"
+        ) from exc
     targets = _targets(y_noisy, outputs)
     if config.loss == "ce" and outputs == 1:
         raise ValueError("loss='ce' needs a model with K >= 2 outputs")

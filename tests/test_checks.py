@@ -140,3 +140,26 @@ def test_check_rows():
         check_rows(np.ones(3), 4, "y")
     with pytest.raises(ValueError, match="dimension"):
         check_rows(np.ones((4, 1)), 4, "y", ndim=1)
+
+
+def test_a_float32_kernel_is_symmetric_within_float32_rounding():
+    """K assembled in float32 from the blocks J_a J_bᵀ (asymmetric by ~1e-7 relative) was refused as "not
+    symmetric" by every bound and solver; float64 keeps its tight tolerance, and the message says the fix."""
+    import torch
+
+    from ntk_core import theorem_5_2_bound
+    from ntk_core._checks import check_kernel_matrix
+
+    gen = torch.Generator().manual_seed(0)
+    J = torch.randn(200, 5000, generator=gen)
+    K = J @ J.T  # float32; each entry then rounded once more, independently of its mirror (another sum order)
+    K = K * (1 + torch.randint(-1, 2, K.shape, generator=gen) * 2.0**-23)
+    asym = float((K - K.T).abs().max() / K.abs().max())
+    assert 0 < asym < 1e-6
+    y = np.sign(np.random.default_rng(0).standard_normal(200))
+    assert np.isfinite(theorem_5_2_bound(K, y, lam=1.0, p=0.1, delta=0.05).total)
+    assert np.array_equal(check_kernel_matrix(K.numpy()), check_kernel_matrix(K))  # numpy and torch alike
+    with pytest.raises(ValueError, match=r"pass \(K \+ K.T\) / 2"):  # cast to float64: the float64 tolerance
+        check_kernel_matrix(K.double())
+    with pytest.raises(ValueError, match="must be symmetric"):  # far beyond float32 rounding
+        check_kernel_matrix((K + 1e-3 * K.abs().max() * torch.triu(torch.ones(200, 200), 1)).numpy())

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import logging
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -54,6 +55,26 @@ def test_data_dir_argument_wins_over_env(tmp_path, monkeypatch):
     assert data.resolve_data_dir(tmp_path) == tmp_path
     monkeypatch.delenv("NTK_CORE_DATA")
     assert data.resolve_data_dir() == Path.home() / ".cache" / "ntk_core"
+
+
+def test_a_mistyped_data_variable_is_an_error_not_a_fallback(tmp_path, monkeypatch):
+    """Before: the embedded subset was used in silence, and folders were created under the mistyped path."""
+    typo = tmp_path / "shraed" / "data"
+    monkeypatch.setenv("NTK_CORE_DATA", str(typo))
+    with pytest.raises(data.DataNotFoundError, match="NTK_CORE_DATA is .*shraed/data.*which is not a folder"):
+        data.load_mnist("test")
+    with pytest.raises(data.DataNotFoundError, match="not a folder"):
+        data.load_cifar10("test")
+    assert not (tmp_path / "shraed").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_mnist_file_is_called_unreadable_not_corrupt(shared_data, tmp_path):
+    folder = tmp_path / "mnist"
+    shutil.copytree(shared_data / "mnist", folder)
+    (folder / "t10k-labels-idx1-ubyte.gz").chmod(0)
+    with pytest.raises(data.DataError, match="not readable by this user .* give read permission"):
+        data.load_mnist("test", data_dir=tmp_path, download=False)
 
 
 def test_partial_cifar10_is_accepted_and_reported(shared_data):
@@ -277,6 +298,33 @@ def test_cifar_download_is_verified_extracted_and_cleaned(empty_data_dir, tmp_pa
     assert ds.source == "download" and ds.labels.tolist() == [0, 1, 2, 3] and ds.partial
     assert sorted(p.name for p in empty_data_dir.iterdir()) == ["cifar10"]  # archive and staging removed
     assert data.load_cifar10("test").labels.tolist() == [5, 6]
+
+
+def test_cifar_download_keeps_the_users_files(empty_data_dir, tmp_path, monkeypatch):
+    """A cifar10/ folder without binary batches (here the pickled version and the user's notes) is not deleted:
+    the downloaded batches join it, and a file of the user's with the name of one in the archive stays theirs."""
+    mine = empty_data_dir / "cifar10"
+    mine.mkdir()
+    (mine / "data_batch_1").write_bytes(b"pickled, not read")
+    (mine / "notes.txt").write_text("mine")
+    (mine / "readme.html").write_text("my readme")
+    payload = _tarball(
+        {
+            "cifar-10-batches-bin/test_batch.first2.bin": _cifar_records([5, 6]),
+            "cifar-10-batches-bin/readme.html": b"theirs",
+        }
+    )
+    _serve_cifar(tmp_path, monkeypatch, payload)
+    assert data.load_cifar10("test").labels.tolist() == [5, 6]
+    assert sorted(p.name for p in mine.iterdir()) == [
+        "data_batch_1",
+        "notes.txt",
+        "readme.html",
+        "test_batch.first2.bin",
+    ]
+    assert (mine / "notes.txt").read_text() == "mine" and (mine / "readme.html").read_text() == "my readme"
+    assert (mine / "data_batch_1").read_bytes() == b"pickled, not read"
+    assert sorted(p.name for p in empty_data_dir.iterdir()) == ["cifar10"]  # archive and staging removed
 
 
 def test_cifar_download_with_bad_checksum_leaves_nothing(empty_data_dir, tmp_path, monkeypatch):

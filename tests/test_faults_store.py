@@ -157,6 +157,38 @@ def test_tile_of_another_identity_is_never_mixed_in(tmp_path: Path, other: str) 
     assert torch.equal(k, clean)
 
 
+class _Net(nn.Module):
+    """A user's model whose code (not its class name, repr or parameters) changes between two runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 8)
+        self.out = nn.Linear(8, 1)
+        torch.nn.init.normal_(self.fc.weight, generator=torch.Generator().manual_seed(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.fc(x)))
+
+
+@pytest.mark.parametrize("edit", ["twice the output", "tanh for relu"])
+def test_tiles_are_recomputed_when_the_models_code_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str):
+    x = torch.randn(10, 5, generator=torch.Generator().manual_seed(7))
+    kwargs = dict(method="jacobian", dtype=torch.float64, tile_size=3)
+    model = _Net()
+    before, _ = _tile_run(model, x, tmp_path, **kwargs)
+    again, seen = _tile_run(model, x, tmp_path, **kwargs)
+    assert not any(c for *_, c in seen) and torch.equal(again, before)  # same code: every tile loaded
+    if edit == "twice the output":
+        monkeypatch.setattr(_Net, "forward", lambda self, x: 2 * self.out(torch.relu(self.fc(x))))
+    else:
+        monkeypatch.setattr(_Net, "forward", lambda self, x: self.out(torch.tanh(self.fc(x))))
+    after, seen = _tile_run(model, x, tmp_path, **kwargs)
+    assert all(c for *_, c in seen)  # every tile computed afresh, none of the old function's loaded
+    assert torch.equal(after, empirical_ntk(model, x, **kwargs)) and not torch.allclose(after, before)
+    if edit == "twice the output":
+        assert torch.allclose(after, 4 * before)
+
+
 def test_tile_of_a_different_geometry_is_not_used(tmp_path: Path) -> None:
     model, x, kwargs = _gram_problem()
     clean = empirical_ntk(model, x, **kwargs)

@@ -471,3 +471,29 @@ def test_gd_steps_to_fit_is_the_first_step_of_iterated_gd_below_the_tolerance():
         gd_steps_to_fit(K, y, 2.01 / np.linalg.eigvalsh(K)[-1], 1e-3)
     with pytest.raises(ValueError, match="tol"):
         gd_steps_to_fit(K, y, 0.5, 0.0)
+
+
+def test_an_ill_conditioned_ridge_solve_says_how_inaccurate_it_is() -> None:
+    """K = XXᵀ of rank 20 (n = 300) with λ = 1e-6: K + λ² I has condition number ~1e14 and the predictions are
+    off by ~15 %, which was returned in silence. The exact answer comes from the 20 × 20 system of the push-through
+    identity X_t Xᵀ(XXᵀ + λ² I)⁻¹ y = X_t (XᵀX + λ² I)⁻¹ Xᵀ y, which is well conditioned."""
+    import warnings
+
+    from ntk_core.krr import IllConditionedWarning
+
+    rng = np.random.default_rng(0)
+    X, Xt, y = rng.standard_normal((300, 20)), rng.standard_normal((50, 20)), rng.standard_normal(300)
+    K, Kt = X @ X.T, Xt @ X.T
+    for lam, warns in ((1e-6, True), (1e-5, True), (1e-3, False), (1.0, False)):
+        exact = Xt @ np.linalg.solve(X.T @ X + lam**2 * np.eye(20), X.T @ y)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pred = krr_predict(K, y, lam, Kt)
+        true_error = np.linalg.norm(pred - exact) / np.linalg.norm(exact)
+        said = [w.message for w in caught if issubclass(w.category, IllConditionedWarning)]
+        assert bool(said) == warns, (lam, true_error)
+        if warns:  # the error it states is the error it has, within a factor 3
+            stated = float(str(said[0]).split("accurate only to about ")[1].split(" ")[0])
+            assert true_error / 3 < stated < 3 * true_error, (stated, true_error)
+        else:
+            assert true_error < 1e-6

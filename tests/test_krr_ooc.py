@@ -191,3 +191,24 @@ def test_bounds_complexity_on_disk(problem, tmp_path):
     np.testing.assert_allclose(bounds.complexity(np.load(path, mmap_mode="r"), Y), bounds.complexity(Kpd, Y), rtol=1e-9)
     assert bounds.ridge_complexity(path, y, 0.3) == pytest.approx(bounds.ridge_complexity(Kpd, y, 0.3), rel=1e-9)
     assert ridge_quadratic_ooc(K, y, 0.3) == pytest.approx(float(y @ krr_coefficients(K, y, 0.3)), rel=1e-9)
+
+
+def test_an_unattainable_residual_is_reported_and_a_huge_ridge_is_not_called_not_psd() -> None:
+    """K = XXᵀ of rank 20 and λ = 1e-6: the solver stopped at a residual of 0.1 (its "attainable floor") and the
+    predictions were 45 % off, in silence. λ = 1e150: K was called "not positive semi-definite" (pᵀKp read as
+    pᵀ(K + λ² I)p − λ² pᵀp, all cancellation), while the in-memory solver answers."""
+    import warnings
+
+    from ntk_core.krr import IllConditionedWarning, krr_predict
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((300, 20)), rng.standard_normal(300)
+    K = X @ X.T
+    with pytest.warns(IllConditionedWarning, match="reached a relative residual of only"):
+        sol = krr_solve_ooc(K, y, 1e-6)
+    assert sol.residual > 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a well-conditioned solve says nothing
+        krr_solve_ooc(K, y, 1.0)
+        huge = krr_predict_ooc(K, y, 1e150)
+    np.testing.assert_allclose(huge, krr_predict(K, y, 1e150), rtol=1e-12, atol=0)

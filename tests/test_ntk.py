@@ -362,3 +362,45 @@ def test_jacobian_and_ntvp_do_not_trace_the_model(monkeypatch: pytest.MonkeyPatc
         assert rel_err(empirical_ntk(model, x, method=method, dtype=torch.float64), ref) <= 1e-10  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="traced"):
         empirical_ntk(model, x)
+
+
+def test_an_input_without_its_batch_dimension_is_named() -> None:
+    with pytest.raises(ValueError, match=r"x1\[:2\], of shape \(2,\).*examples along their first dimension"):
+        empirical_ntk(nn.Linear(784, 1), torch.randn(784))
+
+
+def test_ntvp_on_an_operation_without_forward_derivatives_says_which_method_to_use() -> None:
+    """torch's bare NotImplementedError (here: a custom autograd.Function without jvp, as attention layers of
+    some torch builds) now names the fix; jacobian and auto compute the kernel."""
+
+    class Square(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x: Tensor) -> Tensor:  # type: ignore[override]
+            return x * x
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def, override]
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[no-untyped-def, override]
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(5, 3), nn.Linear(3, 1)
+
+        def forward(self, x: Tensor) -> Tensor:
+            return self.b(Square.apply(self.a(x)))
+
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(4, 5)
+    with pytest.raises(
+        NotImplementedError, match="method='ntvp' needs forward-mode derivatives.*use method='jacobian'"
+    ):
+        empirical_ntk(net, x, method="ntvp")
+    assert torch.allclose(empirical_ntk(net, x, method="jacobian"), empirical_ntk(net, x, method="auto"))

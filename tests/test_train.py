@@ -427,3 +427,41 @@ def test_divergence_stops_training_at_the_first_non_finite_loss(tmp_path):
     sparse = TrainConfig(method="vanilla", lr=5.0, epochs=200, eval_every=100)
     with pytest.raises(FloatingPointError, match=rf"a mini-batch loss was not finite in epoch {stopped + 1} of"):
         train(nn.Linear(4, 1, bias=False), x, y, sparse)
+
+
+def _three_class_problem():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 4, generator=gen)
+    classes = torch.randint(0, 3, (30,), generator=gen)
+    net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+    return x, classes, net
+
+
+@pytest.mark.parametrize("loss", ["l2", "ce"])
+def test_one_hot_targets_train_as_the_documented_n_by_k_shape(loss):
+    """y_noisy of shape (n, K) is documented; one-hot targets crashed with a bare torch shape error. They give
+    the same run as the class indices (cross-entropy with class probabilities equals it on one-hot rows)."""
+    x, classes, net = _three_class_problem()
+    config = TrainConfig(method="rdi", lam=0.5, loss=loss, epochs=5, lr=0.01, seed=0)
+    runs = []
+    for targets in (classes, nn.functional.one_hot(classes, 3), nn.functional.one_hot(classes, 3).float()):
+        model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+        model.load_state_dict(net.state_dict())
+        runs.append(train(model, x, targets, config, y_clean=targets, test=(x, targets)).history)
+    for other in runs[1:]:
+        np.testing.assert_allclose(other["loss"], runs[0]["loss"], rtol=1e-5)
+        assert other["train_error_noisy"].tolist() == runs[0]["train_error_noisy"].tolist()
+        assert other["test_error"].tolist() == runs[0]["test_error"].tolist()
+    with pytest.raises(ValueError, match=r"need K = 3, the model's outputs; got shape \(30, 4\)"):
+        train(net, x, nn.functional.one_hot(classes, 4), config)
+    with pytest.raises(ValueError, match="must be one-hot"):
+        train(net, x, 2 * nn.functional.one_hot(classes, 3), config)
+
+
+def test_inputs_follow_the_models_dtype_and_a_missing_batch_dimension_is_named():
+    x, classes, net = _three_class_problem()
+    config = TrainConfig(method="vanilla", loss="ce", epochs=2, lr=0.01, seed=0)
+    result = train(net.double(), x, classes, config, test=(x, classes))  # float32 inputs, float64 model
+    assert np.isfinite(result.history["loss"]).all()
+    with pytest.raises(ValueError, match=r"x\[:1\], of shape \(1,\).*examples along its first dimension"):
+        train(net, x[0], classes[:4], config)  # one example without its batch dimension (4 features)
