@@ -155,6 +155,7 @@ def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(d
     assert len(checks) == 3 and all(not c.problems for c in checks)  # GD, RDI and AUX: one of every class
     meta = recorded("setting1", "quick", root=root).meta
     assert not meta["stale"] and meta["attested_by"]["code"] == "0123456789ab"
+    assert meta["attested_by"]["tolerance"] == _record.LEGACY_ATTEST_RTOL  # recorded without the pins
     assert {unit_class(k) for k in meta["attested_by"]["replayed"]} == {unit_class(c.key) for c in checks}
     # a change that moves one number of the record in its last bits is not a refactor
     import ntk_core.experiments.setting1 as setting1
