@@ -136,9 +136,6 @@ def _replay_parser(sub: Any) -> None:
         "recorded rows. Exit status: 0 equal, 1 a unit differs, 2 bad input, 3 this machine cannot compute in the "
         "record's arithmetic, 4 this machine loads other data than the record.",
     )
-    replay.add_argument("experiment", choices=EXPERIMENTS)
-    replay.add_argument("--profile", choices=PROFILES, default="medium")
-    replay.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
     replay.add_argument(
         "--key", dest="keys", action="append", default=None, metavar="JSON", help="replay exactly this unit; repeatable"
     )
@@ -158,9 +155,10 @@ def _replay_parser(sub: Any) -> None:
         "(or current already), 1 a unit differs (the record stays stale: record it again), 2 bad input, 3 other "
         "arithmetic, 4 other data.",
     )
-    attest.add_argument("experiment", choices=EXPERIMENTS)
-    attest.add_argument("--profile", choices=PROFILES, default="medium")
-    attest.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
+    for command in (replay, attest):
+        command.add_argument("experiment", choices=EXPERIMENTS)
+        command.add_argument("--profile", choices=PROFILES, default="medium")
+        command.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
 
 
 def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> int:
