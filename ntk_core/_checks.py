@@ -514,7 +514,7 @@ def check_transition_matrix(P: ArrayLike, name: str = "P", atol: float = 1e-8) -
 
 
 def symmetry_rtol(dtype: Any) -> float:
-    """The relative symmetry tolerance for a kernel matrix stored in ``dtype``: :data:`SYMMETRY_RTOL` for float64,
+    """The relative symmetry tolerance for a kernel matrix stored in ``dtype``: ``SYMMETRY_RTOL`` (1e-8) for float64,
     else 100 times the dtype's machine epsilon (float32: 1.2e-5), since a matrix assembled from products
     ``J_a J_bᵀ`` rounded in float32 is symmetric only to a few float32 units in the last place."""
     try:
