@@ -530,7 +530,10 @@ def test_side_by_side_and_record_line(data_env):
     fresh = _record_tiny(root)  # a tiny config: stale against the quick profile's own
     assert "STALE" in compare.record_line("setting1", fresh)
     current = experiments.Result(fresh.table, dict(fresh.meta, stale=False, stale_reasons=[]))
-    assert "current" in compare.record_line("setting1", current)
+    assert "current (same code" in compare.record_line("setting1", current)
+    attested = {"code": "0123456789ab", "replayed": [{}, {}], "tolerance": 0.0, "at": "2026-11-27T12:00:00Z"}
+    line = compare.record_line("setting1", experiments.Result(fresh.table, dict(current.meta, attested_by=attested)))
+    assert "code 0123456789ab replays 2 of its units bit for bit, attested 2026-11-27" in line
     stale = dict(fresh.meta, stale=True, stale_reasons=["code fingerprint differs"])
     line = compare.record_line("setting1", experiments.Result(fresh.table, stale))
     assert "STALE" in line and "--record" in line

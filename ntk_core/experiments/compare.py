@@ -69,7 +69,7 @@ def record_line(name: str, result: Result | None) -> str:
     """One line for the reader: what the medium record is (when, on what, how long), or how to make it.
 
     A stale record (code or configuration changed since it was recorded) says so, and gives the command that
-    refreshes it.
+    refreshes it; a record made current by :func:`~ntk_core.experiments._record.attest` says by which replay.
     """
     if result is None:
         return f"medium ({name}): not recorded yet; record it with `{refresh_command(name, 'medium')}`"
@@ -83,6 +83,13 @@ def record_line(name: str, result: Result | None) -> str:
     )
     if m.get("stale"):
         line += f"; STALE ({'; '.join(m['stale_reasons'])}): refresh with `{m['refresh']}`"
+    elif m.get("attested_by"):
+        a = m["attested_by"]
+        how = "bit for bit" if not a.get("tolerance") else f"to {a['tolerance']:g}"
+        line += (
+            f"; current (this build's code {a.get('code')} replays {len(a.get('replayed', []))} of its units "
+            f"{how}, attested {str(a.get('at', '?'))[:10]})"
+        )
     else:
         line += "; current (same code and configuration as this build)"
     return line
