@@ -69,7 +69,7 @@ def record_line(name: str, result: Result | None) -> str:
     """One line for the reader: what the medium record is (when, on what, how long), or how to make it.
 
     A stale record (code or configuration changed since it was recorded) says so, and gives the command that
-    refreshes it; a record made current by :func:`~ntk_core.experiments._record.attest` says by which replay.
+    refreshes it; a record made current by attestation (``python -m ntk_core attest``) says by which replay.
     """
     if result is None:
         return f"medium ({name}): not recorded yet; record it with `{refresh_command(name, 'medium')}`"
