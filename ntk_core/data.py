@@ -14,8 +14,14 @@ Sources are tried in this order (ARCHITECTURE.md, "Conventions"):
      A *partial* copy is accepted and reported as partial: missing batches, or
      leading-record prefixes named ``<batch>.first<N>.bin`` (for example
      ``data_batch_1.first4000.bin``, the first 4,000 records of
-     ``data_batch_1.bin``). Records are validated structurally; no per-batch
-     checksum is published, so only a download is checked by MD5 (of the archive).
+     ``data_batch_1.bin``). Records are validated structurally. The dataset's
+     authors publish the MD5 of the archive only, not of the files in it, so a
+     download is verified by that MD5 and leaves a manifest ``ntk_core.sha256``
+     (``sha256sum`` format) of the files it unpacked: every later load checks each
+     complete batch against it. A complete split without that manifest is checked
+     by the published facts it must meet (:data:`CIFAR10_PER_CLASS` images of
+     every class, no two batches alike); a changed pixel in it cannot be detected,
+     and ``describe()`` says which check was made.
 2. **A download** of the official files into the data directory, with checksum
    verification, when ``download=True`` and the network allows. Files are
    written to a temporary name and renamed only once verified, so nothing
@@ -497,6 +503,11 @@ _CIFAR_BATCHES = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["t
 _CIFAR_SIZES = {"train": 50_000, "test": 10_000}
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+#: the manifest a verified download writes into the CIFAR-10 folder: the SHA-256 of every file it unpacked
+CIFAR10_MANIFEST = "ntk_core.sha256"
+#: images of each class in a complete split (the dataset's page: 1,000 per class in the test batch, 5,000 per
+#: class over the five training batches)
+CIFAR10_PER_CLASS = {"train": 5_000, "test": 1_000}
 
 
 def _cifar_folder(root: Path) -> Path | None:
@@ -546,12 +557,66 @@ def _cifar_prefix(folder: Path, stem: str) -> tuple[Path, int] | None:
     return best_path, best_count
 
 
+def _write_cifar_manifest(folder: Path, digests: dict[str, str]) -> None:
+    """``folder/CIFAR10_MANIFEST`` in ``sha256sum`` format (``<hex>  <name>`` a line), written atomically."""
+    lines = "".join(f"{digest}  {name}\n" for name, digest in sorted(digests.items()))
+    _store.atomic_write_bytes(folder / CIFAR10_MANIFEST, lines.encode("ascii"))
+
+
+def _read_cifar_manifest(folder: Path) -> dict[str, str] | None:
+    """The digests of ``folder``'s manifest by file name, or None without one."""
+    path = folder / CIFAR10_MANIFEST
+    if not path.exists():
+        return None
+    digests = {}
+    for number, line in enumerate(path.read_text(encoding="ascii", errors="replace").splitlines(), 1):
+        digest, _, name = line.partition("  ")
+        if len(digest) != 64 or set(digest) - set("0123456789abcdef") or not name:
+            raise DataError(
+                f"{path} line {number} is not '<sha256 hex>  <file name>': the manifest is damaged; delete it "
+                "(the folder is then checked by its class counts only) or download CIFAR-10 again"
+            )
+        digests[name] = digest
+    return digests
+
+
+def _check_complete_cifar(folder: Path, split: Split, labels: np.ndarray, digests: dict[str, str]) -> None:
+    """A complete split meets the dataset's published facts: ``CIFAR10_PER_CLASS[split]`` images of every
+    class, and no batch a copy of another."""
+    counts = np.bincount(labels, minlength=10)
+    if not (counts == CIFAR10_PER_CLASS[split]).all():
+        raise DataError(
+            f"the CIFAR-10 {split} batches in {folder} have {counts.tolist()} images of the ten classes; the "
+            f"official files have exactly {CIFAR10_PER_CLASS[split]:,} of each: a label byte is changed or a "
+            "batch is not the official one; delete the folder and download CIFAR-10 again"
+        )
+    seen: dict[str, str] = {}
+    for name, digest in digests.items():
+        if digest in seen:
+            raise DataError(
+                f"{folder / name} is a copy of {folder / seen[digest]}: the official batches all differ; "
+                "delete the folder and download CIFAR-10 again"
+            )
+        seen[digest] = name
+
+
 def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarray, bool, str]:
+    """The split's records from ``folder``; complete batches checked against the download's manifest when there
+    is one, a complete split against the published class counts in any case."""
     images, labels, notes, partial = [], [], [], False
+    manifest = _read_cifar_manifest(folder)
+    digests: dict[str, str] = {}
     for stem in _CIFAR_BATCHES[split]:
         full = folder / f"{stem}.bin"
         if full.exists():
             x, y = _read_cifar_records(full, _CIFAR_PER_BATCH)
+            digests[full.name] = _store.file_digest(full, "sha256")
+            if manifest is not None and manifest.get(full.name, digests[full.name]) != digests[full.name]:
+                raise DataError(
+                    f"checksum mismatch for {full}: its SHA-256 is not the one recorded in "
+                    f"{folder / CIFAR10_MANIFEST} when the verified archive was unpacked: the file has changed "
+                    "since; delete it and download CIFAR-10 again"
+                )
         else:
             found = _cifar_prefix(folder, stem)
             if found is None:
@@ -566,7 +631,14 @@ def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarr
         labels.append(y)
     if not images:
         raise DataNotFoundError(f"no CIFAR-10 {split} batch in {folder}")
-    return np.concatenate(images), np.concatenate(labels), partial, "; ".join(notes)
+    all_labels = np.concatenate(labels)
+    if not partial:
+        _check_complete_cifar(folder, split, all_labels, digests)
+        if manifest is not None and set(digests) <= set(manifest):
+            notes.append(f"SHA-256 verified against {CIFAR10_MANIFEST} of the verified download")
+        else:
+            notes.append("class counts checked; no per-file checksum (none is published)")
+    return np.concatenate(images), all_labels, partial, "; ".join(notes)
 
 
 def _download_cifar(root: Path) -> Path:
@@ -591,8 +663,11 @@ def _download_cifar(root: Path) -> Path:
         if not extracted.is_dir():
             raise DataError("the CIFAR-10 archive has no cifar-10-batches-bin folder")
         # into the user's folder, if there is one: each verified file moved in whole, nothing of theirs
-        # deleted or overwritten (a folder with no *_batch*.bin may hold the pickled version, or their notes)
+        # deleted or overwritten (a folder with no *_batch*.bin may hold the pickled version, or their notes);
+        # the manifest of the verified files first, so that a file of theirs by an official name is checked
         target.mkdir(exist_ok=True)
+        batches = {p.name: _store.file_digest(p, "sha256") for p in extracted.glob("*.bin") if p.is_file()}
+        _write_cifar_manifest(target, batches)
         for item in sorted(extracted.iterdir()):
             if item.is_file() and not (target / item.name).exists():
                 os.replace(item, target / item.name)

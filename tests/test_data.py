@@ -319,12 +319,82 @@ def test_cifar_download_keeps_the_users_files(empty_data_dir, tmp_path, monkeypa
     assert sorted(p.name for p in mine.iterdir()) == [
         "data_batch_1",
         "notes.txt",
+        "ntk_core.sha256",
         "readme.html",
         "test_batch.first2.bin",
     ]
     assert (mine / "notes.txt").read_text() == "mine" and (mine / "readme.html").read_text() == "my readme"
     assert (mine / "data_batch_1").read_bytes() == b"pickled, not read"
     assert sorted(p.name for p in empty_data_dir.iterdir()) == ["cifar10"]  # archive and staging removed
+
+
+@pytest.fixture
+def small_cifar(monkeypatch):
+    """CIFAR-10 at 1/500 of its size: 20 records a batch, 2 (test) and 10 (train) images of each class."""
+    monkeypatch.setattr(data, "_CIFAR_PER_BATCH", 20)
+    monkeypatch.setattr(data, "CIFAR10_PER_CLASS", {"train": 10, "test": 2})
+
+    def batch(seed: int) -> bytes:  # balanced labels, pixels of its own
+        rng = np.random.default_rng(seed)
+        labels = rng.permutation(np.repeat(np.arange(10), 2))
+        return b"".join(bytes([lab]) + rng.integers(0, 256, 3072, dtype=np.uint8).tobytes() for lab in labels)
+
+    names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+    return {name: batch(seed) for seed, name in enumerate(names)}
+
+
+def _flip_pixel(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[5] ^= 1  # a pixel byte of the first record
+    path.write_bytes(bytes(raw))
+
+
+def test_cifar_download_leaves_a_manifest_that_later_loads_check(empty_data_dir, tmp_path, monkeypatch, small_cifar):
+    payload = _tarball({f"cifar-10-batches-bin/{name}": raw for name, raw in small_cifar.items()})
+    _serve_cifar(tmp_path, monkeypatch, payload)
+    ds = data.load_cifar10("train")
+    assert not ds.partial and ds.images.shape[0] == 100 and "SHA-256 verified" in ds.describe()
+    folder = empty_data_dir / "cifar10"
+    manifest = (folder / data.CIFAR10_MANIFEST).read_text().splitlines()
+    assert manifest == [f"{hashlib.sha256(raw).hexdigest()}  {name}" for name, raw in sorted(small_cifar.items())]
+    _flip_pixel(folder / "data_batch_3.bin")  # structure and class counts unchanged: only the checksum sees it
+    with pytest.raises(data.DataError, match=r"checksum mismatch for .*data_batch_3.bin"):
+        data.load_cifar10("train", download=False)
+    assert data.load_cifar10("test", download=False).images.shape[0] == 20  # the test split is intact
+    (folder / data.CIFAR10_MANIFEST).write_text("not a manifest\n")
+    with pytest.raises(data.DataError, match="manifest is damaged"):
+        data.load_cifar10("test", download=False)
+
+
+def test_cifar_download_checks_a_users_file_with_an_official_name(empty_data_dir, tmp_path, monkeypatch, small_cifar):
+    mine = empty_data_dir / "cifar10"
+    mine.mkdir()
+    (mine / "test_batch.bin").write_bytes(small_cifar["data_batch_1.bin"])  # theirs, not the official one
+    payload = _tarball({f"cifar-10-batches-bin/{name}": raw for name, raw in small_cifar.items()})
+    monkeypatch.setattr(data, "_cifar_folder", lambda root: None)  # as if their folder held no batch
+    _serve_cifar(tmp_path, monkeypatch, payload)
+    with pytest.raises(data.DataError, match=r"checksum mismatch for .*test_batch.bin"):
+        data.load_cifar10("test")
+    assert (mine / "test_batch.bin").read_bytes() == small_cifar["data_batch_1.bin"]  # kept, not replaced
+
+
+def test_complete_cifar_without_manifest_is_checked_by_its_published_facts(tmp_path, small_cifar):
+    folder = tmp_path / "cifar10"
+    folder.mkdir()
+    for name, raw in small_cifar.items():
+        (folder / name).write_bytes(raw)
+    ds = data.load_cifar10("train", data_dir=tmp_path, download=False)
+    assert "class counts checked; no per-file checksum" in ds.describe()
+    # a copied batch: every count still right (each batch is balanced), caught as a copy
+    (folder / "data_batch_4.bin").write_bytes(small_cifar["data_batch_2.bin"])
+    with pytest.raises(data.DataError, match=r"data_batch_4.bin is a copy of .*data_batch_2.bin"):
+        data.load_cifar10("train", data_dir=tmp_path, download=False)
+    # a changed label byte
+    raw = bytearray(small_cifar["test_batch.bin"])
+    raw[0] = (raw[0] + 1) % 10
+    (folder / "test_batch.bin").write_bytes(bytes(raw))
+    with pytest.raises(data.DataError, match=r"exactly 2 of each"):
+        data.load_cifar10("test", data_dir=tmp_path, download=False)
 
 
 def test_cifar_download_with_bad_checksum_leaves_nothing(empty_data_dir, tmp_path, monkeypatch):
