@@ -66,6 +66,7 @@ from .krr import (
 )
 from .krr_ooc import OnDiskKernel, krr_predict_ooc, krr_solve_ooc
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
+from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
 
 from .ntk import CostEstimate, MethodChoice, empirical_ntk, select_method
@@ -74,6 +75,9 @@ from .distributed import distributed_ntk
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuxiliaryVariables",
+    "RDIPenalty",
+    "with_indices",
     "AdditiveNoiseBound",
     "binary_noise_subgaussian_sigma",
     "BinaryBound",

@@ -19,7 +19,7 @@ Sources are tried in this order (ARCHITECTURE.md, "Conventions"):
      download is verified by that MD5 and leaves a manifest ``ntk_core.sha256``
      (``sha256sum`` format) of the files it unpacked: every later load checks each
      complete batch against it. A complete split without that manifest is checked
-     by the published facts it must meet (:data:`CIFAR10_PER_CLASS` images of
+     by the published facts it must meet (``CIFAR10_PER_CLASS`` images of
      every class, no two batches alike); a changed pixel in it cannot be detected,
      and ``describe()`` says which check was made.
 2. **A download** of the official files into the data directory, with checksum

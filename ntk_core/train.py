@@ -20,6 +20,10 @@ Labels. A model with one output is a binary classifier with labels in
 ``{-1, +1}`` (the ℓ2 target is the label itself); a model with ``K > 1`` outputs
 takes class indices ``0..K-1`` (the ℓ2 target is the one-hot vector, Section 3.1).
 
+The regularisers are :mod:`ntk_core.regularizers`' pieces (:class:`~ntk_core.regularizers.RDIPenalty`,
+:class:`~ntk_core.regularizers.AuxiliaryVariables`), which a loop of one's own (any optimiser, schedule, loss,
+``DataLoader``) takes in a few lines; :func:`train` is the paper's recipe built from them.
+
 Runs are deterministic on CPU for a fixed seed (the batch order of epoch ``e``
 depends only on ``(seed, e)``), write atomic checkpoints, and resume from them.
 """
@@ -41,6 +45,7 @@ from torch import nn
 
 from . import _store
 from ._checks import check_choice, check_count, check_interval, check_positive
+from .regularizers import AuxiliaryVariables, RDIPenalty
 
 __all__ = ["TrainingMethod", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
 
@@ -521,14 +526,16 @@ def train(
     if config.loss == "ce" and outputs == 1:
         raise ValueError("loss='ce' needs a model with K >= 2 outputs")
 
-    aux = (
-        torch.zeros(n, outputs, device=x.device, dtype=targets.dtype, requires_grad=True)
-        if config.method == "aux"
-        else None
+    lam = float(config.lam) if config.lam is not None else 0.0  # validated > 0 for RDI and AUX
+    # the library's pieces (ntk_core.regularizers), as a user's own loop takes them: the sum loss of eq. (3)
+    aux_vars = (
+        AuxiliaryVariables(n, outputs, lam, dtype=targets.dtype, device=x.device) if config.method == "aux" else None
     )
+    aux = aux_vars.b if aux_vars is not None else None
+    rdi = RDIPenalty(params, lam, n, reduction="sum", initial=theta0) if config.method == "rdi" else None
     groups = [{"params": list(params.values()), "weight_decay": config.weight_decay}]
-    if aux is not None:
-        groups.append({"params": [aux], "weight_decay": config.aux_weight_decay})
+    if aux_vars is not None:
+        groups.append(aux_vars.param_group(config.aux_weight_decay))
     optimizer = torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum)
     batch = n if config.batch_size is None else min(config.batch_size, n)
 
@@ -543,7 +550,6 @@ def train(
         from tqdm import tqdm
 
         epochs = tqdm(epochs, initial=start_epoch, total=config.epochs, desc=f"{config.method}", leave=False)
-    lam = float(config.lam) if config.lam is not None else 0.0  # validated > 0 for RDI and AUX
     for epoch in epochs:
         decays = sum(epoch >= m for m in config.lr_milestones)
         for g, base_wd in zip(optimizer.param_groups, [config.weight_decay, config.aux_weight_decay]):
@@ -557,12 +563,11 @@ def train(
             idx = order[start : start + batch].to(x.device)
             optimizer.zero_grad(set_to_none=True)
             out = model(x[idx]).reshape(len(idx), -1)
-            if aux is not None:
-                out = out + lam * aux[idx]
+            if aux_vars is not None:
+                out = aux_vars(out, idx)
             loss = _loss(out, y_noisy[idx], targets[idx], config.loss)
-            if config.method == "rdi":
-                penalty = sum(((p - theta0[name]) ** 2).sum() for name, p in params.items())
-                loss = loss + (len(idx) / n) * 0.5 * lam**2 * penalty
+            if rdi is not None:  # |B|/n of eq. (3)'s penalty on a batch of |B|: once in total over an epoch
+                loss = loss + rdi(len(idx))
             finite &= torch.isfinite(loss.detach())
             loss.backward()
             optimizer.step()

@@ -1,0 +1,264 @@
+r"""RDI and AUX as pieces for any PyTorch training loop (Section 4, eqs. (3) and (4)).
+
+The paper writes its objectives with a *sum* loss over the :math:`n` training examples,
+
+* RDI, eq. (3): :math:`\sum_i \ell_i(\theta) + \tfrac{\lambda^2}{2}\lVert\theta - \theta(0)\rVert^2`;
+* AUX, eq. (4): :math:`\sum_i \ell\big(f(\theta, x_i) + \lambda b_i,\ \tilde y_i\big)` with one trainable
+  :math:`b_i` per training example, :math:`b(0) = 0`, used in training only.
+
+Most loops use a *mean* loss (``reduction="mean"``, torch's default): dividing eq. (3) by :math:`n`, the
+same minimiser is reached with :math:`\tfrac1n\sum_i \ell_i + \tfrac{\lambda^2}{2n}\lVert\theta-\theta(0)\rVert^2`.
+On a mini-batch :math:`B` the batch mean :math:`\tfrac1{|B|}\sum_{i\in B}\ell_i` is an unbiased estimate of
+:math:`\tfrac1n\sum_i\ell_i`, so the penalty stays :math:`\tfrac{\lambda^2}{2n}\lVert\cdot\rVert^2` at every step
+whatever the batch size; with a *sum* over the batch it is :math:`\tfrac{|B|}{n}\tfrac{\lambda^2}{2}\lVert\cdot\rVert^2`,
+so that one epoch applies the penalty of eq. (3) once. :class:`RDIPenalty` does both.
+
+AUX needs no conversion: scaling the loss scales the gradients of :math:`\theta` and of :math:`b` alike, so
+:math:`\lambda` keeps its meaning. It needs the *index* of each example in a batch, which a ``DataLoader``
+gives with :func:`with_indices`.
+
+Theorem 4.1's equivalence (both methods train an infinitely wide network into kernel ridge regression with
+ridge :math:`\lambda^2`) is for gradient descent on the sum loss (or, equivalently, on the mean loss with the
+learning rate multiplied by :math:`n`). With Adam or another adaptive optimiser the pieces still compute the
+paper's objectives, but the equivalence, and the bounds of Section 5 that rest on it, no longer apply.
+
+Examples
+--------
+A loop of one's own: Adam, a cosine schedule, a ``DataLoader`` and the mean cross-entropy, with RDI and AUX
+(either alone is the usual choice; both are shown).
+
+>>> import torch
+>>> from torch import nn
+>>> from torch.utils.data import DataLoader, TensorDataset
+>>> from ntk_core.regularizers import AuxiliaryVariables, RDIPenalty, with_indices
+>>> g = torch.Generator().manual_seed(0)
+>>> x, y = torch.randn(64, 5, generator=g), torch.randint(0, 3, (64,), generator=g)
+>>> torch.manual_seed(0) and None
+>>> model = nn.Sequential(nn.Linear(5, 32), nn.ReLU(), nn.Linear(32, 3))
+>>> rdi = RDIPenalty(model, lam=0.1, n=len(x))                      # λ²/(2n) ‖θ − θ(0)‖², for a mean loss
+>>> aux = AuxiliaryVariables(len(x), outputs=3, lam=0.1)           # one b_i per example, zero at the start
+>>> opt = torch.optim.Adam([*model.parameters(), *aux.parameters()], lr=1e-2)
+>>> sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=5)
+>>> loader = DataLoader(with_indices(TensorDataset(x, y)), batch_size=16, shuffle=True)
+>>> for epoch in range(5):
+...     for i, xb, yb in loader:
+...         opt.zero_grad()
+...         loss = nn.functional.cross_entropy(aux(model(xb), i), yb) + rdi()
+...         loss.backward()
+...         opt.step()
+...     sched.step()
+>>> rdi.distance() > 0, bool(aux.b.abs().sum() > 0)
+(True, True)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Literal, Mapping
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from ._checks import check_choice, check_count, check_positive
+
+__all__ = ["RDIPenalty", "AuxiliaryVariables", "IndexedDataset", "with_indices"]
+
+
+def _named_trained(parameters: nn.Module | Mapping[str, nn.Parameter] | Iterable[nn.Parameter]) -> dict[str, Any]:
+    if isinstance(parameters, nn.Module):
+        named = {name: p for name, p in parameters.named_parameters() if p.requires_grad}
+    elif isinstance(parameters, Mapping):
+        named = dict(parameters)
+    else:
+        named = {str(i): p for i, p in enumerate(parameters)}
+    if not named:
+        raise ValueError("no trainable parameters to regularise (all have requires_grad=False)")
+    for name, p in named.items():
+        if not isinstance(p, torch.Tensor) or not p.requires_grad:
+            raise TypeError(f"parameter {name!r} is not a tensor that requires a gradient")
+    return named
+
+
+class RDIPenalty:
+    r"""The RDI penalty of eq. (3), :math:`c\,\tfrac{\lambda^2}{2}\lVert\theta - \theta(0)\rVert^2`, for any loop.
+
+    :math:`\theta(0)` is the parameters' value when the penalty is made (call it before training);
+    :math:`c` matches the penalty to the loss it is added to (module docstring): :math:`c = 1/n` for a mean loss
+    (``reduction="mean"``, every step), :math:`c = |B|/n` for a loss summed over a batch of :math:`|B|`
+    examples (``reduction="sum"``; the full batch gives eq. (3) exactly).
+
+    Parameters
+    ----------
+    parameters : torch.nn.Module, mapping of name to parameter, or iterable of parameters
+        The trained parameters :math:`\theta` (a module's are those with ``requires_grad``).
+    lam : float
+        The paper's :math:`\lambda > 0`; the ridge of the equivalent kernel regression is :math:`\lambda^2`.
+    n : int
+        The number of training examples (the size of the sum in eq. (3)).
+    reduction : {"mean", "sum"}
+        How the loss the penalty is added to reduces over a batch.
+    initial : mapping of name to tensor, optional
+        :math:`\theta(0)` by name (default: a copy of the parameters now). The mapping is kept, not copied, so
+        that a caller restoring a checkpoint can update it in place.
+
+    Raises
+    ------
+    ValueError
+        ``lam`` not > 0, ``n`` not a positive count, an unknown ``reduction``, no trainable parameter, or
+        ``initial`` whose names or shapes are not the parameters'.
+
+    Examples
+    --------
+    A mean loss over ``n`` examples carries ``1/n`` of eq. (3)'s penalty:
+
+    >>> import torch
+    >>> from ntk_core.regularizers import RDIPenalty
+    >>> w = torch.nn.Parameter(torch.zeros(3))
+    >>> rdi = RDIPenalty([w], lam=2.0, n=4)
+    >>> with torch.no_grad():
+    ...     _ = w.add_(1.0)                                         # ‖θ − θ(0)‖² = 3
+    >>> rdi().item(), RDIPenalty([w], lam=2.0, n=4, reduction="sum", initial={"0": torch.zeros(3)})().item()
+    (1.5, 6.0)
+    """
+
+    def __init__(
+        self,
+        parameters: nn.Module | Mapping[str, nn.Parameter] | Iterable[nn.Parameter],
+        lam: float,
+        n: int,
+        reduction: Literal["mean", "sum"] = "mean",
+        initial: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
+        check_positive(lam, "lam")
+        check_count(n, "n (the number of training examples)")
+        check_choice(reduction, "reduction", ("mean", "sum"))
+        self.params = _named_trained(parameters)
+        if initial is None:
+            initial = {name: p.detach().clone() for name, p in self.params.items()}
+        elif set(initial) != set(self.params) or any(
+            tuple(initial[k].shape) != tuple(p.shape) for k, p in self.params.items()
+        ):
+            raise ValueError("initial must give θ(0) for exactly the trained parameters, by name and shape")
+        self.initial = initial
+        self.lam, self.n, self.reduction = float(lam), int(n), reduction
+
+    def squared_distance(self) -> torch.Tensor:
+        r""":math:`\lVert\theta - \theta(0)\rVert^2`, differentiable in :math:`\theta`."""
+        return sum(((p - self.initial[name]) ** 2).sum() for name, p in self.params.items())  # type: ignore[return-value]
+
+    def distance(self) -> float:
+        r""":math:`\lVert\theta - \theta(0)\rVert` now (a number, no gradient)."""
+        with torch.no_grad():
+            return float(self.squared_distance()) ** 0.5
+
+    def coefficient(self, batch_size: int | None = None) -> float:
+        r"""The factor :math:`c\,\lambda^2/2` of :math:`\lVert\theta-\theta(0)\rVert^2` for a batch of ``batch_size``
+        (``None``: the full batch; a mean loss ignores it)."""
+        if self.reduction == "mean":
+            return 0.5 * self.lam**2 / self.n
+        size = self.n if batch_size is None else batch_size
+        return (size / self.n) * 0.5 * self.lam**2
+
+    def __call__(self, batch_size: int | None = None) -> torch.Tensor:
+        """The penalty to add to the loss of a batch of ``batch_size`` examples (needed for ``reduction="sum"``
+        on a mini-batch; ``None`` is the full batch)."""
+        if batch_size is not None:
+            check_count(batch_size, "batch_size")
+        return self.coefficient(batch_size) * self.squared_distance()
+
+
+class AuxiliaryVariables(nn.Module):
+    r"""AUX's auxiliary variables, eq. (4): one trainable :math:`b_i\in\mathbb R^K` per training example.
+
+    ``aux(outputs, index)`` is :math:`f(\theta, x_i) + \lambda b_i` for the examples ``index`` of a batch: give it
+    to the loss in training, and use the network's own outputs everywhere else (the variables only absorb the
+    noise of the training labels). :math:`b(0) = 0`. Add ``aux.parameters()`` to the optimiser (with
+    :meth:`param_group` to give them a weight decay of their own, as Setting 3 does, Appendix D).
+
+    Parameters
+    ----------
+    n : int
+        Number of training examples (the indices run over ``0 .. n-1``).
+    outputs : int
+        The network's outputs K per example (1 for a binary classifier with one output).
+    lam : float
+        The paper's :math:`\lambda > 0`.
+    dtype, device : optional
+        Of the variables (default: torch's default dtype, the CPU); move them with ``.to()`` like any module.
+
+    Attributes
+    ----------
+    b : torch.nn.Parameter
+        The variables, one row per training example: shape ``(n, outputs)``.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        outputs: int,
+        lam: float,
+        *,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        check_count(n, "n (the number of training examples)")
+        check_count(outputs, "outputs")
+        check_positive(lam, "lam")
+        self.lam = float(lam)
+        self.b = nn.Parameter(torch.zeros(n, outputs, dtype=dtype, device=device))
+
+    def forward(self, outputs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """:math:`f(\\theta, x_i) + \\lambda b_i` for a batch: ``outputs`` of shape (B,) or (B, K), ``index`` (B,)."""
+        if index.ndim != 1 or len(index) != len(outputs):
+            raise ValueError(
+                f"index must hold one example index per output row: got index of shape {tuple(index.shape)} for "
+                f"outputs of shape {tuple(outputs.shape)} (wrap the dataset with with_indices to get them)"
+            )
+        if torch.is_floating_point(index) or torch.is_complex(index):
+            raise TypeError(f"index must be integer example indices, got dtype {index.dtype}")
+        b = self.b[index.to(self.b.device)]
+        if outputs.ndim == 1:
+            if self.b.shape[1] != 1:
+                raise ValueError(f"outputs of shape (B,) need outputs=1 auxiliary variables, not {self.b.shape[1]}")
+            return outputs + self.lam * b[:, 0]
+        if outputs.shape[1:] != self.b.shape[1:]:
+            raise ValueError(
+                f"outputs of shape {tuple(outputs.shape)} do not match the variables' (n, {self.b.shape[1]})"
+            )
+        return outputs + self.lam * b
+
+    def param_group(self, weight_decay: float = 0.0) -> dict[str, Any]:
+        """The variables as an optimiser parameter group with a weight decay of their own (Appendix D decays it
+        with the learning rate: multiply ``group["weight_decay"]`` by the same factor at each milestone)."""
+        if not weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        return {"params": [self.b], "weight_decay": weight_decay}
+
+    def extra_repr(self) -> str:
+        return f"n={self.b.shape[0]}, outputs={self.b.shape[1]}, lam={self.lam:g}"
+
+
+class IndexedDataset(Dataset):
+    """A dataset whose items are ``(index, *item)``: the example ids AUX needs, from any ``DataLoader``."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+            raise TypeError("with_indices needs a map-style dataset (with __len__ and __getitem__)")
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> tuple[Any, ...]:
+        item = self.dataset[i]
+        return (i, *item) if isinstance(item, tuple) else (i, item)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return (self[i] for i in range(len(self)))
+
+
+def with_indices(dataset: Dataset) -> IndexedDataset:
+    """``dataset`` with each item preceded by its index, ``(i, x, y)``: a ``DataLoader`` over it yields the
+    batch's example indices first, for :class:`AuxiliaryVariables`."""
+    return IndexedDataset(dataset)
