@@ -81,6 +81,7 @@ Findings about the paper's constants (checked by tests/test_bounds.py)
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,7 @@ from ._checks import (
     check_rate,
     check_transition_matrix,
     check_unit_interval_open,
+    symmetry_rtol,
 )
 from ._typing import ArrayLike
 from .krr import krr_coefficients
@@ -109,6 +111,8 @@ from .krr_ooc import OnDiskKernel, is_on_disk, krr_solve_ooc, ridge_quadratic_oo
 
 __all__ = [
     "AdditiveNoiseBound",
+    "PrintedScaleWarning",
+    "PRINTED_TRACE_RATIO",
     "BinaryBound",
     "LemmaC1Bound",
     "LemmaC2Bound",
@@ -168,6 +172,63 @@ def _on_disk(K: Any) -> OnDiskKernel:
     """A K on disk as a validated :class:`~ntk_core.krr_ooc.OnDiskKernel` (the same object if it is one)."""
     Kd = K if isinstance(K, OnDiskKernel) else OnDiskKernel(K)
     return Kd.check()
+
+
+class PrintedScaleWarning(UserWarning):
+    """A bound *as printed* (``theorem_5_x_printed``) on a kernel with tr K/n far from 1.
+
+    The printed forms read every O(·) as a constant, which assumes tr K/n = O(1) (the paper's kernels have
+    k(x, x) ≤ 1); the explicit constants carry √(tr K/n) (finding 6 above: λ + 4√(tr K/n), (5σ/(2λ))√(tr K/n)),
+    so with, say, a network in standard parametrisation (tr K/n in the hundreds) the printed total is off by
+    that factor. The explicit ``theorem_5_x_bound`` is right at any scale.
+    """
+
+
+#: The printed forms warn (:class:`PrintedScaleWarning`) when tr K/n is outside [1/this, this].
+PRINTED_TRACE_RATIO = 10.0
+
+
+def _printed_scale(theorem: str, K: np.ndarray | OnDiskKernel) -> float:
+    """tr K/n, with a :class:`PrintedScaleWarning` when it is far from O(1)."""
+    ratio = _trace(K) / K.shape[0]
+    if not 1.0 / PRINTED_TRACE_RATIO <= ratio <= PRINTED_TRACE_RATIO:
+        warnings.warn(
+            f"Theorem {theorem} as printed reads its O(·) as constants, assuming tr K/n = O(1); here tr K/n = "
+            f"{ratio:.3g}, and the explicit constants carry √(tr K/n) = {math.sqrt(ratio):.3g}, so the printed "
+            f"terms are off by up to that factor. Use theorem_{theorem.replace('.', '_')}_bound (explicit "
+            "constants, right at any scale) for a number to rely on.",
+            PrintedScaleWarning,
+            stacklevel=3,
+        )
+    return ratio
+
+
+def _per_output_kernel(K: Any) -> Any:
+    """Theorem 5.3's one kernel per output from a kernel of shape (n, n, O, O) (``empirical_ntk(...,
+    output="full")``) when it has the form k ⊗ I that eq. (9) assumes; a kernel of another shape is returned
+    as it is (for :func:`_kernel` to check)."""
+    if is_on_disk(K) or np.ndim(K) != 4:
+        return K
+    A = np.asarray(K)
+    n1, n2, o1, o2 = A.shape
+    if n1 != n2 or o1 != o2:
+        raise ValueError(f"a full kernel must have shape (n, n, O, O), got {A.shape}")
+    A = A.astype(np.float64)
+    diagonal = np.stack([A[:, :, h, h] for h in range(o1)])
+    scale = float(np.abs(diagonal).max()) or 1.0
+    off = max((float(np.abs(A[:, :, h, g]).max()) for h in range(o1) for g in range(o1) if h != g), default=0.0)
+    spread = float(np.abs(diagonal - diagonal[0]).max())
+    tol = symmetry_rtol(np.asarray(K).dtype)
+    if off > tol * scale or spread > tol * scale:
+        raise ValueError(
+            "Theorem 5.3 (eq. (9)) fits every output by kernel ridge regression with one scalar kernel k, i.e. a "
+            f"full kernel k ⊗ I; this (n, n, {o1}, {o1}) kernel is not of that form (its blocks between outputs "
+            f"reach {off / scale:.2g} of its largest entry, its output blocks differ by {spread / scale:.2g}), "
+            "as a finite network's is not. Pass one (n, n) kernel: for a network, its NTK per output, "
+            "empirical_ntk(model, x, output='trace') / number_of_outputs (the mean of the output blocks, which "
+            "is k at infinite width)."
+        )
+    return diagonal[0]
 
 
 def _kernel(K: Any) -> np.ndarray | OnDiskKernel:
@@ -956,6 +1017,8 @@ class PrintedBound:
         The ``noise_tail`` term described above; ``total`` sums the five.
     net : float
         The ``net`` term described above; ``total`` sums the five.
+    trace_per_n : float
+        tr K/n: the printed form assumes it is O(1), and warns (:class:`PrintedScaleWarning`) when it is not.
     """
 
     theorem: str
@@ -965,6 +1028,7 @@ class PrintedBound:
     tail: float
     noise_tail: float
     net: float
+    trace_per_n: float = math.nan
 
     @property
     def total(self) -> float:
@@ -1002,7 +1066,8 @@ def theorem_5_1_printed(
     ----------
     K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive definite; on disk it is read
-        in blocks, never whole (see "Kernel matrices on disk" above).
+        in blocks, never whole (see "Kernel matrices on disk" above). Its tr K/n should be O(1): the
+        printed form warns (:class:`PrintedScaleWarning`) otherwise.
     y : ArrayLike, shape (n,)
         Clean targets.
     lam : float
@@ -1025,7 +1090,7 @@ def theorem_5_1_printed(
     delta, C = check_unit_interval_open(delta, "delta"), check_interval(C, "C", 0.0, math.inf)
     n = Km.shape[0]
     terms = _printed_terms(math.sqrt(max(float(complexity(Km, yy)), 0.0) / n), n, lam, sigma, delta, C)
-    return PrintedBound("5.1", C, *terms)
+    return PrintedBound("5.1", C, *terms, trace_per_n=_printed_scale("5.1", Km))
 
 
 # =========================================================================== Theorem 5.2
@@ -1196,7 +1261,8 @@ def theorem_5_2_printed(
     ----------
     K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive definite; on disk it is read
-        in blocks, never whole (see "Kernel matrices on disk" above).
+        in blocks, never whole (see "Kernel matrices on disk" above). Its tr K/n should be O(1): the
+        printed form warns (:class:`PrintedScaleWarning`) otherwise.
     y : ArrayLike, shape (n,)
         Clean labels in {−1, +1}.
     lam : float
@@ -1220,7 +1286,7 @@ def theorem_5_2_printed(
         math.sqrt(max(float(complexity(Km, yy)), 0.0) / n), n, lam, math.sqrt(p), delta, C
     )
     r = 1.0 / (1.0 - 2.0 * p)
-    return PrintedBound("5.2", C, lead, r * noise, r * tail, 0.0, r * net)
+    return PrintedBound("5.2", C, lead, r * noise, r * tail, 0.0, r * net, trace_per_n=_printed_scale("5.2", Km))
 
 
 # =========================================================================== Theorem 5.3
@@ -1256,7 +1322,7 @@ def _multiclass_inputs(
     K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float
 ) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, np.ndarray, float, float, float]:
     Pm = check_transition_matrix(P)
-    Km = _kernel(K)
+    Km = _kernel(_per_output_kernel(K))
     c = check_class_labels(labels, Pm.shape[0])
     if c.shape[0] != Km.shape[0]:
         raise ValueError(f"labels must have n = {Km.shape[0]} entries to match K, got {c.shape[0]}")
@@ -1284,9 +1350,13 @@ def theorem_5_3_bound(
 
     Parameters
     ----------
-    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
-        in blocks, never whole (see "Kernel matrices on disk" above).
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n) or (n, n, O, O)
+        The one kernel k(X, X) that eq. (9) uses for every output, symmetric positive definite; on disk it is
+        read in blocks, never whole (see "Kernel matrices on disk" above). For a network with O outputs pass
+        its NTK per output, ``empirical_ntk(model, x, output="trace") / O`` (the mean of its output blocks: k
+        itself at infinite width, where the full NTK is k ⊗ I). A full kernel ``(n, n, O, O)`` is accepted when
+        it has that form k ⊗ I (to the symmetry tolerance of its dtype); a finite network's is not, and is
+        refused with this advice.
     labels : ArrayLike, shape (n,)
         Clean classes, ints in 0..K−1.
     P : ArrayLike, shape (K, K)
@@ -1368,9 +1438,9 @@ def theorem_5_3_printed(
 
     Parameters
     ----------
-    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
-        Kernel matrix k(X, X), symmetric positive definite; on disk it is read
-        in blocks, never whole (see "Kernel matrices on disk" above).
+    K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n) or (n, n, O, O)
+        The one kernel k(X, X) of every output, as for :func:`theorem_5_3_bound` (a full kernel only of the
+        form k ⊗ I). Its tr K/n should be O(1): the printed form warns (:class:`PrintedScaleWarning`) otherwise.
     labels : ArrayLike, shape (n,)
         Clean classes.
     P : ArrayLike, shape (K, K)
@@ -1393,7 +1463,8 @@ def theorem_5_3_printed(
     comps = np.atleast_1d(complexity(Km, Q.T))
     lead = sum(_printed_terms(math.sqrt(max(float(c), 0.0) / n), n, lam, 1.0, delta / k, C)[0] for c in comps)
     _, noise, tail, _, net = _printed_terms(0.0, n, lam, 1.0, delta / k, C)
-    return PrintedBound("5.3", C, lead / g, k * noise / g, k * tail / g, 0.0, k * net / g)
+    ratio = _printed_scale("5.3", Km)
+    return PrintedBound("5.3", C, lead / g, k * noise / g, k * tail / g, 0.0, k * net / g, trace_per_n=ratio)
 
 
 # =========================================================================== the λ trade-off in closed form

@@ -10,13 +10,16 @@ same check does fail when a constant is made too small.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ntk_core.bounds import (
+    PrintedScaleWarning,
     binary_noise_subgaussian_sigma,
     centred_bernoulli_subgaussian_sigma,
     complexity,
@@ -38,7 +41,10 @@ from ntk_core.bounds import (
     theorem_5_3_bound,
     theorem_5_3_printed,
 )
+from ntk_core.infinite import relu_ntk
 from ntk_core.krr import krr_coefficients, krr_predict
+from ntk_core.noise import symmetric_transition
+from ntk_core.ntk import empirical_ntk
 
 N_DRAWS = 4000
 
@@ -702,3 +708,53 @@ def test_printed_forms_by_value(lam: float) -> None:
 def test_printed_net_term_is_clipped_at_zero() -> None:
     K, y = _small_case()
     assert theorem_5_1_printed(K, y, 80.0, 0.6, 0.1).net == 0.0  # n/(δλ) = 0.625 < 1
+
+
+# --------------------------------------------------------------------------- issue 28: scale and kernel of the printed forms
+
+
+def _sphere_kernel(n=60, d=8, seed=0):
+    """The infinite-width ReLU NTK on the sphere ‖x‖² = d (tr K/n = O(1)) and ±1 labels."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d))
+    x *= np.sqrt(d) / np.linalg.norm(x, axis=1, keepdims=True)
+    return relu_ntk(x), np.sign(x[:, 0])
+
+
+def test_the_printed_forms_warn_when_tr_k_over_n_is_far_from_one():
+    K, y = _sphere_kernel()
+    n = len(y)
+    assert 0.1 <= np.trace(K) / n <= 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the paper's scale: silent
+        ok = theorem_5_2_printed(K, y, lam=1.0, p=0.1, delta=0.05)
+    assert ok.trace_per_n == pytest.approx(np.trace(K) / n)
+    big = 334 / (np.trace(K) / n) * K  # tr K/n = 334, as a network in standard parametrisation
+    with pytest.warns(PrintedScaleWarning, match=r"tr K/n = 334.*theorem_5_2_bound"):
+        printed = theorem_5_2_printed(big, y, lam=1.0, p=0.1, delta=0.05)
+    explicit = theorem_5_2_bound(big, y, lam=1.0, p=0.1, delta=0.05)
+    assert printed.total < 1 < explicit.total  # what the warning is about: the printed total looks non-vacuous
+    labels = (y > 0).astype(int)
+    with pytest.warns(PrintedScaleWarning, match="Theorem 5.3"):
+        theorem_5_3_printed(K / 100, labels, symmetric_transition(2, 0.1), lam=1.0, delta=0.05)
+    with pytest.warns(PrintedScaleWarning, match="Theorem 5.1"):
+        theorem_5_1_printed(big, y, lam=1.0, sigma=0.5, delta=0.05)
+
+
+def test_theorem_5_3_takes_a_full_kernel_of_the_form_k_kron_identity_and_says_which_kernel_otherwise():
+    K, y = _sphere_kernel(n=40)
+    labels = (np.arange(40) % 3).astype(int)
+    P = symmetric_transition(3, 0.2)
+    expected = theorem_5_3_bound(K, labels, P, lam=1.0, delta=0.05).total
+    full = np.einsum("ij,hg->ijhg", K, np.eye(3))  # k ⊗ I, as at infinite width
+    assert theorem_5_3_bound(full, labels, P, lam=1.0, delta=0.05).total == expected
+    # a finite network's full NTK is not k ⊗ I: refused, naming the kernel to pass; that kernel works
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3)).double()
+    x = torch.randn(40, 8, dtype=torch.float64)
+    network_full = empirical_ntk(net, x, output="full").numpy()
+    with pytest.raises(ValueError, match=r"output='trace'\) / number_of_outputs"):
+        theorem_5_3_bound(network_full, labels, P, lam=1.0, delta=0.05)
+    per_output = empirical_ntk(net, x, output="trace").numpy() / 3
+    np.testing.assert_allclose(per_output, np.einsum("ijhh->ij", network_full) / 3, rtol=1e-12)
+    assert np.isfinite(theorem_5_3_bound(per_output, labels, P, lam=1.0, delta=0.05).total)
