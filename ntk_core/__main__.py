@@ -1,8 +1,10 @@
 """Command line: ``python -m ntk_core run <experiment> --profile quick|medium|full [--device cuda] [--seeds 0 1 2]``.
 
 ``gram`` computes the empirical NTK Gram matrix of a model of the package on a
-data set, on one process or, under ``torchrun --nproc_per_node=N -m ntk_core gram ...``,
-on N processes (:mod:`ntk_core.distributed`), into a ``.npy`` file.
+data set, or of the user's own model (``--model package.module:factory --inputs x.npy``),
+on one process or, under ``torchrun --nproc_per_node=N -m ntk_core gram ...``,
+on N processes (:mod:`ntk_core.distributed`), into a ``.npy`` file. ``bound`` prints every
+term of Theorem 5.1, 5.2 or 5.3 from a saved kernel (read from disk in blocks) and labels.
 
 ``--set field=value`` (repeatable) overrides any field of the experiment's
 config, for example ``--set width=2048 --set noise_levels="(0.0, 0.3)"``.
@@ -23,6 +25,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from . import _cli_kernels
 from .experiments import EXPERIMENTS, get, make_config
 from .experiments import _arithmetic
 from .experiments._base import run_experiment
@@ -60,12 +63,15 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     show.add_argument("experiment", choices=EXPERIMENTS)
     show.add_argument("--profile", choices=PROFILES, default="medium")
     sub.add_parser("list", help="list the experiments")
-    _gram_parser(sub)
+    _cli_kernels.add_gram(sub)
+    _cli_kernels.add_bound(sub)
     _replay_parser(sub)
     args = parser.parse_args(argv)
 
     if args.command == "gram":
-        return _gram(args)
+        return _cli_kernels.gram(args)
+    if args.command == "bound":
+        return _cli_kernels.bound(args)
     if args.command in ("replay", "attest"):
         return _replay(args, reexec, argv)
 
@@ -219,147 +225,6 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
     if getattr(args, "json", None) is not None:
         args.json.write_text(json.dumps(outcome, indent=1) + "\n", encoding="utf-8")
     return status
-
-
-def _gram_parser(sub: Any) -> None:
-    from .distributed import BACKENDS
-    from .ntk import METHODS
-
-    gram = sub.add_parser(
-        "gram",
-        help="the empirical NTK Gram matrix of a model of the package on a data set (torchrun: N processes)",
-        description="The empirical NTK Gram matrix k(x_i, x_j) of a model of the package on the first n images of a "
-        "data set, tile by tile, checkpointed, assembled into a .npy file. Run it under "
-        "`torchrun --nproc_per_node=N [--nnodes ...] -m ntk_core gram ...` to spread the tiles over N "
-        "processes (gloo on CPUs, nccl with one GPU per rank); rerun the same command (any N) to resume.",
-    )
-    gram.add_argument(
-        "--model",
-        choices=("two-layer", "cnn"),
-        default="two-layer",
-        help="two-layer: Setting 1's network (TwoLayerNet on flattened inputs); cnn: Setting 2's CNN "
-        "(ConvNet, first and last layer frozen, in the difference trick)",
-    )
-    gram.add_argument(
-        "--width", type=int, default=None, help="hidden width (two-layer, default 1000) or channels (cnn, default 16)"
-    )
-    gram.add_argument("--depth", type=int, default=8, help="layers of the cnn (default 8)")
-    gram.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
-    gram.add_argument(
-        "--data",
-        choices=("mnist5v8", "cifar2", "cifar10"),
-        default=None,
-        help="MNIST 5 vs 8 (default for two-layer), CIFAR airplane vs automobile (default for cnn), or all of CIFAR-10",
-    )
-    gram.add_argument("--split", choices=("train", "test"), default="train")
-    gram.add_argument(
-        "--n-images",
-        dest="n",
-        type=int,
-        default=None,
-        help="the first n images (default: all); not --n, which torchrun would take for its own --nnodes",
-    )
-    gram.add_argument(
-        "--pool", type=int, default=None, help="average-pool the images pool x pool first (default 1: full resolution)"
-    )
-    gram.add_argument("--method", choices=("auto", *METHODS), default="auto")
-    gram.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    gram.add_argument("--tile-size", type=int, default=None)
-    gram.add_argument(
-        "--memory-gib",
-        type=float,
-        default=None,
-        help="working memory per rank for a tile, in GiB (default 2; on a GPU, most of its memory)",
-    )
-    gram.add_argument("--checkpoint-dir", type=Path, required=True, help="folder for the tiles (shared by all ranks)")
-    gram.add_argument("--out", type=Path, default=None, help="the .npy to write (default: gram.npy in the tile folder)")
-    gram.add_argument("--backend", choices=BACKENDS, default=None, help="default: nccl with CUDA, else gloo")
-    gram.add_argument("--device", default=None, help="default: this rank's GPU with nccl, else cpu")
-    gram.add_argument("--progress", action="store_true", help="a progress bar per rank")
-
-
-def _gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    """The model, its inputs and a one-line description, from the ``gram`` arguments."""
-    import dataclasses
-
-    import torch
-
-    from . import data
-    from .experiments import setting2
-    from .nets import TwoLayerNet
-
-    name = args.data or ("mnist5v8" if args.model == "two-layer" else "cifar2")
-    if args.n is not None and args.n < 1:
-        raise ValueError(f"--n-images must be a positive number of images, got {args.n}")
-    pool = args.pool or 1
-    if args.model == "cnn" and name == "mnist5v8":
-        raise ValueError("--model cnn takes CIFAR images (--data cifar2 or cifar10), not MNIST")
-    if name == "mnist5v8":
-        images = data.mnist_5_vs_8(args.split).x
-        x = data.mnist_features(images if args.n is None else images[: args.n], pool)
-    else:
-        images = (
-            data.cifar_airplane_vs_automobile(args.split).x
-            if name == "cifar2"
-            else data.load_cifar10(args.split).images
-        )
-        config = dataclasses.replace(setting2.Config.quick(), pool=pool, depth=args.depth, channels=args.width or 16)
-        x = setting2.features(config)(images if args.n is None else images[: args.n])
-    if args.n is not None and (args.n < 1 or args.n > x.shape[0]):
-        raise ValueError(
-            f"--n-images must be between 1 and {x.shape[0]} (the images of {name} {args.split}), got {args.n}"
-        )
-    if args.model == "two-layer":
-        x = x.reshape(x.shape[0], -1)
-        model: torch.nn.Module = TwoLayerNet(x.shape[1], args.width or 1000, seed=args.seed)
-        what = f"two-layer net, width {args.width or 1000}"
-    else:
-        model = setting2.network(config, args.seed)
-        what = f"Setting 2's CNN, depth {args.depth}, {config.channels} channels"
-    return model, torch.from_numpy(x), f"{what}, seed {args.seed}; {name} {args.split}, n = {x.shape[0]}"
-
-
-def _gram(args: argparse.Namespace) -> int:
-    import torch
-    import torch.distributed as dist
-
-    from .distributed import distributed_ntk, init_from_env
-
-    joined = init_from_env(args.backend)
-    try:
-        try:
-            model, x, what = _gram_inputs(args)
-            res = distributed_ntk(
-                model,
-                x,
-                checkpoint_dir=args.checkpoint_dir,
-                out=args.out,
-                method=args.method,
-                tile_size=args.tile_size,
-                device=args.device,
-                return_matrix=False,
-                memory_budget=None if args.memory_gib is None else int(args.memory_gib * 2**30),
-                dtype=torch.float64 if args.dtype == "float64" else torch.float32,
-                progress=args.progress,
-            )
-        except (ValueError, OSError) as err:  # bad input, missing data, a full disk: no traceback
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        print(
-            f"rank {res.rank}/{res.world_size}: {res.computed} tiles computed, {res.loaded} loaded, "
-            f"{res.seconds:.2f} s, peak RSS {peak:.0f} MiB",
-            file=sys.stderr,
-        )
-        if res.rank == 0:
-            print(f"{what}; method {res.method}, tile {res.tile_size}, {res.tiles} tiles, {res.world_size} process(es)")
-            print(f"gram: {res.path} {res.shape}")
-        return 0
-    finally:
-        if joined:
-            dist.destroy_process_group()
 
 
 def _parse_override(text: str) -> tuple[str, object]:

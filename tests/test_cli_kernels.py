@@ -1,0 +1,190 @@
+"""The library's commands: ``gram`` on a user's own model and inputs (checked against an explicit Jacobian), and
+``bound`` from a saved kernel and labels (checked against the in-memory bound functions)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from ntk_core import bounds
+from ntk_core.__main__ import main
+from ntk_core.infinite import relu_ntk
+from ntk_core.noise import symmetric_transition
+
+MODELS = textwrap.dedent(
+    """
+    import torch
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+    def not_a_model():
+        return 42
+
+    instance = torch.nn.Linear(5, 1)
+    """
+)
+
+
+@pytest.fixture
+def user_models(tmp_path, monkeypatch):
+    (tmp_path / "my_models.py").write_text(MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("my_models", None)
+    yield tmp_path
+    sys.modules.pop("my_models", None)
+
+
+def _explicit_ntk(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    """Σ_h J_h J_hᵀ from the Jacobian of every output by autograd, one example at a time, in float64."""
+    model = model.double()
+    params = list(model.parameters())
+    rows = []
+    for xi in x.double():
+        out = model(xi[None])[0]
+        grads = [torch.autograd.grad(out[h], params, retain_graph=True) for h in range(out.shape[0])]
+        rows.append(torch.stack([torch.cat([g.reshape(-1) for g in gs]) for gs in grads]))
+    J = torch.stack(rows)
+    return torch.einsum("ihp,jhp->ij", J, J).numpy()
+
+
+def test_gram_of_a_users_model_without_a_checkpoint_folder(user_models, capsys):
+    x = torch.randn(9, 5, generator=torch.Generator().manual_seed(1))
+    np.save(user_models / "x.npy", x.numpy())
+    out = user_models / "k.npy"
+    args = ["gram", "--model", "my_models:make", "--inputs", str(user_models / "x.npy"), "--dtype", "float64"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert "my_models:make" in capsys.readouterr().out
+    import my_models
+
+    np.testing.assert_allclose(np.load(out), _explicit_ntk(my_models.make(), x), rtol=1e-10, atol=1e-12)
+    assert sorted(p.name for p in user_models.iterdir() if not p.name.startswith("__")) == [
+        "k.npy",
+        "my_models.py",
+        "x.npy",
+    ]
+    # inputs from a .pt file, the first n of them; a module instance instead of a factory
+    torch.save(x, user_models / "x.pt")
+    out2 = user_models / "k2.npy"
+    args = ["gram", "--model", "my_models:instance", "--inputs", str(user_models / "x.pt"), "--n-images", "4"]
+    assert main([*args, "--dtype", "float64", "--out", str(out2)]) == 0
+    np.testing.assert_allclose(np.load(out2), _explicit_ntk(my_models.instance, x[:4]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model", "my_models:missing", "--inputs", "X"], "has no attribute 'missing'"),
+        (["--model", "no_such_module_here:make", "--inputs", "X"], "cannot import no_such_module_here"),
+        (["--model", "my_models:not_a_model", "--inputs", "X"], "returned a int, not a torch.nn.Module"),
+        (["--model", "my_models:make"], "needs --inputs"),
+        (["--model", "my_models:make", "--inputs", "X", "--data", "cifar2"], "--data apply to the package's models"),
+        (["--model", "my_models:make", "--inputs", "X", "--n-images", "99"], "between 1 and 9"),
+        (["--model", "resnet", "--inputs", "X"], "two-layer, cnn or package.module:factory"),
+    ],
+)
+def test_gram_on_a_users_model_names_bad_input(user_models, capsys, extra, message):
+    np.save(user_models / "x.npy", np.zeros((9, 5), dtype=np.float32))
+    extra = [str(user_models / "x.npy") if a == "X" else a for a in extra]
+    assert main(["gram", *extra, "--out", str(user_models / "k.npy")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (user_models / "k.npy").exists()
+
+
+def test_gram_without_a_checkpoint_folder_needs_out(user_models, capsys):
+    np.save(user_models / "x.npy", np.zeros((3, 5), dtype=np.float32))
+    assert main(["gram", "--model", "my_models:make", "--inputs", str(user_models / "x.npy")]) == 2
+    assert "--out is needed without --checkpoint-dir" in capsys.readouterr().err
+
+
+def _saved_problem(folder, n=50, d=6):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, d))
+    x *= np.sqrt(d) / np.linalg.norm(x, axis=1, keepdims=True)
+    K = relu_ntk(x)
+    y = np.sign(x[:, 0])
+    np.save(folder / "K.npy", K)
+    np.save(folder / "y.npy", y)
+    np.save(folder / "c.npy", (np.arange(n) % 3).astype(np.int64))
+    return K, y
+
+
+def test_bound_prints_every_term_of_theorem_5_2_from_a_kernel_on_disk(tmp_path, capsys):
+    K, y = _saved_problem(tmp_path)
+    args = ["bound", "--theorem", "5.2", "--kernel", str(tmp_path / "K.npy"), "--labels", str(tmp_path / "y.npy")]
+    assert main([*args, "--lam", "1.5", "--p", "0.1", "--printed", "1", "--json", str(tmp_path / "b.json")]) == 0
+    printed = capsys.readouterr().out
+    expected = bounds.theorem_5_2_bound(K, y, 1.5, 0.1, 0.05)  # in memory: an independent route
+    found = json.loads((tmp_path / "b.json").read_text())
+    assert found["total"] == pytest.approx(expected.total, rel=1e-8)
+    for name in ("train_bias", "train_noise", "rademacher_signal", "concentration", "net_size"):
+        assert found[f"additive.{name}"] == pytest.approx(getattr(expected.additive, name), rel=1e-8)
+        assert f"additive.{name}" in printed
+    assert found["printed.total"] == pytest.approx(bounds.theorem_5_2_printed(K, y, 1.5, 0.1, 0.05).total, rel=1e-8)
+    # without --lam, the λ of the bound's leading terms
+    assert (
+        main(
+            [
+                "bound",
+                "--theorem",
+                "5.2",
+                "--kernel",
+                str(tmp_path / "K.npy"),
+                "--labels",
+                str(tmp_path / "y.npy"),
+                "--p",
+                "0.1",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    sigma = bounds.binary_noise_subgaussian_sigma(0.1) / 0.8
+    lam = bounds.leading_lambda(bounds.complexity(K, y), len(y), float(np.trace(K)), sigma)
+    assert f"{lam:.6g}" in out and "leading_lambda" in out
+
+
+def test_bound_of_theorem_5_3_takes_the_noise_by_name_or_as_a_matrix(tmp_path, capsys):
+    K, _ = _saved_problem(tmp_path)
+    classes = np.arange(len(K)) % 3
+    P = symmetric_transition(3, 0.2)
+    np.save(tmp_path / "P.npy", P)
+    base = ["bound", "--theorem", "5.3", "--kernel", str(tmp_path / "K.npy"), "--labels", str(tmp_path / "c.npy")]
+    assert main([*base, "--lam", "1", "--noise", "symmetric:0.2", "--json", str(tmp_path / "a.json")]) == 0
+    assert main([*base, "--lam", "1", "--noise", str(tmp_path / "P.npy"), "--json", str(tmp_path / "b.json")]) == 0
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert a == b
+    assert a["total"] == pytest.approx(bounds.theorem_5_3_bound(K, classes, P, 1.0, 0.05).total, rel=1e-8)
+    assert "per_output[2].train_bias" in a
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--theorem", "5.2", "--lam", "1"], "Theorem 5.2 needs --p"),
+        (["--theorem", "5.1", "--lam", "1"], "Theorem 5.1 needs --sigma"),
+        (["--theorem", "5.3", "--lam", "1", "--noise", "symmetric:x"], "the rate must be a number"),
+        (["--theorem", "5.2", "--lam", "1", "--p", "0.7"], "p"),
+        (["--theorem", "5.2", "--lam", "1", "--p", "0.1", "--kernel", "MISSING.npy"], "no file"),
+    ],
+)
+def test_bound_names_bad_input(tmp_path, capsys, extra, message):
+    _saved_problem(tmp_path)
+    args = ["bound", "--kernel", str(tmp_path / "K.npy"), "--labels", str(tmp_path / "y.npy"), *extra]
+    args = [str(tmp_path / a) if a == "MISSING.npy" else a for a in args]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_pickled_npy_is_refused(tmp_path, capsys):
+    _saved_problem(tmp_path)
+    np.save(tmp_path / "evil.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    args = ["bound", "--theorem", "5.2", "--kernel", str(tmp_path / "K.npy"), "--labels", str(tmp_path / "evil.npy")]
+    assert main([*args, "--lam", "1", "--p", "0.1"]) == 2
+    assert "cannot read" in capsys.readouterr().err
