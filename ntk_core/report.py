@@ -20,27 +20,46 @@ Statuses (:data:`STATUSES`), in the words of the glance table:
     reproduced on the recorded ``medium`` run (``results/medium/``);
 ``not reproduced``
     a finding: under the paper's preconditions the claim does not hold here; the evidence is shown and checked;
+``premise not met``
+    the claim is not tested here because a premise the paper states for it fails at this scale (measured and
+    checked: :meth:`Ledger.premise_not_met`), so the outcome says nothing about the claim;
 ``inconclusive``
     measured and shown, but the difference is within the noise of this scale (seeds, floating-point order),
     so it neither supports nor contradicts the claim (:meth:`Ledger.inconclusive` says why);
 ``not run``
-    not checked in this build (no record yet, or the profile leaves it out), with the reason.
+    not checked in this build (no record yet, or the profile leaves it out), with the reason;
+``stale``
+    checked on a recorded result whose code or configuration has changed since (:meth:`Ledger.on_record`): the
+    verdict it would have had is kept in its value, and it counts for nothing until the record is made again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 from . import _store
 
 __all__ = ["STATUSES", "Status", "Claim", "Ledger", "load_ledgers"]
 
-Status = Literal["verified", "vacuous", "quick", "medium", "not reproduced", "inconclusive", "not run"]
-STATUSES: tuple[str, ...] = ("verified", "vacuous", "quick", "medium", "not reproduced", "inconclusive", "not run")
+Status = Literal[
+    "verified", "vacuous", "quick", "medium", "not reproduced", "premise not met", "inconclusive", "not run", "stale"
+]
+STATUSES: tuple[str, ...] = (
+    "verified",
+    "vacuous",
+    "quick",
+    "medium",
+    "not reproduced",
+    "premise not met",
+    "inconclusive",
+    "not run",
+    "stale",
+)
 _LEDGER_ENV = "NTK_BOOK_LEDGER"
 
 
@@ -100,13 +119,29 @@ class Ledger:
 
     chapter: str
     claims: list[Claim] = field(default_factory=list)
+    _stale: str | None = field(default=None, repr=False)
 
     def _add(self, ref: str, statement: str, status: str, value: str, paper: str, anchor: str) -> None:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         if not ref or not statement:
             raise ValueError("a claim needs the paper's reference and a statement")
+        if self._stale is not None:  # on a stale record: the verdict is kept in the value, and counts for nothing
+            value, status = f"{value} [would be: {status}; the record is stale: {self._stale}]", "stale"
         self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter))
+
+    @contextlib.contextmanager
+    def on_record(self, meta: dict[str, Any] | None) -> Iterator[None]:
+        """Claims checked inside the block are on a recorded result with this ``meta``
+        (:func:`ntk_core.experiments.recorded`'s): when it is stale, each is recorded with status ``stale`` (its
+        verdict kept in its value), so that a stale record's verdicts show as stale wherever they appear."""
+        previous = self._stale
+        if meta is not None and meta.get("stale"):
+            self._stale = "; ".join(meta.get("stale_reasons") or ["code or configuration changed"])
+        try:
+            yield
+        finally:
+            self._stale = previous
 
     def check(
         self,
@@ -123,8 +158,11 @@ class Ledger:
 
         ``status`` says how it holds: ``verified`` (default), ``vacuous``, ``quick`` or ``medium``.
         """
-        if status in ("not reproduced", "inconclusive", "not run"):
-            raise ValueError(f"check() records a claim that holds; use finding() or not_run() for {status!r}")
+        if status in ("not reproduced", "premise not met", "inconclusive", "not run", "stale"):
+            raise ValueError(
+                f"check() records a claim that holds; use finding(), premise_not_met(), inconclusive(), not_run() "
+                f"or on_record() for {status!r}"
+            )
         if not bool(holds):
             raise AssertionError(f"{ref}: {statement} ({value})")
         self._add(ref, statement, status, value, paper, anchor)
@@ -136,6 +174,25 @@ class Ledger:
         if not bool(evidence):
             raise AssertionError(f"{ref}: the finding '{statement}' is not supported by this build ({value})")
         self._add(ref, statement, "not reproduced", value, paper, anchor)
+
+    def premise_not_met(
+        self,
+        ref: str,
+        statement: str,
+        evidence: Any,
+        *,
+        premise: str,
+        value: str,
+        paper: str = "",
+        anchor: str = "",
+    ) -> None:
+        """Record that the claim is not tested here because its ``premise`` (as the paper states it) fails at this
+        scale; ``evidence`` (that it fails, measured) must be true."""
+        if not premise:
+            raise ValueError("premise_not_met needs the premise that fails")
+        if not bool(evidence):
+            raise AssertionError(f"{ref}: the premise '{premise}' is not shown to fail by this build ({value})")
+        self._add(ref, statement, "premise not met", f"{value} (premise not met: {premise})", paper, anchor)
 
     def inconclusive(
         self, ref: str, statement: str, *, value: str, why: str, paper: str = "", anchor: str = ""

@@ -84,8 +84,10 @@ def test_each_chapter_summary_counts_its_claims(built):
         "quick": "quick scale",
         "medium": "medium scale",
         "not reproduced": "not reproduced",
+        "premise not met": "premise not met",
         "inconclusive": "inconclusive",
         "not run": "not run",
+        "stale": "stale record",
     }
     found = re.findall(
         r'<details class="glance-group" id="glance-([^"]+)">\s*<summary class="glance-summary">'

@@ -105,3 +105,34 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     assert "No claims were recorded by: two." in html  # three has no code: not expected to record claims
     assert "glance.css" in html and (out / "_static" / "glance.css").exists()
     assert not (stale / "old.json").exists()  # ledgers of an earlier build are cleared first
+
+
+def test_premise_not_met_needs_its_evidence_and_says_which_premise():
+    ledger = Ledger("t")
+    ledger.premise_not_met("Table 2", "x does not depend on width", True, premise="a large width", value="20 %")
+    (claim,) = ledger.claims
+    assert claim.status == "premise not met" and "premise not met: a large width" in claim.value
+    with pytest.raises(AssertionError, match="not shown to fail"):
+        ledger.premise_not_met("Table 2", "x", False, premise="a large width", value="5 %")
+    with pytest.raises(ValueError, match="the premise"):
+        ledger.premise_not_met("Table 2", "x", True, premise="", value="5 %")
+
+
+def test_claims_on_a_stale_record_are_stale_whatever_their_verdict():
+    ledger = Ledger("t")
+    stale = {"stale": True, "stale_reasons": ["code fingerprint differs"]}
+    with ledger.on_record(stale):
+        ledger.check("Figure 1a", "RDI beats GD", True, value="+5 points", status="medium")
+        ledger.finding("Table 1", "AUX beats ES", True, value="-5 points")
+        ledger.inconclusive("Figure 1b", "ES beats SGD", value="+1 point", why="within two standard errors")
+    ledger.check("Figure 1a", "after the block", True, value="1", status="medium")
+    with ledger.on_record({"stale": False, "stale_reasons": []}):
+        ledger.check("Figure 1a", "on a current record", True, value="1", status="medium")
+    with ledger.on_record(None):  # no record: nothing changes
+        ledger.not_run("Figure 1a", "no record", "not recorded yet")
+    statuses = [c.status for c in ledger.claims]
+    assert statuses == ["stale", "stale", "stale", "medium", "medium", "not run"]
+    assert "would be: medium" in ledger.claims[0].value and "code fingerprint differs" in ledger.claims[0].value
+    assert "would be: not reproduced" in ledger.claims[1].value
+    with pytest.raises(ValueError, match="on_record"):
+        ledger.check("Figure 1a", "x", True, value="1", status="stale")  # type: ignore[arg-type]

@@ -28,8 +28,10 @@ _STATUS_WORDS = {
     "quick": ("quick scale", "reproduced at quick scale"),
     "medium": ("medium scale", "reproduced at medium scale"),
     "not reproduced": ("not reproduced", "not reproduced (finding)"),
+    "premise not met": ("premise not met", "not tested: a premise the paper states fails at this scale"),
     "inconclusive": ("inconclusive", "inconclusive at this scale"),
     "not run": ("not run", "not run"),
+    "stale": ("stale record", "checked on a record whose code changed since: counts for nothing until re-recorded"),
 }
 _COLUMNS = ["Paper", "Claim", "Status", "This build", "Paper's number"]
 
