@@ -221,9 +221,25 @@ def test_judge_needs_three_seeds_and_two_standard_errors():
     assert "one seed" in ledger.claims[0].value and "needs at least 3" in ledger.claims[0].value
 
 
-def _setting3_table(overfit: list[float], aux_drop: list[float], gain: list[float], fit: float = 1.0) -> pd.DataFrame:
-    """Setting 3 rows at noise 0.4 for CCE with the given per-seed differences (test accuracy)."""
+def _setting3_table(
+    overfit: list[float],
+    aux_drop: list[float],
+    gain: list[float],
+    fit: float = 1.0,
+    first_drop: list[float] | None = None,
+) -> pd.DataFrame:
+    """Setting 3 rows at noise 0.4 for CCE with the given per-seed differences (test accuracy); with
+    ``first_drop``, normal training's curves over a first stage (epochs 1-20 at lr 0.1) that fall by that much
+    from their best (epoch 8) to the end of the stage."""
     rows = []
+    for seed, drop in enumerate(first_drop or []):
+        for epoch in range(1, 41):
+            best = 0.32
+            acc = best - abs(epoch - 8) * 0.001 if epoch <= 8 else best - drop * min(epoch - 8, 12) / 12
+            rows.append(
+                {"part": "curves", "seed": seed, "noise": 0.4, "epoch": epoch, "loss": "CCE", "aux": False,
+                 "lr": 0.1 if epoch <= 20 else 0.01, "test_acc": acc, "train_acc": min(1.0, epoch / 20)}
+            )  # fmt: skip
     for seed, (o, a, g) in enumerate(zip(overfit, aux_drop, gain)):
         last = 0.30
         acc = {"Normal CCE (last)": last, "Normal CCE (early stop)": last + o, "CCE+AUX (last)": last + o + g}
@@ -240,6 +256,7 @@ def _setting3_table(overfit: list[float], aux_drop: list[float], gain: list[floa
                 "train_acc": fit if not aux else 0.5,
             }
             for aux in (False, True)
+            if not (first_drop and not aux)  # the first-stage curves hold normal training's epoch 40
         ]
     return pd.DataFrame(rows)
 
@@ -264,6 +281,29 @@ def test_table_1_numbers_and_check():
     ledger = Ledger("t")  # a record: the unmet precondition is reported
     assert claims.check_table_1(ledger, unfit, "medium", require_fit=False) == {"CCE over-fits": "not run"}
     assert [c.status for c in ledger.claims] == ["not run"] and "reaches only 80.0%" in ledger.claims[0].value
+
+
+def test_table_1_aux_claims_wait_for_appendix_d_premise():
+    """Where normal training over-fits in the first stage (Appendix D's premise fails, beyond the seed noise), the
+    AUX claims are premise-not-met with the rule's verdict in the value; a small drop leaves them judged."""
+    args = dict(overfit=[0.04, 0.05, 0.045], aux_drop=[0.0, 0.005, -0.002], gain=[-0.06, -0.05, -0.055])
+    q = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.09, 0.10, 0.088]))
+    first = q["losses"]["CCE"]["first_stage"]
+    assert first["end_epoch"] == 20 and first["drop"]["mean"] == pytest.approx(0.0927, abs=1e-4)
+    assert "falls from 32.0% to 22.7%" in claims.first_stage_premise(first)
+    ledger = Ledger("t")
+    v = claims.check_table_1(ledger, q, "medium")
+    assert v["CCE over-fits"] == "holds"
+    assert v["CCE+AUX beats early stopping"] == "premise not met (the opposite holds by the rule)"
+    assert [c.status for c in ledger.claims] == ["medium", "premise not met", "premise not met"]
+    # little over-fitting in the first stage: judged by the rule (here the opposite holds: a finding)
+    q = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.005, 0.01, 0.0]))
+    assert claims.first_stage_premise(q["losses"]["CCE"]["first_stage"]) is None
+    v = claims.check_table_1(Ledger("t"), q, "medium")
+    assert v["CCE+AUX beats early stopping"] == "the opposite holds"
+    # a drop above the threshold only within the seed noise is no evidence that the premise fails
+    noisy = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.0, 0.06, 0.0]))
+    assert claims.first_stage_premise(noisy["losses"]["CCE"]["first_stage"]) is None
 
 
 # --------------------------------------------------------------------------- Table 2: at convergence
