@@ -45,8 +45,10 @@ and the auxiliary weight decay ``aux_weight_decay`` (5e-4 in the batch-mean
 convention, before the decays, in the full profile). With momentum μ, each
 auxiliary variable gets one gradient step per epoch and weight decay at every
 step, so at equilibrium ``λ b_i`` absorbs ``c / (1 + c)`` of the residual with
-``c ≈ λ² / (aux_weight_decay · n)``: ≈ 0.7 (40%) in the first stage for
-λ = 4, n = 45,000, and 10× larger after each decay (the auxiliary weight decay is divided by 10;
+``c ≈ s · λ² / (aux_weight_decay · n)``, where ``s`` is the loss's curvature scale: ``s = mse_scale`` for
+the squared loss and ``s ≈ 1`` for cross-entropy (to first order). For λ = 4, n = 45,000 in the first stage
+that is ≈ 0.71 (c/(1+c) = 42 %) for cross-entropy or ``mse_scale = 1``, and ≈ 0.14 (12 %) for MSE at the
+full profile's ``mse_scale = 0.2``; c is 10× larger after each decay (the auxiliary weight decay is divided by 10;
 the learning rate only sets how fast the equilibrium is reached), i.e. AUX is
 weak before the first learning-rate decay and absorbs nearly all of the
 residual after it, as Appendix D describes; in the full profile the standard CIFAR augmentation
@@ -130,8 +132,9 @@ class Config(ExperimentConfig):
 
         Batch 32 instead of 128, so that few images still give 8 SGD steps per epoch.
         ``aux_weight_decay = 0.088``: at equilibrium the auxiliary variables absorb ``c/(1+c)`` of the
-        residual with ``c ≈ λ² / (aux_weight_decay · n)`` (independent of the batch size), so
-        5e-4 · 45,000 / 256 ≈ 0.088 keeps the balance of the full profile.
+        residual with ``c ≈ s · λ² / (aux_weight_decay · n)`` (``s`` the loss's curvature scale, ``mse_scale``
+        for MSE, ≈ 1 for cross-entropy; independent of the batch size), so 5e-4 · 45,000 / 256 ≈ 0.088 keeps
+        the balance of the full profile for each loss.
         """
         return cls()
 
