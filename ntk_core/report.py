@@ -83,6 +83,9 @@ class Claim:
         The book label of the section that shows it (a MyST target such as ``exp-figure-1a``).
     chapter : str
         The chapter that checked it.
+    scale : str
+        ``"medium"`` for a claim checked on a recorded result (inside :meth:`Ledger.on_record`), else ``""``
+        (the live build's own computation).
     """
 
     ref: str
@@ -92,6 +95,7 @@ class Claim:
     paper: str = ""
     anchor: str = ""
     chapter: str = ""
+    scale: str = ""
 
 
 @dataclass
@@ -120,6 +124,7 @@ class Ledger:
     chapter: str
     claims: list[Claim] = field(default_factory=list)
     _stale: str | None = field(default=None, repr=False)
+    _on_record: bool = field(default=False, repr=False)
 
     def _add(self, ref: str, statement: str, status: str, value: str, paper: str, anchor: str) -> None:
         if status not in STATUSES:
@@ -128,20 +133,22 @@ class Ledger:
             raise ValueError("a claim needs the paper's reference and a statement")
         if self._stale is not None:  # on a stale record: the verdict is kept in the value, and counts for nothing
             value, status = f"{value} [would be: {status}; the record is stale: {self._stale}]", "stale"
-        self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter))
+        scale = "medium" if self._on_record else ""
+        self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter, scale))
 
     @contextlib.contextmanager
     def on_record(self, meta: dict[str, Any] | None) -> Iterator[None]:
         """Claims checked inside the block are on a recorded result with this ``meta``
         (:func:`ntk_core.experiments.recorded`'s): when it is stale, each is recorded with status ``stale`` (its
         verdict kept in its value), so that a stale record's verdicts show as stale wherever they appear."""
-        previous = self._stale
+        previous = self._stale, self._on_record
         if meta is not None and meta.get("stale"):
             self._stale = "; ".join(meta.get("stale_reasons") or ["code or configuration changed"])
+        self._on_record = self._on_record or meta is not None
         try:
             yield
         finally:
-            self._stale = previous
+            self._stale, self._on_record = previous
 
     def check(
         self,

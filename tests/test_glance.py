@@ -105,3 +105,35 @@ def test_each_chapter_summary_counts_its_claims(built):
         counts = Counter(short[c.status] for c in ledgers[chapter])
         assert int(m.group(1)) == len(ledgers[chapter]) == sum(badges.values()), chapter
         assert badges == counts, chapter
+
+
+def test_the_glance_leads_with_the_papers_exhibits(built):
+    """Before the chapters, one row per figure and table of the paper: the live build's verdicts and the medium
+    record's (claims checked on a record: scale "medium"), counted status by status as in the saved ledgers."""
+    from collections import Counter
+
+    page, ledgers = built
+    claims = [c for chapter in ledgers.values() for c in chapter]
+    (table,) = re.findall(r"<table[^>]*glance-exhibits.*?</table>", page, re.S)
+    assert page.index("glance-exhibits") < page.index('class="glance-group"')  # it leads
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]
+    exhibits = {c.ref for c in claims if c.ref.startswith(("Figure", "Table"))}
+    assert len(rows) == len(exhibits) > 0
+    short = {"quick": "quick scale", "medium": "medium scale", "not reproduced": "not reproduced",
+             "premise not met": "premise not met", "inconclusive": "inconclusive", "not run": "not run",
+             "stale": "stale record", "verified": "verified", "vacuous": "vacuous"}  # fmt: skip
+
+    def counted(cell: str) -> Counter[str]:
+        found: Counter[str] = Counter()
+        for n, word in re.findall(r"(\d+) ([a-z][a-z ]*?)(?= \d|$)", _text(cell).strip()):
+            found[word] += int(n)
+        return found
+
+    for row in rows:
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ref = _text(cells[0]).strip()
+        mine = [c for c in claims if c.ref == ref]
+        medium = [c for c in mine if c.scale == "medium" or c.status == "medium"]
+        live = [c for c in mine if c not in medium]
+        assert counted(cells[1]) == Counter(short[c.status] for c in live), ref
+        assert counted(cells[2]) == Counter(short[c.status] for c in medium), ref

@@ -134,5 +134,6 @@ def test_claims_on_a_stale_record_are_stale_whatever_their_verdict():
     assert statuses == ["stale", "stale", "stale", "medium", "medium", "not run"]
     assert "would be: medium" in ledger.claims[0].value and "code fingerprint differs" in ledger.claims[0].value
     assert "would be: not reproduced" in ledger.claims[1].value
+    assert [c.scale for c in ledger.claims] == ["medium", "medium", "medium", "", "medium", ""]
     with pytest.raises(ValueError, match="on_record"):
         ledger.check("Figure 1a", "x", True, value="1", status="stale")  # type: ignore[arg-type]

@@ -160,6 +160,55 @@ def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], c
     return table
 
 
+def _is_exhibit(ref: str) -> bool:
+    """A figure or table of the paper (its experiments), as opposed to a theorem, lemma or section."""
+    return ref.startswith(("Figure", "Table"))
+
+
+def _exhibits_table(app: Any, fromdoc: str, claims: list[Any]) -> nodes.table:
+    """One row per exhibit of the paper, in the order the book checks them: the live build's verdicts, the
+    recorded medium run's, and the paper's own number."""
+    labels = app.env.get_domain("std").labels
+    refs: list[str] = []
+    for c in claims:
+        if _is_exhibit(c.ref) and c.ref not in refs:
+            refs.append(c.ref)
+    columns = ["Paper", "This build (live)", "Medium record", "Paper's number"]
+    table = nodes.table(classes=["glance-table", "glance-exhibits"])
+    group = nodes.tgroup(cols=len(columns))
+    table += group
+    for width in (14, 30, 30, 26):
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    row = nodes.row()
+    for name in columns:
+        row += _cell(name)
+    head += row
+    group += head
+    body = nodes.tbody()
+    group += body
+    for ref in refs:
+        mine = [c for c in claims if c.ref == ref]
+        medium = [c for c in mine if c.scale == "medium" or c.status == "medium"]
+        live = [c for c in mine if c not in medium]
+        first = next((c for c in mine if c.anchor and labels.get(c.anchor)), None)
+        row = nodes.row()
+        if first is not None:
+            target = labels[first.anchor]
+            uri = app.builder.get_relative_uri(fromdoc, target[0]) + "#" + target[1]
+            row += _cell(nodes.reference("", ref, refuri=uri, internal=True))
+        else:
+            row += _cell(ref)
+        for group_claims in (live, medium):
+            para = nodes.inline()
+            for node in _counts(group_claims) or [nodes.Text("—")]:
+                para += node
+            row += _cell(para)
+        row += _cell(next((c.paper for c in mine if c.paper), "—"))
+        body += row
+    return table
+
+
 def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
     from ntk_core.report import load_ledgers
 
@@ -173,7 +222,19 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
         f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: "
     )
     total += _counts(everything)
-    out: list[nodes.Node] = [total]
+    exhibits = [c for c in everything if _is_exhibit(c.ref)]
+    lead = nodes.paragraph(classes=["glance-lead"])
+    lead += nodes.strong(text="The paper's experiments")
+    lead += nodes.Text(
+        f" ({len(exhibits)} claims): per figure and table, the verdicts of this build's live run and of the "
+        "recorded medium run (results/medium/), beside the paper's own number."
+    )
+    theory = [c for c in everything if not _is_exhibit(c.ref)]
+    rest = nodes.paragraph(classes=["glance-theory"])
+    rest += nodes.strong(text="The theory and its proofs")
+    rest += nodes.Text(f" (theorems, lemmas, remarks, sections; {len(theory)} claims): ")
+    rest += _counts(theory)
+    out: list[nodes.Node] = [lead, _exhibits_table(app, fromdoc, everything), rest, total]
     for chapter in ordered:
         claims = ledgers[chapter]
         details = glance_group(chapter=chapter)
