@@ -123,21 +123,27 @@ def _counts(claims: list[Any]) -> list[nodes.Node]:
     return out
 
 
-def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], claims: list[Any]) -> nodes.table:
-    labels = app.env.get_domain("std").labels
-    table = nodes.table(classes=["glance-table"])
-    group = nodes.tgroup(cols=len(_COLUMNS))
+def _empty_table(classes: list[str], columns: list[str], widths: tuple[int, ...]) -> tuple[nodes.table, nodes.tbody]:
+    """A table with its header row, and its (empty) body to fill."""
+    table = nodes.table(classes=classes)
+    group = nodes.tgroup(cols=len(columns))
     table += group
-    for width in (12, 38, 12, 23, 15):
+    for width in widths:
         group += nodes.colspec(colwidth=width)
     head = nodes.thead()
     row = nodes.row()
-    for name in _COLUMNS:
+    for name in columns:
         row += _cell(name)
     head += row
     group += head
     body = nodes.tbody()
     group += body
+    return table, body
+
+
+def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], claims: list[Any]) -> nodes.table:
+    labels = app.env.get_domain("std").labels
+    table, body = _empty_table(["glance-table"], _COLUMNS, (12, 38, 12, 23, 15))
     for claim in claims:
         row = nodes.row()
         # the paper's reference links to the section of the book that shows the claim
@@ -174,19 +180,7 @@ def _exhibits_table(app: Any, fromdoc: str, claims: list[Any]) -> nodes.table:
         if _is_exhibit(c.ref) and c.ref not in refs:
             refs.append(c.ref)
     columns = ["Paper", "This build (live)", "Medium record", "Paper's number"]
-    table = nodes.table(classes=["glance-table", "glance-exhibits"])
-    group = nodes.tgroup(cols=len(columns))
-    table += group
-    for width in (14, 30, 30, 26):
-        group += nodes.colspec(colwidth=width)
-    head = nodes.thead()
-    row = nodes.row()
-    for name in columns:
-        row += _cell(name)
-    head += row
-    group += head
-    body = nodes.tbody()
-    group += body
+    table, body = _empty_table(["glance-table", "glance-exhibits"], columns, (14, 30, 30, 26))
     for ref in refs:
         mine = [c for c in claims if c.ref == ref]
         medium = [c for c in mine if c.scale == "medium" or c.status == "medium"]
