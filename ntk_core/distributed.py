@@ -245,8 +245,10 @@ def distributed_ntk(
     model : torch.nn.Module
         Any network, as for :func:`~ntk_core.ntk.empirical_ntk` (one fixed
         per-example function: ``model.eval()`` for Dropout/BatchNorm).
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        The inputs (``x2=None``: ``x2 = x1``, only the upper triangle of tiles is computed).
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        The inputs, as for :func:`ntk_core.ntk.empirical_ntk` (one tensor, a tuple or list passed as
+        ``model(*x1)``, a dict passed as ``model(**x1)``; integer and bool tensors kept) (``x2=None``:
+        ``x2 = x1``, only the upper triangle of tiles is computed).
     checkpoint_dir : str or os.PathLike
         Folder shared by all ranks (on several machines: a shared file
         system) for the finished tiles; the same folder as ``empirical_ntk``'s

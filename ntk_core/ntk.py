@@ -45,6 +45,11 @@ Conventions
   ``output="full"`` returns ``K[i, j, a, b] = <∇f_a(x1_i), ∇f_b(x2_j)>``.
   A model with one output per example (shape ``(b,)`` or ``(b, 1)``) gives
   ``(n1, n2)`` either way.
+* Inputs: one tensor ``(n, *features)``, passed as ``model(x)``; a tuple (or
+  list) of tensors, ``model(*x)``, e.g. ``(x, mask)``; a dict of tensors,
+  ``model(**x)``. Every tensor holds the n examples along dimension 0.
+  Floating tensors are cast to the compute dtype; integer and bool tensors
+  (token ids, masks) are passed as they are.
 * Only parameters with ``requires_grad=True`` are differentiated; the others
   (and buffers) are constants. The model is never modified (not even its
   mode). It must be one fixed function that treats examples independently: a
@@ -702,8 +707,12 @@ def select_method(
     ----------
     model : torch.nn.Module
         The network, as for :func:`empirical_ntk`.
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        The inputs (``x2=None``: ``x2 = x1``).
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        The inputs, as for :func:`empirical_ntk`: one tensor (``model(x1)``), a
+        tuple or list of tensors (``model(*x1)``) or a dict of tensors
+        (``model(**x1)``), the examples along dimension 0 of each; integer and
+        bool tensors (token ids, masks) are kept, floating ones cast to
+        ``dtype`` (``x2=None``: ``x2 = x1``).
     output : {"trace", "full"}
         The kernel asked for, as for :func:`empirical_ntk`.
     dtype, device : torch.dtype, torch.device or str, optional
@@ -930,9 +939,18 @@ def empirical_ntk(
         (or a BatchNorm without running statistics, in any mode) is refused;
         call ``model.eval()`` first. Models without such layers give the same
         kernel in either mode.
-    x1, x2 : ArrayLike, shape (n1, ...) and (n2, ...)
-        Inputs of shape ``(n1, *features)`` and ``(n2, *features)``; ``x2=None``
-        means ``x2 = x1`` and only the upper triangle of tiles is computed.
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        The model's inputs, the examples along dimension 0: one tensor
+        ``(n1, *features)``, passed as ``model(x1)``; a tuple or list of
+        tensors, passed as positional arguments ``model(*x1)`` (e.g.
+        ``(x, mask)``); or a dict of tensors, passed as keyword arguments
+        ``model(**x1)``. Every tensor holds the same n1 examples. Floating
+        tensors are cast to ``dtype``; integer and bool tensors (token ids for
+        an ``nn.Embedding``, masks) are passed as they are. NaN and Inf are
+        refused in floating tensors. ``x2`` has the structure of ``x1`` (the
+        same tuple length or dict keys, and per entry the same feature shape
+        and dtype, floating dtypes aside); ``x2=None`` means ``x2 = x1`` and
+        only the upper triangle of tiles is computed.
     method : {"auto", "jacobian", "ntvp", "structured"}
         ``"jacobian"``, ``"ntvp"``, ``"structured"`` or ``"auto"`` (the cheapest
         by estimated FLOPs within the memory budget; see :func:`select_method`,
@@ -978,8 +996,13 @@ def empirical_ntk(
     Raises
     ------
     ValueError
-        Bad inputs or options; a model that is not one fixed per-example
-        function (Dropout or BatchNorm in training mode: call ``model.eval()``).
+        Bad inputs or options (entries of ``x1`` with different numbers of
+        examples, ``x2`` of another structure or feature shape, NaN); a model
+        that is not one fixed per-example function (Dropout or BatchNorm in
+        training mode: call ``model.eval()``).
+    TypeError
+        Inputs that are not tensors or arrays (or a tuple, list or dict of
+        them), complex inputs, ``x2`` of another kind or dtype than ``x1``.
 
     Examples
     --------
@@ -1003,6 +1026,21 @@ def empirical_ntk(
     >>> x_test = torch.randn(2, 5, generator=torch.Generator().manual_seed(1))
     >>> empirical_ntk(net, x_test, x, dtype=torch.float64).shape
     torch.Size([2, 4])
+
+    Token ids and a padding mask, passed as ``model(ids, mask)``:
+
+    >>> from torch import nn
+    >>> class Bag(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.emb, self.head = nn.Embedding(10, 8), nn.Linear(8, 1)
+    ...     def forward(self, ids, mask):
+    ...         m = mask.unsqueeze(-1).to(self.head.weight.dtype)
+    ...         return self.head((self.emb(ids) * m).sum(1) / m.sum(1))
+    >>> ids = torch.tensor([[1, 2, 0], [3, 4, 5]])
+    >>> mask = torch.tensor([[True, True, False], [True, True, True]])
+    >>> empirical_ntk(Bag(), (ids, mask)).shape
+    torch.Size([2, 2])
     """
     run = _prepare(model, x1, x2, method, output, tile_size, dtype, device, out_dtype, memory_budget)
     store = None

@@ -1322,8 +1322,10 @@ def structured_ntk(
         The network f at its current parameters; only parameters with
         ``requires_grad=True`` are differentiated. Not modified; refused in
         training mode with an active Dropout or a BatchNorm.
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        Inputs; ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        Inputs, as for :func:`ntk_core.ntk.empirical_ntk` (one tensor, a tuple or
+        list passed as ``model(*x1)``, a dict passed as ``model(**x1)``);
+        ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
     output : {"trace", "full"}
         ``"trace"``: ``(n1, n2)`` summed over the O outputs; ``"full"``:
         ``(n1, n2, O, O)``. One-output models give ``(n1, n2)``.
