@@ -61,6 +61,7 @@ from tqdm import tqdm
 from . import _store
 from ._checks import check_choice, check_interval
 from .ntk import (
+    InputsLike,
     METHODS,
     OUTPUTS,
     _blocks,
@@ -213,8 +214,8 @@ def _counter(store: Any, key: str) -> int:
 
 def distributed_ntk(
     model: nn.Module,
-    x1: Tensor | np.ndarray,
-    x2: Tensor | np.ndarray | None = None,
+    x1: InputsLike,
+    x2: InputsLike | None = None,
     *,
     checkpoint_dir: str | os.PathLike[str],
     out: str | os.PathLike[str] | None = None,
@@ -244,8 +245,10 @@ def distributed_ntk(
     model : torch.nn.Module
         Any network, as for :func:`~ntk_core.ntk.empirical_ntk` (one fixed
         per-example function: ``model.eval()`` for Dropout/BatchNorm).
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        The inputs (``x2=None``: ``x2 = x1``, only the upper triangle of tiles is computed).
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        The inputs, as for :func:`ntk_core.ntk.empirical_ntk` (one tensor, a tuple or list passed as
+        ``model(*x1)``, a dict passed as ``model(**x1)``; integer and bool tensors kept) (``x2=None``:
+        ``x2 = x1``, only the upper triangle of tiles is computed).
     checkpoint_dir : str or os.PathLike
         Folder shared by all ranks (on several machines: a shared file
         system) for the finished tiles; the same folder as ``empirical_ntk``'s
@@ -339,7 +342,7 @@ def distributed_ntk(
         run = dataclasses.replace(run, method=chosen, tile=tile)  # rank 0's choice
         engine = run.engine()
         tiles = _TileStore(checkpoint_dir, identity, run.meta(output))
-        n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
+        n1, n2 = prob.n1, prob.n2
         rows, cols = _blocks(n1, tile), _blocks(n2, tile)
         pairs = list(_tile_pairs(len(rows), len(cols), prob.symmetric))
         extra = (prob.n_out, prob.n_out) if prob.full else ()

@@ -45,6 +45,11 @@ Conventions
   ``output="full"`` returns ``K[i, j, a, b] = <∇f_a(x1_i), ∇f_b(x2_j)>``.
   A model with one output per example (shape ``(b,)`` or ``(b, 1)``) gives
   ``(n1, n2)`` either way.
+* Inputs: one tensor ``(n, *features)``, passed as ``model(x)``; a tuple (or
+  list) of tensors, ``model(*x)``, e.g. ``(x, mask)``; a dict of tensors,
+  ``model(**x)``. Every tensor holds the n examples along dimension 0.
+  Floating tensors are cast to the compute dtype; integer and bool tensors
+  (token ids, masks) are passed as they are.
 * Only parameters with ``requires_grad=True`` are differentiated; the others
   (and buffers) are constants. The model is never modified (not even its
   mode). It must be one fixed function that treats examples independently: a
@@ -99,6 +104,14 @@ DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 _MAX_TILE = 4096
 _ALLOWED_DTYPES = (torch.float32, torch.float64)
 
+#: What a model takes: one tensor, called as ``model(x)``; a tuple of tensors, ``model(*x)``; a dict of tensors,
+#: ``model(**x)``. Every tensor holds the examples along dimension 0.
+Inputs = Tensor | tuple[Tensor, ...] | dict[str, Tensor]
+#: The ``x1``, ``x2`` arguments: as :data:`Inputs`, with NumPy arrays for tensors and lists for tuples.
+InputsLike = (
+    Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...] | list[Tensor | np.ndarray] | dict[str, Tensor | np.ndarray]
+)
+
 #: The ``method`` argument of :func:`empirical_ntk`.
 NTKMethod = Literal["auto", "jacobian", "ntvp", "structured"]
 Output = Literal["trace", "full"]
@@ -114,8 +127,8 @@ class _Problem:
     model: nn.Module
     params: dict[str, Tensor]
     consts: dict[str, Tensor]
-    x1: Tensor
-    x2: Tensor
+    x1: Inputs
+    x2: Inputs
     symmetric: bool
     full: bool
     n_out: int
@@ -131,10 +144,74 @@ class _Problem:
     def n_params(self) -> int:
         return sum(p.numel() for p in self.params.values())
 
-    def forward(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
+    @property
+    def n1(self) -> int:
+        return _n_examples(self.x1)
+
+    @property
+    def n2(self) -> int:
+        return _n_examples(self.x2)
+
+    def forward(self, params: dict[str, Tensor], x: Inputs) -> Tensor:
         """Model output as ``(b, O)``."""
-        out = functional_call(self.model, (params, self.consts), (x,))
-        return out.reshape(x.shape[0], -1)
+        args, kwargs = _arguments(x)
+        out = functional_call(self.model, (params, self.consts), args, kwargs)
+        return out.reshape(_n_examples(x), -1)
+
+
+# --------------------------------------------------------------------------- inputs: one tensor, a tuple, a dict
+
+
+def _entries(x: Inputs) -> list[tuple[str, Tensor]]:
+    """The tensors of ``x``, each with its label after the argument's name: ``""``, ``"[1]"``, ``"['mask']"``."""
+    if isinstance(x, Tensor):
+        return [("", x)]
+    if isinstance(x, tuple):
+        return [(f"[{i}]", t) for i, t in enumerate(x)]
+    return [(f"[{k!r}]", t) for k, t in x.items()]
+
+
+def _map_inputs(fn: Callable[[Tensor], Any], x: Inputs) -> Any:
+    """``fn`` applied to every tensor of ``x``, in the same structure."""
+    if isinstance(x, Tensor):
+        return fn(x)
+    if isinstance(x, tuple):
+        return tuple(fn(t) for t in x)
+    return {k: fn(t) for k, t in x.items()}
+
+
+def _n_examples(x: Inputs) -> int:
+    return _entries(x)[0][1].shape[0]
+
+
+def _rows(x: Inputs, index: slice | Tensor) -> Inputs:
+    """The examples ``index`` of every entry."""
+    return _map_inputs(lambda t: t[index], x)  # type: ignore[no-any-return]
+
+
+def _batch_of_one(x: Inputs) -> Inputs:
+    """One example (no batch dimension, as inside ``vmap``) as a batch of one."""
+    return _map_inputs(lambda t: t.unsqueeze(0), x)  # type: ignore[no-any-return]
+
+
+def _arguments(x: Inputs) -> tuple[tuple[Tensor, ...], dict[str, Tensor] | None]:
+    """Positional and keyword arguments of the model: ``model(x)``, ``model(*x)`` or ``model(**x)``."""
+    if isinstance(x, Tensor):
+        return (x,), None
+    return (x, None) if isinstance(x, tuple) else ((), x)
+
+
+def _shapes(x: Inputs) -> str:
+    """``of shape (2, 5)``, or the shape and dtype of every entry."""
+    if isinstance(x, Tensor):
+        return f"of shape {tuple(x.shape)}"
+    return "of shapes " + ", ".join(f"{label}: {tuple(t.shape)} {t.dtype}" for label, t in _entries(x))
+
+
+_INPUT_KINDS = (
+    "a torch.Tensor or numpy.ndarray, or a tuple or list of them (passed as model(*x)) or a dict of them "
+    "(passed as model(**x))"
+)
 
 
 def _as_tensor(x: ArrayLike, name: str) -> Tensor:
@@ -142,13 +219,85 @@ def _as_tensor(x: ArrayLike, name: str) -> Tensor:
         x = torch.from_numpy(x)
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
-    if not torch.is_floating_point(x):
-        raise TypeError(f"{name} must have a floating-point dtype (float32 or float64), got {x.dtype}")
+    if x.is_complex():
+        raise TypeError(
+            f"{name} must have a real dtype: floating point (cast to the compute dtype), or integer or bool (kept "
+            f"as they are: token ids, masks); got {x.dtype}"
+        )
     if x.ndim < 1 or x.shape[0] < 1:
         raise ValueError(f"{name} must have shape (n, *features) with n >= 1, got {tuple(x.shape)}")
-    if not bool(torch.isfinite(x).all()):
+    if torch.is_floating_point(x) and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or infinite values; all inputs must be finite")
     return x
+
+
+def _as_inputs(x: InputsLike, name: str) -> Inputs:
+    """One tensor, a tuple (from a tuple or list) or a dict of tensors, each checked, with the same n."""
+    if isinstance(x, (Tensor, np.ndarray)):
+        return _as_tensor(x, name)
+    if not isinstance(x, (tuple, list, dict)):
+        raise TypeError(f"{name} must be {_INPUT_KINDS}, got {type(x).__name__}")
+    if not x:
+        raise ValueError(f"{name} is an empty {type(x).__name__}: a model needs at least one input")
+    if isinstance(x, dict) and not all(isinstance(k, str) for k in x):
+        raise TypeError(f"the keys of {name} must be str (the names of the model's arguments), got {list(x)}")
+    items = list(x.items()) if isinstance(x, dict) else list(enumerate(x))
+    for key, t in items:
+        if not isinstance(t, (Tensor, np.ndarray)):
+            raise TypeError(f"{name} must be {_INPUT_KINDS}; {name}[{key!r}] is a {type(t).__name__}")
+    tensors = {key: _as_tensor(t, f"{name}[{key!r}]") for key, t in items}
+    inputs: Inputs = tensors if isinstance(x, dict) else tuple(tensors.values())  # type: ignore[assignment]
+    (first, t0), *rest = _entries(inputs)
+    for label, t in rest:
+        if t.shape[0] != t0.shape[0]:
+            raise ValueError(
+                f"{name}{label} has {t.shape[0]} examples along dimension 0, but {name}{first} has {t0.shape[0]}: "
+                f"every entry of {name} must hold the same n examples along dimension 0"
+            )
+    return inputs
+
+
+def _describe_kind(x: Inputs) -> str:
+    if isinstance(x, Tensor):
+        return "one tensor"
+    return f"a tuple of {len(x)} tensors" if isinstance(x, tuple) else f"a dict with keys {sorted(x)}"
+
+
+def _check_like(t1: Inputs, t2: Inputs) -> None:
+    """x2 has x1's structure (kind, length or keys) and, per entry, its feature shape and dtype."""
+    if type(t1) is not type(t2):
+        raise TypeError(
+            f"x2 must have the same structure as x1: x1 is {_describe_kind(t1)}, x2 is {_describe_kind(t2)}"
+        )
+    if isinstance(t1, tuple) and len(t1) != len(t2):
+        raise ValueError(f"x2 must have the same structure as x1: x1 has {len(t1)} entries, x2 has {len(t2)}")
+    if isinstance(t1, dict) and isinstance(t2, dict) and set(t1) != set(t2):
+        raise ValueError(f"x2 must have the same keys as x1: x1 has keys {sorted(t1)}, x2 has {sorted(t2)}")
+    for (label, a), b in zip(_entries(t1), _aligned_entries(t1, t2)):
+        if b.shape[1:] != a.shape[1:]:
+            raise ValueError(
+                f"x1{label} and x2{label} must have the same feature shape, got {tuple(a.shape[1:])} "
+                f"and {tuple(b.shape[1:])}"
+            )
+        if a.dtype != b.dtype and not (torch.is_floating_point(a) and torch.is_floating_point(b)):
+            raise TypeError(
+                f"x1{label} and x2{label} must have the same dtype (floating dtypes may differ: both are cast to "
+                f"the compute dtype), got {a.dtype} and {b.dtype}"
+            )
+
+
+def _aligned_entries(t1: Inputs, t2: Inputs) -> list[Tensor]:
+    """The tensors of ``t2`` in the order of ``t1``'s entries (a dict's keys in ``t1``'s order)."""
+    if isinstance(t1, dict) and isinstance(t2, dict):
+        return [t2[k] for k in t1]
+    return [t for _, t in _entries(t2)]
+
+
+def _to_compute(x: Inputs, device: torch.device, dtype: torch.dtype) -> Inputs:
+    """Every entry on ``device``; floating entries cast to the compute ``dtype``, the others kept."""
+    return _map_inputs(  # type: ignore[no-any-return]
+        lambda t: t.to(device=device, dtype=dtype) if torch.is_floating_point(t) else t.to(device=device), x
+    )
 
 
 def _resolve_dtype(dtype: torch.dtype | None, model: nn.Module, name: str = "dtype") -> torch.dtype:
@@ -184,8 +333,8 @@ def _split_parameters(
 
 def _make_problem(
     model: Any,
-    x1: ArrayLike,
-    x2: ArrayLike | None,
+    x1: InputsLike,
+    x2: InputsLike | None,
     output: str,
     dtype: torch.dtype | None,
     device: torch.device | str | None,
@@ -200,15 +349,12 @@ def _make_problem(
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else check_count(memory_budget, "memory_budget")
     dt = _resolve_dtype(dtype, model)
     dev = _resolve_device(device, model)
-    t1 = _as_tensor(x1, "x1")
-    t2 = t1 if x2 is None else _as_tensor(x2, "x2")
-    if t2.shape[1:] != t1.shape[1:]:
-        raise ValueError(
-            f"x1 and x2 must have the same feature shape, got {tuple(t1.shape[1:])} and {tuple(t2.shape[1:])}"
-        )
+    t1 = _as_inputs(x1, "x1")
+    t2 = t1 if x2 is None else _as_inputs(x2, "x2")
+    _check_like(t1, t2)
     params, consts = _split_parameters(model, dt, dev)
-    t1 = t1.to(device=dev, dtype=dt)
-    t2 = t1 if x2 is None else t2.to(device=dev, dtype=dt)
+    t1 = _to_compute(t1, dev, dt)
+    t2 = t1 if x2 is None else _to_compute(t2, dev, dt)
     prob = _Problem(model, params, consts, t1, t2, x2 is None, False, 0, dt, dev, budget)
     prob.n_out = _output_dim(prob)
     prob.full = output == "full" and prob.n_out > 1
@@ -245,21 +391,22 @@ def _check_fixed_function(model: nn.Module) -> None:
 
 
 def _output_dim(prob: _Problem) -> int:
-    probe = prob.x1[: min(2, prob.x1.shape[0])]
+    b = min(2, prob.n1)
+    probe = _rows(prob.x1, slice(None, b))
+    args, kwargs = _arguments(probe)
     try:
         with torch.no_grad():
-            out = functional_call(prob.model, (prob.params, prob.consts), (probe,))
+            out = functional_call(prob.model, (prob.params, prob.consts), args, kwargs)
     except (RuntimeError, ValueError, TypeError, IndexError) as exc:
         raise ValueError(
-            f"the model could not be applied to the first inputs x1[:{probe.shape[0]}], of shape "
-            f"{tuple(probe.shape)} ({type(exc).__name__}: {exc}); inputs must hold the examples along their first "
-            "dimension, (n, *input_shape)"
+            f"the model could not be applied to the first inputs x1[:{b}], {_shapes(probe)} "
+            f"({type(exc).__name__}: {exc}); inputs must hold the examples along their first "
+            "dimension, (n, *input_shape); a tuple is passed as model(*x1), a dict as model(**x1)"
         ) from exc
-    if not isinstance(out, Tensor) or out.ndim < 1 or out.shape[0] != probe.shape[0]:
+    if not isinstance(out, Tensor) or out.ndim < 1 or out.shape[0] != b:
         shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
         raise ValueError(
-            f"model must map a batch of b inputs to a tensor of shape (b,) or (b, *out); "
-            f"for b={probe.shape[0]} it returned {shape}"
+            f"model must map a batch of b inputs to a tensor of shape (b,) or (b, *out); for b={b} it returned {shape}"
         )
     return int(out[0].numel())
 
@@ -301,14 +448,14 @@ def _forward_cost(prob: _Problem) -> _ForwardCost:
     sizes: list[int] = []
     handles = _leaf_output_hooks(prob.model, sizes)
     try:
-        flops = _count_flops(prob, prob.x1[:1])
+        flops = _count_flops(prob, _rows(prob.x1, slice(None, 1)))
     finally:
         for h in handles:
             h.remove()
     return _ForwardCost.of(prob, flops, sum(sizes))
 
 
-def _count_flops(prob: _Problem, x: Tensor) -> float:
+def _count_flops(prob: _Problem, x: Inputs) -> float:
     try:
         from torch.utils.flop_counter import FlopCounterMode
 
@@ -338,21 +485,21 @@ class _Engine(Protocol):
     name: str
     cache_columns: bool
 
-    def features(self, x: Tensor) -> Any: ...
+    def features(self, x: Inputs) -> Any: ...
 
     def kernel(self, f1: Any, f2: Any) -> Tensor: ...
 
 
-def _per_example_jacobians(prob: _Problem, names: list[str], x: Tensor) -> dict[str, Tensor]:
+def _per_example_jacobians(prob: _Problem, names: list[str], x: Inputs) -> dict[str, Tensor]:
     """``vmap(jacrev)`` Jacobians of the named parameters: name -> ``(b, O, p)``."""
     diff = {n: prob.params[n] for n in names}
     rest = {n: t for n, t in prob.params.items() if n not in diff}
 
-    def f_one(p: dict[str, Tensor], xi: Tensor) -> Tensor:
-        return prob.forward({**rest, **p}, xi.unsqueeze(0))[0]
+    def f_one(p: dict[str, Tensor], xi: Inputs) -> Tensor:
+        return prob.forward({**rest, **p}, _batch_of_one(xi))[0]
 
     jac = vmap(jacrev(f_one), in_dims=(None, 0))(diff, x)
-    return {n: j.reshape(x.shape[0], prob.n_out, -1) for n, j in jac.items()}
+    return {n: j.reshape(_n_examples(x), prob.n_out, -1) for n, j in jac.items()}
 
 
 @dataclass
@@ -363,7 +510,7 @@ class _JacobianEngine:
     name: str = "jacobian"
     cache_columns: bool = False
 
-    def features(self, x: Tensor) -> dict[str, Tensor]:
+    def features(self, x: Inputs) -> dict[str, Tensor]:
         return _per_example_jacobians(self.prob, list(self.prob.params), x)
 
     def kernel(self, f1: dict[str, Tensor], f2: dict[str, Tensor]) -> Tensor:
@@ -379,14 +526,14 @@ class _NTVPEngine:
     name: str = "ntvp"
     cache_columns: bool = False
 
-    def features(self, x: Tensor) -> Tensor:
+    def features(self, x: Inputs) -> Inputs:
         return x
 
-    def kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+    def kernel(self, x1: Inputs, x2: Inputs) -> Tensor:
         prob, params = self.prob, self.prob.params
 
-        def column(xj: Tensor, cot: Tensor) -> Tensor:
-            pullback = vjp(lambda p: prob.forward(p, xj.unsqueeze(0))[0], params)[1]
+        def column(xj: Inputs, cot: Tensor) -> Tensor:
+            pullback = vjp(lambda p: prob.forward(p, _batch_of_one(xj))[0], params)[1]
             (tangent,) = pullback(cot)
             return jvp(lambda p: prob.forward(p, x1), (params,), (tangent,))[1]
 
@@ -454,7 +601,7 @@ class MethodChoice:
 
 
 def _pairs(prob: _Problem) -> float:
-    n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
+    n1, n2 = prob.n1, prob.n2
     return n1 * (n1 + 1) / 2 if prob.symmetric else float(n1 * n2)
 
 
@@ -474,7 +621,7 @@ def _tile_fit(fixed: float, per_row: float, per_pair: float, budget: int, n_max:
 
 def _n_rows_computed(prob: _Problem, tile: int, cached: bool) -> float:
     """Examples pushed through the feature map: columns once if cached, else once per row tile."""
-    n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
+    n1, n2 = prob.n1, prob.n2
     if cached:
         return n1 if prob.symmetric else n1 + n2
     row_tiles = math.ceil(n1 / tile)
@@ -484,7 +631,7 @@ def _n_rows_computed(prob: _Problem, tile: int, cached: bool) -> float:
 def _jacobian_tile(prob: _Problem) -> tuple[int, int]:
     """Per-example Jacobians: the tile that fits the budget and its working memory in bytes (no FLOP count)."""
     e, o, p = prob.itemsize, prob.n_out, prob.n_params
-    n_max = max(prob.x1.shape[0], prob.x2.shape[0])
+    n_max = max(prob.n1, prob.n2)
     per_row = 2.0 * o * p * e  # Jacobian plus its reverse-mode workspace
     per_pair = 2.0 * e * (prob.n_out**2 if prob.full else 1)
     tile = _tile_fit(0, per_row, per_pair, prob.budget, n_max)
@@ -504,7 +651,7 @@ def _estimate_ntvp(prob: _Problem, cost: _ForwardCost) -> tuple[CostEstimate, in
     Memory ``c O (2 P + 3 t A) e + t^2 e`` for tile t, chunk c, A activations per example.
     """
     e, o, p, act = prob.itemsize, prob.n_out, prob.n_params, cost.activations
-    n_max = max(prob.x1.shape[0], prob.x2.shape[0])
+    n_max = max(prob.n1, prob.n2)
     per_pair = (prob.n_out**2 if prob.full else 1) * e
     tile = _tile_fit(2.0 * o * p * e, 1.5 * o * act * e, per_pair, prob.budget, n_max)
     per_column = o * (2.0 * p + 3.0 * tile * act) * e
@@ -540,8 +687,8 @@ def _pick(estimates: dict[str, CostEstimate]) -> str:
 
 def select_method(
     model: nn.Module,
-    x1: Tensor | np.ndarray,
-    x2: Tensor | np.ndarray | None = None,
+    x1: InputsLike,
+    x2: InputsLike | None = None,
     *,
     output: Output = "trace",
     dtype: torch.dtype | None = None,
@@ -560,8 +707,12 @@ def select_method(
     ----------
     model : torch.nn.Module
         The network, as for :func:`empirical_ntk`.
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        The inputs (``x2=None``: ``x2 = x1``).
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        The inputs, as for :func:`empirical_ntk`: one tensor (``model(x1)``), a
+        tuple or list of tensors (``model(*x1)``) or a dict of tensors
+        (``model(**x1)``), the examples along dimension 0 of each; integer and
+        bool tensors (token ids, masks) are kept, floating ones cast to
+        ``dtype`` (``x2=None``: ``x2 = x1``).
     output : {"trace", "full"}
         The kernel asked for, as for :func:`empirical_ntk`.
     dtype, device : torch.dtype, torch.device or str, optional
@@ -612,7 +763,7 @@ def _probe(prob: _Problem, k: int = 4) -> str:
     """
     with torch.enable_grad():
         params = {n: p.detach().clone().requires_grad_(True) for n, p in prob.params.items()}
-        out = prob.forward(params, prob.x1[:k].to(prob.dtype))
+        out = prob.forward(params, _rows(prob.x1, slice(None, k)))
         v = torch.linspace(-1.0, 1.0, out.numel(), dtype=out.dtype, device=out.device).reshape(out.shape)
         grads = torch.autograd.grad((out * v).sum(), list(params.values()), allow_unused=True)
     parts = [out.detach()] + [g for g in grads if g is not None]
@@ -633,16 +784,16 @@ def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) ->
         },
         "params": {n: _store.fingerprint(t) for n, t in sorted(prob.params.items())},
         "consts": {n: _store.fingerprint(t) for n, t in sorted(prob.consts.items())},
-        "x1": _store.fingerprint(prob.x1),
-        "x2": "x1" if prob.symmetric else _store.fingerprint(prob.x2),
+        "x1": _map_inputs(_store.fingerprint, prob.x1),  # one tensor: its fingerprint, as before multiple inputs
+        "x2": "x1" if prob.symmetric else _map_inputs(_store.fingerprint, prob.x2),
         "method": method,
         "full": prob.full,
         "n_out": prob.n_out,
         "dtype": str(prob.dtype),
         "out_dtype": str(out_dtype),
         "tile_size": tile,
-        "n1": prob.x1.shape[0],
-        "n2": prob.x2.shape[0],
+        "n1": prob.n1,
+        "n2": prob.n2,
     }
 
 
@@ -696,7 +847,7 @@ class _FeatureSource:
     def row(self, i: int) -> Any:
         if self._row is None or self._row[0] != i:
             cached = self._cols.get(i) if self.prob.symmetric else None
-            feats = cached if cached is not None else self.engine.features(self.prob.x1[self.rows[i]])
+            feats = cached if cached is not None else self.engine.features(_rows(self.prob.x1, self.rows[i]))
             self._row = (i, feats)
         return self._row[1]
 
@@ -706,7 +857,7 @@ class _FeatureSource:
         elif j in self._cols:
             return self._cols[j]
         else:
-            feats = self.engine.features(self.prob.x2[self.cols[j]])
+            feats = self.engine.features(_rows(self.prob.x2, self.cols[j]))
         if self.engine.cache_columns:
             self._cols[j] = feats
         return feats
@@ -733,7 +884,7 @@ def _run_tiles(
     progress: bool,
     callback: Callable[[int, int, bool], None] | None,
 ) -> Tensor:
-    n1, n2 = prob.x1.shape[0], prob.x2.shape[0]
+    n1, n2 = prob.n1, prob.n2
     shape = (n1, n2, prob.n_out, prob.n_out) if prob.full else (n1, n2)
     extra = shape[2:]
     result = torch.empty(shape, dtype=out_dtype)
@@ -761,8 +912,8 @@ def _run_tiles(
 
 def empirical_ntk(
     model: nn.Module,
-    x1: Tensor | np.ndarray,
-    x2: Tensor | np.ndarray | None = None,
+    x1: InputsLike,
+    x2: InputsLike | None = None,
     *,
     method: NTKMethod = "auto",
     output: Output = "trace",
@@ -788,9 +939,18 @@ def empirical_ntk(
         (or a BatchNorm without running statistics, in any mode) is refused;
         call ``model.eval()`` first. Models without such layers give the same
         kernel in either mode.
-    x1, x2 : ArrayLike, shape (n1, ...) and (n2, ...)
-        Inputs of shape ``(n1, *features)`` and ``(n2, *features)``; ``x2=None``
-        means ``x2 = x1`` and only the upper triangle of tiles is computed.
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        The model's inputs, the examples along dimension 0: one tensor
+        ``(n1, *features)``, passed as ``model(x1)``; a tuple or list of
+        tensors, passed as positional arguments ``model(*x1)`` (e.g.
+        ``(x, mask)``); or a dict of tensors, passed as keyword arguments
+        ``model(**x1)``. Every tensor holds the same n1 examples. Floating
+        tensors are cast to ``dtype``; integer and bool tensors (token ids for
+        an ``nn.Embedding``, masks) are passed as they are. NaN and Inf are
+        refused in floating tensors. ``x2`` has the structure of ``x1`` (the
+        same tuple length or dict keys, and per entry the same feature shape
+        and dtype, floating dtypes aside); ``x2=None`` means ``x2 = x1`` and
+        only the upper triangle of tiles is computed.
     method : {"auto", "jacobian", "ntvp", "structured"}
         ``"jacobian"``, ``"ntvp"``, ``"structured"`` or ``"auto"`` (the cheapest
         by estimated FLOPs within the memory budget; see :func:`select_method`,
@@ -836,8 +996,13 @@ def empirical_ntk(
     Raises
     ------
     ValueError
-        Bad inputs or options; a model that is not one fixed per-example
-        function (Dropout or BatchNorm in training mode: call ``model.eval()``).
+        Bad inputs or options (entries of ``x1`` with different numbers of
+        examples, ``x2`` of another structure or feature shape, NaN); a model
+        that is not one fixed per-example function (Dropout or BatchNorm in
+        training mode: call ``model.eval()``).
+    TypeError
+        Inputs that are not tensors or arrays (or a tuple, list or dict of
+        them), complex inputs, ``x2`` of another kind or dtype than ``x1``.
 
     Examples
     --------
@@ -861,6 +1026,21 @@ def empirical_ntk(
     >>> x_test = torch.randn(2, 5, generator=torch.Generator().manual_seed(1))
     >>> empirical_ntk(net, x_test, x, dtype=torch.float64).shape
     torch.Size([2, 4])
+
+    Token ids and a padding mask, passed as ``model(ids, mask)``:
+
+    >>> from torch import nn
+    >>> class Bag(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.emb, self.head = nn.Embedding(10, 8), nn.Linear(8, 1)
+    ...     def forward(self, ids, mask):
+    ...         m = mask.unsqueeze(-1).to(self.head.weight.dtype)
+    ...         return self.head((self.emb(ids) * m).sum(1) / m.sum(1))
+    >>> ids = torch.tensor([[1, 2, 0], [3, 4, 5]])
+    >>> mask = torch.tensor([[True, True, False], [True, True, True]])
+    >>> empirical_ntk(Bag(), (ids, mask)).shape
+    torch.Size([2, 2])
     """
     run = _prepare(model, x1, x2, method, output, tile_size, dtype, device, out_dtype, memory_budget)
     store = None
@@ -900,14 +1080,14 @@ class _Run:
 
     def meta(self, output: str) -> dict[str, Any]:
         """What a checkpoint folder's ``meta.json`` shows (never read back)."""
-        n1, n2 = self.prob.x1.shape[0], self.prob.x2.shape[0]
+        n1, n2 = self.prob.n1, self.prob.n2
         return {"method": self.method, "output": output, "tile_size": self.tile, "n1": n1, "n2": n2}
 
 
 def _prepare(
     model: nn.Module,
-    x1: ArrayLike,
-    x2: ArrayLike | None,
+    x1: InputsLike,
+    x2: InputsLike | None,
     method: str,
     output: str,
     tile_size: int | None,

@@ -69,7 +69,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -86,12 +85,16 @@ from .ntk import (
     _leaf_output_hooks,
     empirical_ntk,
     _make_problem,
+    _n_examples,
     _n_rows_computed,
     _out_factor,
     _pairs,
     _per_example_jacobians,
     _Problem,
+    _rows,
     _tile_fit,
+    Inputs,
+    InputsLike,
 )
 
 __all__ = ["ROUTES", "ParameterRoute", "StructuredPlan", "plan_structured", "structured_ntk"]
@@ -829,20 +832,20 @@ _GRADIENT_TAPS = True
 def _record(
     prob: _Problem,
     aranges: dict[str, Tensor],
-    x: Tensor,
+    x: Inputs,
     capture: bool,
     keep: set[str] | None = None,
     taps: bool = False,
     count: bool = False,
 ) -> tuple[_Recorder, Tensor]:
-    rec = _Recorder(prob.params, aranges, x.shape[0], capture, keep, taps, count)
+    rec = _Recorder(prob.params, aranges, _n_examples(x), capture, keep, taps, count)
     with rec:
         out = prob.forward(prob.params, x)
     return rec, out
 
 
 def _record_cotangents(
-    prob: _Problem, aranges: dict[str, Tensor], x: Tensor, keep: set[str]
+    prob: _Problem, aranges: dict[str, Tensor], x: Inputs, keep: set[str]
 ) -> tuple[_Recorder, Tensor]:
     """The capturing forward pass: with taps if they are safe for this model, else with probes."""
     if _GRADIENT_TAPS:
@@ -913,7 +916,7 @@ def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
     :func:`ntk_core.ntk._forward_cost` does. The plan keeps it (``_forward``).
     """
     aranges = _aranges(prob)
-    n1 = prob.x1.shape[0]
+    n1 = prob.n1
     runs = []
     measure = cost is None
     sizes: list[int] = []
@@ -922,7 +925,7 @@ def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
     try:
         with torch.no_grad():
             for b in (2, 3):
-                x = prob.x1[torch.arange(b, device=prob.device) % n1]
+                x = _rows(prob.x1, torch.arange(b, device=prob.device) % n1)
                 runs.append(_record(prob, aranges, x, capture=False, count=measure)[0])
                 ends.append(len(sizes))
     finally:
@@ -950,7 +953,7 @@ def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
     forward = max(cost.flops, 2.0 * prob.n_params)
     o, of, e, full = prob.n_out, _out_factor(prob), prob.itemsize, prob.full
     pairs = _pairs(prob)
-    rows_est = float(prob.x1.shape[0] if prob.symmetric else prob.x1.shape[0] + prob.x2.shape[0])
+    rows_est = float(prob.n1 if prob.symmetric else prob.n1 + prob.n2)
     routes: dict[str, ParameterRoute] = {}
     per_row_flops, per_pair_flops, per_row_bytes, pair_bytes = 0.0, 0.0, 0.0, 0.0
     structured_any, jac_numel = False, 0
@@ -1004,8 +1007,8 @@ def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
         per_pair_flops += 2.0 * of * jac_numel
         per_row_bytes += 2.0 * o * jac_numel * e
     per_pair_mem = pair_bytes + 2.0 * e * (of if full else 1)
-    n_max = max(prob.x1.shape[0], prob.x2.shape[0])
-    col_bytes = prob.x2.shape[0] * per_row_bytes
+    n_max = max(prob.n1, prob.n2)
+    col_bytes = prob.n2 * per_row_bytes
     cached = col_bytes <= prob.budget / 2
     tile = _tile_fit(col_bytes if cached else 0.0, per_row_bytes, per_pair_mem, prob.budget, n_max)
     rows = _n_rows_computed(prob, tile, cached)
@@ -1052,7 +1055,7 @@ class _OperationEngine:
         self.cache_columns = self.plan.cache_columns
         self._aranges = self.plan._aranges or _aranges(self.prob)
 
-    def features(self, x: Tensor) -> _Features:
+    def features(self, x: Inputs) -> _Features:
         prob, plan = self.prob, self.plan
         feats = _Features()
         keep = set(plan.names("gram")) | set(plan.names("grad"))
@@ -1074,7 +1077,7 @@ class _OperationEngine:
             for n in plan.names("gram"):
                 self._gram_features(uses[n], cots, feats)
             for n in plan.names("grad"):
-                feats.jacobians.append(self._grad_features(n, uses[n], cots, x.shape[0]))
+                feats.jacobians.append(self._grad_features(n, uses[n], cots, _n_examples(x)))
         jac = plan.names("jacobian")
         if jac:
             feats.jacobians += _per_example_jacobians(prob, jac, x).values()
@@ -1233,8 +1236,8 @@ def _gram_term(u1: Tensor, g1: Tensor, u2: Tensor, g2: Tensor, full: bool, budge
 
 def plan_structured(
     model: nn.Module,
-    x1: Tensor | np.ndarray,
-    x2: Tensor | np.ndarray | None = None,
+    x1: InputsLike,
+    x2: InputsLike | None = None,
     *,
     output: Output = "trace",
     dtype: torch.dtype | None = None,
@@ -1291,8 +1294,8 @@ def plan_structured(
 
 def structured_ntk(
     model: nn.Module,
-    x1: Tensor | np.ndarray,
-    x2: Tensor | np.ndarray | None = None,
+    x1: InputsLike,
+    x2: InputsLike | None = None,
     *,
     output: Output = "trace",
     tile_size: int | None = None,
@@ -1319,8 +1322,10 @@ def structured_ntk(
         The network f at its current parameters; only parameters with
         ``requires_grad=True`` are differentiated. Not modified; refused in
         training mode with an active Dropout or a BatchNorm.
-    x1, x2 : torch.Tensor or numpy.ndarray, shape (n1, ...) and (n2, ...)
-        Inputs; ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
+    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
+        Inputs, as for :func:`ntk_core.ntk.empirical_ntk` (one tensor, a tuple or
+        list passed as ``model(*x1)``, a dict passed as ``model(**x1)``);
+        ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
     output : {"trace", "full"}
         ``"trace"``: ``(n1, n2)`` summed over the O outputs; ``"full"``:
         ``(n1, n2, O, O)``. One-output models give ``(n1, n2)``.
