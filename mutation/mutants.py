@@ -27,6 +27,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/ntk.py": ("tests/test_ntk.py",),
     "ntk_core/structured.py": ("tests/test_structured.py", "tests/test_ntk.py"),
     "ntk_core/train.py": ("tests/test_train.py",),
+    "ntk_core/regularizers.py": ("tests/test_regularizers.py", "tests/test_train.py"),
     "ntk_core/resnet.py": ("tests/test_train.py", "tests/test_experiment_values.py"),
     "ntk_core/experiments/setting1.py": ("tests/test_experiment_values.py",),
     "ntk_core/experiments/setting3.py": ("tests/test_experiment_values.py",),
@@ -51,7 +52,9 @@ class Mutant:
         return self.tests or DEFAULT_TESTS[self.file]
 
 
-B, KRR, NOISE, INF, NTK, TRAIN = (f"ntk_core/{m}.py" for m in ("bounds", "krr", "noise", "infinite", "ntk", "train"))
+B, KRR, NOISE, INF, NTK, TRAIN, REG = (
+    f"ntk_core/{m}.py" for m in ("bounds", "krr", "noise", "infinite", "ntk", "train", "regularizers")
+)
 S1, S3, DIST = (f"ntk_core/experiments/{m}.py" for m in ("setting1", "setting3", "distance"))
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -299,8 +302,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "printed-52-tail-not-rescaled",
         B,
-        'PrintedBound("5.2", C, lead, r * noise, r * tail, 0.0, r * net)',
-        'PrintedBound("5.2", C, lead, r * noise, tail, 0.0, r * net)',
+        'PrintedBound("5.2", C, lead, r * noise, r * tail, 0.0, r * net,',
+        'PrintedBound("5.2", C, lead, r * noise, tail, 0.0, r * net,',
         "printed 5.2 tail not divided by 1 − 2p",
     ),
     Mutant(
@@ -488,33 +491,40 @@ MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------------ trainer
     Mutant(
         "rdi-penalty-no-batch-fraction",
-        TRAIN,
-        "loss = loss + (len(idx) / n) * 0.5 * lam**2 * penalty",
-        "loss = loss + 0.5 * lam**2 * penalty",
+        REG,
+        "return (size / self.n) * 0.5 * self.lam**2",
+        "return 0.5 * self.lam**2",
         "mini-batch RDI penalty without |B|/n",
     ),
     Mutant(
         "rdi-penalty-lambda",
-        TRAIN,
-        "loss = loss + (len(idx) / n) * 0.5 * lam**2 * penalty",
-        "loss = loss + (len(idx) / n) * 0.5 * lam * penalty",
+        REG,
+        "return (size / self.n) * 0.5 * self.lam**2",
+        "return (size / self.n) * 0.5 * self.lam",
         "RDI penalty λ/2 for λ²/2",
     ),
     Mutant(
         "rdi-penalty-no-half",
-        TRAIN,
-        "loss = loss + (len(idx) / n) * 0.5 * lam**2 * penalty",
-        "loss = loss + (len(idx) / n) * lam**2 * penalty",
+        REG,
+        "return (size / self.n) * 0.5 * self.lam**2",
+        "return (size / self.n) * self.lam**2",
         "RDI penalty without 1/2",
     ),
     Mutant(
         "rdi-penalty-weight-decay",
-        TRAIN,
-        "penalty = sum(((p - theta0[name]) ** 2).sum()",
-        "penalty = sum(((p - 0 * theta0[name]) ** 2).sum()",
+        REG,
+        "return sum(((p - self.initial[name]) ** 2).sum()",
+        "return sum(((p - 0 * self.initial[name]) ** 2).sum()",
         "RDI as weight decay ‖θ‖² (not ‖θ − θ(0)‖²)",
     ),
-    Mutant("aux-no-lambda", TRAIN, "out = out + lam * aux[idx]", "out = out + aux[idx]", "AUX: f + b_i, λ dropped"),
+    Mutant("aux-no-lambda", REG, "return outputs + self.lam * b\n", "return outputs + b\n", "AUX: f + b_i, λ dropped"),
+    Mutant(
+        "rdi-mean-penalty-no-n",
+        REG,
+        "return 0.5 * self.lam**2 / self.n",
+        "return 0.5 * self.lam**2",
+        "RDI for a mean loss with the sum loss's λ²/2 (not λ²/(2n))",
+    ),
     Mutant(
         "aux-error-no-lambda",
         TRAIN,

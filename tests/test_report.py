@@ -100,7 +100,13 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     assert '<span class="glance-badge glance-not-run">not run</span>' in html and "no medium record yet" in html
     # the paper's reference links to the section that shows the claim (its title as the tooltip)
     assert re.search(r'<a class="reference internal" href="one.html#sec-one" title="Section one">\s*Lemma A.1', html)
-    assert html.count("<tr") == 3  # header and two claims
+    chapter_table = html[html.index('<details class="glance-group" id="glance-one">') :]
+    assert chapter_table.count("<tr") == 3  # header and two claims
+    # first, the paper's exhibits: Table 1 (its one claim not run: no medium record yet), the theory apart
+    exhibits = re.search(r"<table[^>]*glance-exhibits.*?</table>", html, re.S).group(0)
+    assert exhibits.count("<tr") == 2 and "Table 1" in exhibits and "Lemma A.1" not in exhibits
+    assert html.index("glance-exhibits") < html.index("glance-group")
+    assert "The theory and its proofs" in html
     assert "2 claims checked in 1 chapter: " in html
     assert "No claims were recorded by: two." in html  # three has no code: not expected to record claims
     assert "glance.css" in html and (out / "_static" / "glance.css").exists()
