@@ -33,6 +33,8 @@ __all__ = [
     "table_1_numbers",
     "figure_4_precondition",
     "table_2_precondition",
+    "first_stage_premise",
+    "FIRST_STAGE_DROP",
     "check_figure_1a",
     "check_figure_1b",
     "check_figure_4",
