@@ -7,8 +7,8 @@ every experiment with the code as it is; after each step, check that they are st
     OMP_NUM_THREADS=1 .venv/bin/python tests/identity.py save     # before the change (about 10 s)
     OMP_NUM_THREADS=1 .venv/bin/python tests/identity.py check    # after each step: IDENTICAL or DIFFERS
 
-The tiny configurations are those of the end-to-end tests, on the data of ``$NTK_CORE_DATA`` (default: the
-folder ``../shared/data`` beside the checkout, as in the Makefile). The references go to ``_build/identity.pkl``
+The tiny configurations are those of the end-to-end tests, on the data of ``$NTK_CORE_DATA`` (set it, as the
+Makefile does, to the folder holding the official MNIST and CIFAR-10 files). The references go to ``_build/identity.pkl``
 (``--file`` to change it). ``check`` exits with 1 when a table differs and says by how much.
 """
 
@@ -28,9 +28,6 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 def tiny_tables(names: list[str]) -> dict:
     """The result table of each experiment's tiny run (computed afresh: a private, empty cache)."""
     os.environ["NTK_CORE_CACHE"] = tempfile.mkdtemp(prefix="ntk-identity-")
-    shared = REPO.parent / "shared" / "data"  # as the Makefile: the data beside the checkout, if there
-    if "NTK_CORE_DATA" not in os.environ and (shared / "mnist").is_dir():
-        os.environ["NTK_CORE_DATA"] = str(shared)
     import torch
     from test_experiments import TINY
     from test_experiments_cifar import TINY as CIFAR_TINY
