@@ -34,7 +34,15 @@ from .noise import corrupt, pairflip_transition, symmetric_transition
 from .ntk import empirical_ntk
 from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 
-__all__ = ["OwnLoopConfig", "OwnLoopStudy", "own_loop", "own_loop_study", "select_by_validation"]
+__all__ = [
+    "OwnLoopConfig",
+    "OwnLoopStudy",
+    "own_loop",
+    "own_loop_study",
+    "select_by_validation",
+    "gain_over_vanilla",
+    "summary_table",
+]
 
 CLASSES = 10
 
@@ -306,6 +314,33 @@ def select_by_validation(study: OwnLoopStudy, labels: str = "noisy") -> pd.DataF
         bound = end[end["method"] == "rdi_bound"]
         out.append(_row(seed, "RDI (bound's λ)", bound.iloc[0], False))
     return pd.DataFrame(out)
+
+
+def gain_over_vanilla(picks: pd.DataFrame, method: str) -> dict[str, Any]:
+    """Vanilla's test error minus ``method``'s, paired by seed (:func:`select_by_validation`'s rows), as
+    :func:`~ntk_core.experiments._base.paired_stats`; positive: the method is better."""
+    from .experiments._base import paired_stats
+
+    base = picks[picks["method"] == "vanilla"].set_index("seed")["test_error"]
+    other = picks[picks["method"] == method].set_index("seed")["test_error"]
+    return paired_stats((base - other.reindex(base.index)).to_numpy())
+
+
+def summary_table(picks: pd.DataFrame) -> pd.DataFrame:
+    """One row per method of :func:`select_by_validation`'s rows: the λ and epoch of each seed, and the test error
+    in % as mean ± standard deviation over the seeds."""
+    rows = []
+    for method, g in picks.groupby("method", sort=False):
+        lams = g["lam"].dropna()
+        rows.append(
+            {
+                "method": method,
+                "λ per seed": ", ".join(f"{v:.3g}" for v in lams) if len(lams) else "",
+                "epoch per seed": ", ".join(str(e) for e in g["epoch"]),
+                "test error (%)": f"{100 * g['test_error'].mean():.1f} ± {100 * g['test_error'].std(ddof=1):.1f}",
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _row(seed: Any, method: str, r: pd.Series, edge: bool) -> dict[str, Any]:

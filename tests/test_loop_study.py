@@ -98,3 +98,18 @@ def test_a_tiny_study_runs_every_method_on_every_seed(shared_data, monkeypatch):
 def test_bad_configurations_are_named(bad, match):
     with pytest.raises(ValueError, match=match):
         ls.OwnLoopConfig(**bad)
+
+
+def test_gain_over_vanilla_and_the_summary_table():
+    picks = pd.DataFrame(
+        [
+            {"seed": s, "method": m, "lam": lam, "epoch": 10, "test_error": e, "grid_edge": False}
+            for s, (v, r) in enumerate(((0.30, 0.10), (0.32, 0.14), (0.28, 0.12)))
+            for m, lam, e in (("vanilla", math.nan, v), ("RDI", 16.0, r))
+        ]
+    )
+    gain = ls.gain_over_vanilla(picks, "RDI")
+    assert gain["seeds"] == 3 and gain["mean"] == pytest.approx(0.18)
+    table = ls.summary_table(picks).set_index("method")
+    assert table.loc["RDI", "λ per seed"] == "16, 16, 16" and table.loc["vanilla", "λ per seed"] == ""
+    assert table.loc["vanilla", "test error (%)"] == "30.0 ± 2.0"
