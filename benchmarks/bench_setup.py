@@ -9,8 +9,8 @@ Before it estimates anything, ``auto`` counts the forward cost of one example
 (FLOPs and leaf-module outputs) and traces the model for the structured
 method's plan (two forward passes, 2 and 3 examples). The old set-up counted
 the cost in a separate pass under ``torch.utils.flop_counter.FlopCounterMode``
-(``ntk_core.ntk._forward_cost``); the new one counts it in the plan's traced
-passes (``ntk_core.structured._traced_cost``). This script times, side by side
+(``ntk_core.ntk_gram._forward_cost``); the new one counts it in the plan's traced
+passes (``ntk_core.ntk.structured._traced_cost``). This script times, side by side
 in one process (interleaved rounds, best time kept), on the Setting 2 CNN
 (built as in ``bench_structured.py``):
 
@@ -44,31 +44,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_structured import setting2_net, tutorial_ntk  # noqa: E402
 
-from ntk_core import ntk  # noqa: E402
-from ntk_core import structured as st  # noqa: E402
+from ntk_core.ntk import cost as ntk_cost, gram as ntk_gram, problem as ntk_problem  # noqa: E402
+from ntk_core.ntk import structured as st  # noqa: E402
 
 
 def old_estimates(prob: Any, structured: bool = True) -> tuple[dict[str, Any], Any, int]:
-    """``ntk._estimates`` as it was: the forward cost by its own FlopCounterMode pass, then the plan."""
-    cost = ntk._forward_cost(prob)
-    est = {"jacobian": ntk._estimate_jacobian(prob, cost)}
-    est["ntvp"], chunk = ntk._estimate_ntvp(prob, cost)
+    """``ntk_gram._estimates`` as it was: the forward cost by its own FlopCounterMode pass, then the plan."""
+    cost = ntk_gram._forward_cost(prob)
+    est = {"jacobian": ntk_cost._estimate_jacobian(prob, cost)}
+    est["ntvp"], chunk = ntk_cost._estimate_ntvp(prob, cost)
     plan = st._plan(prob, cost) if structured else None
     if plan is not None:
         est["structured"] = plan.estimate
     return est, plan, chunk
 
 
-NEW_ESTIMATES = ntk._estimates
+NEW_ESTIMATES = ntk_gram._estimates
 
 
 def with_estimates(estimates: Callable[..., Any], fn: Callable[[], Any]) -> Callable[[], Any]:
     def run() -> Any:
-        ntk._estimates = estimates  # type: ignore[assignment]
+        ntk_gram._estimates = estimates  # type: ignore[assignment]
         try:
             return fn()
         finally:
-            ntk._estimates = NEW_ESTIMATES
+            ntk_gram._estimates = NEW_ESTIMATES
 
     return run
 
@@ -101,18 +101,18 @@ def main() -> None:
         f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}), float32; Setting 2 CNN depth {args.depth}, "
         f"n = {args.n}; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}"
     )
-    prob = ntk._make_problem(model, x, None, "trace", None, None, None)
-    old_cost = ntk._forward_cost(prob)
+    prob = ntk_problem._make_problem(model, x, None, "trace", None, None, None)
+    old_cost = ntk_gram._forward_cost(prob)
     new_plan = st._plan(prob)
     same_cost = new_plan._forward == old_cost
-    old_est, new_est = old_estimates(prob)[0], ntk._estimates(prob)[0]
+    old_est, new_est = old_estimates(prob)[0], ntk_gram._estimates(prob)[0]
     print(f"# forward cost: old {old_cost}, new {new_plan._forward}, equal: {same_cost}")
-    print(f"# estimates equal: {old_est == new_est}; auto picks {ntk._pick(new_est)}")
+    print(f"# estimates equal: {old_est == new_est}; auto picks {ntk_gram._pick(new_est)}")
     if not same_cost or old_est != new_est:
         raise SystemExit("the new set-up does not reproduce the old estimates")
 
     def prepare() -> Any:
-        return ntk._prepare(model, x, None, "auto", "trace", None, None, None, None, None, announce=False)
+        return ntk_gram._prepare(model, x, None, "auto", "trace", None, None, None, None, None, announce=False)
 
     def plain_forward() -> None:
         with torch.no_grad():
@@ -120,7 +120,7 @@ def main() -> None:
 
     pieces = [
         ("plain forward, 1 example", plain_forward),
-        ("FlopCounterMode pass + hooks (_forward_cost)", lambda: ntk._forward_cost(prob)),
+        ("FlopCounterMode pass + hooks (_forward_cost)", lambda: ntk_gram._forward_cost(prob)),
         ("plan, cost given (2 traced passes)", lambda: st._plan(prob, old_cost)),
         ("plan, counting in its passes", lambda: st._plan(prob)),
         ("auto set-up, old (_prepare)", with_estimates(old_estimates, prepare)),
@@ -133,8 +133,8 @@ def main() -> None:
 
     whole = [
         ("tutorial vmap(jacrev)+einsum", lambda: tutorial_ntk(model, x)),
-        ("empirical_ntk auto, old set-up", with_estimates(old_estimates, lambda: ntk.empirical_ntk(model, x))),
-        ("empirical_ntk auto, new set-up", lambda: ntk.empirical_ntk(model, x)),
+        ("empirical_ntk auto, old set-up", with_estimates(old_estimates, lambda: ntk_gram.empirical_ntk(model, x))),
+        ("empirical_ntk auto, new set-up", lambda: ntk_gram.empirical_ntk(model, x)),
     ]
     ref = tutorial_ntk(model, x).double()
     for name, fn in whole[1:]:

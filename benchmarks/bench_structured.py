@@ -1,4 +1,4 @@
-"""Benchmark of ntk_core.structured.structured_ntk (structured derivatives found from the operations) — issue 14.
+"""Benchmark of ntk_core.ntk.structured_ntk (structured derivatives found from the operations) — issue 14.
 
 Run from the repository root::
 
@@ -16,7 +16,7 @@ torch's default threads. For each model it times
 * ``closed form``: the hand-written NTK where one exists (two-layer net with
   the first layer trained: ``Θ = (X X'^T / d) ⊙ (S S'^T / m)``,
   ``S = relu'(X W^T / √d) · a``);
-* ``structured_ntk``: this engine (``ntk_core.structured``);
+* ``structured_ntk``: this engine (``ntk_core.ntk.structured``);
 * ``tutorial``: the ``torch.func`` NTK tutorial's recipe, written below:
   per-example Jacobians ``vmap(jacrev)`` of the whole batch, then ``einsum``
   over every parameter (x2 = x1, so the Jacobian is computed once);
@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ntk_core.experiments.setting2 import Config as Setting2Config  # noqa: E402
 from ntk_core.experiments.setting2 import network as setting2_network  # noqa: E402
 from ntk_core.ntk import empirical_ntk, select_method  # noqa: E402
-from ntk_core.structured import plan_structured, structured_ntk  # noqa: E402
+from ntk_core.ntk import plan_structured, structured_ntk  # noqa: E402
 
 
 # --------------------------------------------------------------------------- models

@@ -69,9 +69,7 @@ from .krr_ooc import OnDiskKernel, krr_predict_ooc, krr_solve_ooc
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
 from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
-
-from .ntk import CostEstimate, MethodChoice, empirical_ntk, select_method
-from .distributed import distributed_ntk
+from .ntk import CostEstimate, MethodChoice, distributed_ntk, empirical_ntk, jacobian_features, select_method
 
 __version__ = "0.1.0"
 
@@ -106,6 +104,7 @@ __all__ = [
     "gd_steps_to_fit",
     "gd_unregularized_kernel",
     "hsu_kakade_zhang_bound",
+    "jacobian_features",
     "ImageDataset",
     "KernelGDTrajectory",
     "krr_coefficients",

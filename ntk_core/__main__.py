@@ -3,7 +3,7 @@
 ``gram`` computes the empirical NTK Gram matrix of a model of the package on a
 data set, or of the user's own model (``--model package.module:factory --inputs x.npy``),
 on one process or, under ``torchrun --nproc_per_node=N -m ntk_core gram ...``,
-on N processes (:mod:`ntk_core.distributed`), into a ``.npy`` file. ``bound`` prints every
+on N processes (:mod:`ntk_core.ntk.distributed`), into a ``.npy`` file. ``bound`` prints every
 term of Theorem 5.1, 5.2 or 5.3 from a saved kernel (read from disk in blocks) and labels.
 
 ``--set field=value`` (repeatable) overrides any field of the experiment's

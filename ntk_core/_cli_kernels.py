@@ -67,7 +67,7 @@ def user_model(spec: str) -> Any:
 
 def add_gram(sub: Any) -> None:
     """Register ``gram``."""
-    from .distributed import BACKENDS
+    from .ntk.distributed import BACKENDS
     from .ntk import METHODS
 
     gram = sub.add_parser(
@@ -209,7 +209,7 @@ def gram(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from .distributed import distributed_ntk, init_from_env
+    from .ntk.distributed import distributed_ntk, init_from_env
 
     joined = init_from_env(args.backend)
     try:

@@ -27,7 +27,7 @@ Kernel matrices on disk
 
 Every function here that takes a kernel matrix ``K`` also takes one kept on
 disk, never loading it whole: a ``.npy`` path, a ``numpy.memmap`` (e.g. the
-Gram matrix that :func:`ntk_core.distributed.distributed_ntk` assembles) or a
+Gram matrix that :func:`ntk_core.ntk.distributed.distributed_ntk` assembles) or a
 :class:`ntk_core.krr_ooc.OnDiskKernel` (the route of :func:`ntk_core.krr_ooc.is_on_disk`).
 Memory is one block of rows of K (``memory_budget``, default 256 MiB) plus
 vectors of length n. What each quantity costs, in passes over K:
@@ -256,7 +256,7 @@ def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
     K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive definite. A path to a
         ``.npy`` file, a memory map (e.g. the Gram matrix assembled by
-        :func:`ntk_core.distributed.distributed_ntk`) or an
+        :func:`ntk_core.ntk.distributed.distributed_ntk`) or an
         :class:`~ntk_core.krr_ooc.OnDiskKernel` is solved out of core by
         :func:`ntk_core.krr_ooc.ridge_quadratic_ooc` with λ = 0 (conjugate
         gradients over row blocks; K is never loaded whole; the passes over K

@@ -58,7 +58,14 @@ import numpy as np
 from ._checks import as_float64_array, check_count
 from ._typing import ArrayLike
 
-__all__ = ["relu_ntk", "relu_nngp", "relu_kernels"]
+__all__ = [
+    "relu_ntk",
+    "relu_nngp",
+    "relu_kernels",
+    "setting1_kernel",
+    "setting1_kernel_arcsin",
+    "setting1_power_coefficient",
+]
 
 
 def _inputs(x1: ArrayLike, x2: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
@@ -218,3 +225,82 @@ def relu_nngp(x1: ArrayLike, x2: ArrayLike | None = None, *, depth: int = 1) -> 
         float64 kernel matrix.
     """
     return relu_kernels(x1, x2, depth=depth)[1]
+
+
+def setting1_kernel(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
+    """Infinite-width NTK of the Setting-1 net (two-layer ReLU, only the first layer trained).
+
+    k(x, x') = (xᵀx'/d)(π − ϑ)/(2π) (:func:`ntk_core.infinite.relu_ntk` with
+    ``depth=1, trained="first"``); float64 ``(n1, n2)``.
+
+    Parameters
+    ----------
+    x1 : ArrayLike, shape (n1, d)
+        Inputs of norm √d.
+    x2 : ArrayLike, shape (n2, d), optional
+        Second inputs (default ``x1``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
+    """
+    return relu_ntk(x1, x2, depth=1, trained="first")
+
+
+def setting1_kernel_arcsin(x1: ArrayLike, x2: ArrayLike | None = None) -> np.ndarray:
+    """The Setting-1 NTK written through arcsin: k = t/4 + t·arcsin(t)/(2π), t = xᵀx'/d.
+
+    Equal to :func:`setting1_kernel` (t(π − arccos t)/(2π)) because
+    arccos t = π/2 − arcsin t; computed here independently, as the first step of
+    the power series behind :func:`setting1_power_coefficient`.
+
+    Parameters
+    ----------
+    x1, x2 : ArrayLike, shapes (n1, d) and (n2, d)
+        As for :func:`setting1_kernel` (inputs of norm √d; ``x2`` defaults to ``x1``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n1, n2)
+    """
+    a = as_float64_array(x1, "x1", ndim=2)
+    b = a if x2 is None else as_float64_array(x2, "x2", ndim=2)
+    t = np.clip(a @ b.T / a.shape[1], -1.0, 1.0)
+    return t / 4.0 + t * np.arcsin(t) / (2.0 * math.pi)
+
+
+def setting1_power_coefficient(j: int) -> float:
+    """Coefficient a_j of t^j in the Setting-1 NTK k(t) = Σ_j a_j t^j on the sphere (Remark 5.2).
+
+    From k(t) = t/4 + t·arcsin(t)/(2π) and arcsin t = Σ_m (2m)!/(4^m (m!)² (2m+1)) t^{2m+1}:
+    a₁ = 1/4, a_{2m+2} = (2m)!/(4^m (m!)² (2m+1))/(2π) (a₂ = 1/(2π), a₄ = 1/(12π)),
+    and a_j = 0 for j = 0 and every odd j ≥ 3. Hence for a unit vector β the
+    function u ↦ (βᵀu)^j (u = x/√d) has RKHS norm² ‖(βᵀu)^j‖²_H ≤ 1/a_j when a_j > 0
+    (its feature-space representer is β^{⊗j} in the t^j part of the kernel), so
+    yᵀK⁻¹y ≤ 1/a_j for y_i = (βᵀu_i)^j at every n — the O(1) of Remark 5.2 — while
+    for odd j ≥ 3 the function is not in the RKHS.
+
+    Parameters
+    ----------
+    j : int
+        The power, j ≥ 0.
+
+    Returns
+    -------
+    float
+        a_j.
+
+    Examples
+    --------
+    >>> import math
+    >>> from ntk_core.measure import setting1_power_coefficient
+    >>> setting1_power_coefficient(1), math.isclose(setting1_power_coefficient(2), 1 / (2 * math.pi))
+    (0.25, True)
+    """
+    j = check_count(j, "j", 0)
+    if j == 1:
+        return 0.25
+    if j == 0 or j % 2 == 1:
+        return 0.0
+    m = (j - 2) // 2
+    return math.comb(2 * m, m) / (4.0**m * (2 * m + 1)) / (2.0 * math.pi)

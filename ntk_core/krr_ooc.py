@@ -6,7 +6,7 @@ The same problem as :func:`ntk_core.krr.krr_predict`, in the paper's convention
 .. math::  (K + \lambda^2 I)\,\alpha = \tilde y, \qquad f^*(x) = k(x, X)^\top \alpha,
 
 for a Gram matrix ``K`` of shape ``(n, n)`` kept on disk, typically the
-memory-mapped ``.npy`` that :func:`ntk_core.distributed.distributed_ntk`
+memory-mapped ``.npy`` that :func:`ntk_core.ntk.distributed.distributed_ntk`
 assembles (``numpy.load(path, mmap_mode="r")``), and never loaded whole.
 
 Method: preconditioned conjugate gradients (PCG) that stream row blocks of K,

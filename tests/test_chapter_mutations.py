@@ -25,7 +25,7 @@ import math
 import pytest
 
 from chapter import run_chapter
-from ntk_core import krr, measure
+from ntk_core import infinite, krr, synthetic
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,8 @@ def _ridge_lambda_not_squared(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _kernel_doubled(monkeypatch: pytest.MonkeyPatch) -> None:
-    ntk = measure.relu_ntk
-    monkeypatch.setattr(measure, "relu_ntk", lambda *args, **kwargs: 2.0 * ntk(*args, **kwargs))
+    ntk = infinite.relu_ntk
+    monkeypatch.setattr(infinite, "relu_ntk", lambda *args, **kwargs: 2.0 * ntk(*args, **kwargs))
 
 
 MUTATIONS = {"ridge lambda for lambda^2": _ridge_lambda_not_squared, "kernel x 2": _kernel_doubled}
@@ -50,16 +50,16 @@ def test_the_mutations_change_what_they_claim_to():
     import numpy as np
 
     rng = np.random.default_rng(0)
-    x, _ = measure.sphere_sample(30, 5, seed=1)
+    x, _ = synthetic.sphere_sample(30, 5, seed=1)
     y = rng.standard_normal(30)
-    K = measure.setting1_kernel(x)
+    K = infinite.setting1_kernel(x)
     with pytest.MonkeyPatch.context() as mp:
         _ridge_lambda_not_squared(mp)
         wrong = krr.krr_predict(K, y, 2.0)
         wrong_path = krr.KRRPath(K).predict(y, [2.0])[0]
     with pytest.MonkeyPatch.context() as mp:
         _kernel_doubled(mp)
-        assert np.allclose(measure.setting1_kernel(x), 2 * K)
+        assert np.allclose(infinite.setting1_kernel(x), 2 * K)
     right = K @ np.linalg.solve(K + 4.0 * np.eye(30), y)
     assert np.allclose(wrong, K @ np.linalg.solve(K + 2.0 * np.eye(30), y)) and np.allclose(wrong, wrong_path)
     assert not np.allclose(wrong, right)

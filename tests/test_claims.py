@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from ntk_core import experiments
-from ntk_core.experiments import claims, difference_trick
-from ntk_core.report import Ledger
+from ntk_core.experiments import difference_trick
+from ntk_core.bookkit.ledger import Ledger
+from ntk_core.bookkit import claims
 
 FIG_1A = {
     "noise": 0.4,

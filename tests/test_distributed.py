@@ -1,4 +1,4 @@
-"""The distributed Gram matrix (ntk_core.distributed) on 2 gloo processes against single-process empirical_ntk.
+"""The distributed Gram matrix (ntk_core.ntk.distributed) on 2 gloo processes against single-process empirical_ntk.
 
 The processes are started with ``torch.multiprocessing`` (fork) on a free port of 127.0.0.1, as torchrun
 would start them; a rank that dies makes the others terminate, as under torchrun.
@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ntk_core import MLP, TwoLayerNet, empirical_ntk
-from ntk_core.distributed import distributed_ntk
+from ntk_core.ntk.distributed import distributed_ntk
 
 N, TILE, TILES = 40, 8, 15  # 5 tile rows: 15 tiles in the upper triangle
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The names a user starts from (issue 13): each has an Examples section with code that runs.
 ENTRY_POINTS = [
     "ntk_core.ntk.empirical_ntk",
-    "ntk_core.distributed.distributed_ntk",
+    "ntk_core.ntk.distributed.distributed_ntk",
     "ntk_core.krr.krr_predict",
     "ntk_core.krr.KRRPath",
     "ntk_core.krr_ooc.krr_solve_ooc",

@@ -1,10 +1,10 @@
-"""Tests for the forward cost counted by the structured plan's traced passes (ntk_core._flops, ntk_core.structured).
+"""Tests for the forward cost counted by the structured plan's traced passes (ntk_core.ntk.flops, ntk_core.ntk.structured).
 
 The plan's two traced forward passes (2 and 3 examples) also count the
 forward FLOPs and leaf-module outputs of one example, which ``method="auto"``
 and ``select_method`` start from. The count must equal what
 ``torch.utils.flop_counter.FlopCounterMode`` counts on one example (the old
-path, ``ntk_core.ntk._forward_cost``), to the last FLOP: otherwise ``auto``
+path, ``ntk_core.ntk_gram._forward_cost``), to the last FLOP: otherwise ``auto``
 could choose differently. Where the trace cannot count (a composite it cannot
 see inside), the old path must be taken.
 """
@@ -22,9 +22,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from ntk_core import ntk as ntk_module
-from ntk_core import structured as st
-from ntk_core.ntk import _ForwardCost, _make_problem, _Problem, select_method
+from ntk_core.ntk import cost as ntk_cost, gram as ntk_gram
+from ntk_core.ntk import structured as st
+from ntk_core.ntk import select_method
+from ntk_core.ntk.problem import _ForwardCost, _make_problem, _Problem
 
 
 def gen(seed: int) -> torch.Generator:
@@ -232,7 +233,7 @@ def traced_flops(prob: _Problem) -> float | None:
 
 @pytest.fixture
 def old_path_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the calls of the FlopCounterMode path (ntk._forward_cost) made by the plan."""
+    """Counts the calls of the FlopCounterMode path (ntk_gram._forward_cost) made by the plan."""
     calls: list[int] = []
     old = st._forward_cost
 
@@ -256,7 +257,7 @@ def test_traced_count_equals_flop_counter(name: str, old_path_calls: list[int]) 
         assert counted > 0
     plan = st._plan(prob)
     assert not old_path_calls  # no separate counting pass
-    assert plan._forward == ntk_module._forward_cost(prob)  # FLOPs and activations, exactly
+    assert plan._forward == ntk_gram._forward_cost(prob)  # FLOPs and activations, exactly
 
 
 @pytest.mark.parametrize("batch_first", [True, False])
@@ -277,7 +278,7 @@ def test_multihead_attention_takes_the_flop_counter(batch_first: bool, old_path_
     assert traced_flops(prob) is None
     plan = st._plan(prob)
     assert old_path_calls == [1]
-    assert plan._forward == ntk_module._forward_cost(prob)
+    assert plan._forward == ntk_gram._forward_cost(prob)
     assert (flop_counter(prob, prob.x1[:1]) > 0) == (not batch_first)
 
 
@@ -285,13 +286,13 @@ def test_multihead_attention_takes_the_flop_counter(batch_first: bool, old_path_
 def test_select_method_estimates_are_unchanged(name: str) -> None:
     """Every method's estimate from the trace's count equals the one from the FlopCounterMode path."""
     prob = problem(name, n=16)
-    old = ntk_module._forward_cost(prob)
+    old = ntk_gram._forward_cost(prob)
     before = {
-        "jacobian": ntk_module._estimate_jacobian(prob, old),
-        "ntvp": ntk_module._estimate_ntvp(prob, old)[0],
+        "jacobian": ntk_cost._estimate_jacobian(prob, old),
+        "ntvp": ntk_cost._estimate_ntvp(prob, old)[0],
         "structured": st._plan(prob, old).estimate,
     }
-    after, _, _ = ntk_module._estimates(prob)
+    after, _, _ = ntk_gram._estimates(prob)
     assert after == before
     choice = select_method(prob.model, prob.x1, dtype=torch.float32)
     assert choice.estimates == before

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ntk_core.report import load_ledgers
+from ntk_core.bookkit.ledger import load_ledgers
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("NTK_BOOK_SITE") or REPO / "_build" / "html")

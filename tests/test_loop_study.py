@@ -1,4 +1,4 @@
-"""ntk_core.loop_study: the selection protocol on a history with a known answer, the bound's λ against an explicit
+"""ntk_core.bookkit.studies.own_loop: the selection protocol on a history with a known answer, the bound's λ against an explicit
 Jacobian, a tiny study end to end, and bad configurations."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from ntk_core import loop_study as ls
+from ntk_core.bookkit.studies import own_loop as ls
 from ntk_core.bounds import complexity, leading_lambda, multiclass_noise_subgaussian_sigma
 from ntk_core.noise import symmetric_transition
 

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from ntk_core import bounds, data, krr, measure, noise
+from ntk_core import bounds, data, infinite, krr, noise, ntk, synthetic
 from ntk_core.nets import CaptionDifference, DifferenceTrick, TwoLayerNet
 from ntk_core.ntk import empirical_ntk
+from ntk_core.bookkit import studies
 
 
 def _data(n=40, d=20, seed=0):
     rng = np.random.default_rng(seed)
-    x = measure.sphere_features(rng.standard_normal((n, d)))
+    x = data.sphere_features(rng.standard_normal((n, d)))
     w = rng.standard_normal(d)
     y = np.where(x @ w >= 0, 1.0, -1.0)
     return x, y
@@ -24,19 +25,19 @@ def _data(n=40, d=20, seed=0):
 def test_sphere_features_and_kernel():
     x, _ = _data()
     assert np.allclose(np.linalg.norm(x, axis=1), math.sqrt(x.shape[1]))
-    K = measure.setting1_kernel(x)
+    K = infinite.setting1_kernel(x)
     assert np.allclose(np.diag(K), 0.5)
     imgs = np.arange(2 * 28 * 28, dtype=np.float64).reshape(2, 28, 28) + 1
-    assert measure.sphere_features(imgs, pool=2).shape == (2, 196)
+    assert data.sphere_features(imgs, pool=2).shape == (2, 196)
     with pytest.raises(ValueError):
-        measure.sphere_features(np.zeros((2, 4, 4)))
+        data.sphere_features(np.zeros((2, 4, 4)))
     with pytest.raises(ValueError):
-        measure.sphere_features(imgs, pool=3)
+        data.sphere_features(imgs, pool=3)
 
 
 def test_loglog_slope_and_sampling():
     w = np.array([10.0, 100.0, 1000.0])
-    assert measure.loglog_slope(w, 3 * w**-0.5) == pytest.approx(-0.5)
+    assert studies.loglog_slope(w, 3 * w**-0.5) == pytest.approx(-0.5)
     labels = np.repeat(np.arange(3), 10)
     idx = data.sample_classes(labels, [0, 2], 4, seed=1)
     assert len(idx) == 8 and set(labels[idx]) == {0, 2}
@@ -48,8 +49,8 @@ def test_loglog_slope_and_sampling():
 @pytest.mark.parametrize("kind", ["gaussian", "rademacher"])
 def test_lemma_monte_carlo_matches_direct_krr(kind):
     x, y = _data()
-    K = measure.setting1_kernel(x)
-    mc = measure.lemma_monte_carlo(K, y, 0.7, 0.4, 0.1, 300, seed=3, noise=kind)
+    K = infinite.setting1_kernel(x)
+    mc = studies.lemma_monte_carlo(K, y, 0.7, 0.4, 0.1, 300, seed=3, noise=kind)
     assert mc.freq_c1 >= 0.9 and mc.freq_c2 >= 0.9 and mc.freq_hkz >= 0.9
     # redo the first draw by hand
     rng = np.random.default_rng(3)
@@ -62,12 +63,12 @@ def test_lemma_monte_carlo_matches_direct_krr(kind):
     A = K @ np.linalg.inv(K + 0.49 * np.eye(len(y)))
     assert mc.hkz[0] == pytest.approx(np.linalg.norm(A @ eps[0]), rel=1e-8)
     with pytest.raises(ValueError):
-        measure.lemma_monte_carlo(K, y, 0.7, 0.4, 0.1, 10, seed=0, noise="uniform")
+        studies.lemma_monte_carlo(K, y, 0.7, 0.4, 0.1, 10, seed=0, noise="uniform")
 
 
 def test_rademacher_monte_carlo_between_szarek_and_jensen():
     x, _ = _data()
-    est, bound = measure.rademacher_monte_carlo(measure.setting1_kernel(x), 500, seed=0)
+    est, bound = studies.rademacher_monte_carlo(infinite.setting1_kernel(x), 500, seed=0)
     assert bound / math.sqrt(2) <= est <= bound
 
 
@@ -75,30 +76,30 @@ def test_error_grids():
     x, y = _data(60)
     xt, yt = x[40:], y[40:]
     x, y = x[:40], y[:40]
-    K, Kt = measure.setting1_kernel(x), measure.setting1_kernel(xt, x)
+    K, Kt = infinite.setting1_kernel(x), infinite.setting1_kernel(xt, x)
     lams = [0.1, 1.0]
-    err, ramp = measure.binary_error_grid(K, Kt, y.astype(int), yt, [0.0, 0.3], lams, 2, seed=0)
+    err, ramp = studies.binary_error_grid(K, Kt, y.astype(int), yt, [0.0, 0.3], lams, 2, seed=0)
     assert err.shape == (2, 2, 2) and np.all(ramp >= err - 1e-12)
     direct = np.mean(np.sign(krr.krr_predict(K, y, 1.0, Kt)) != yt)
     assert err[0, 1, 0] == pytest.approx(direct)  # p = 0: no flips, the plain KRR error
     labels = (y > 0).astype(int)
-    e = measure.multiclass_error_grid(K, Kt, labels, (yt > 0).astype(int), [np.eye(2)], lams, 1, seed=0)
+    e = studies.multiclass_error_grid(K, Kt, labels, (yt > 0).astype(int), [np.eye(2)], lams, 1, seed=0)
     pred = krr.krr_predict(K, np.eye(2)[labels], 1.0, Kt).argmax(axis=1)
     assert e[0, 1, 0] == pytest.approx(np.mean(pred != (yt > 0)))
-    loss = measure.additive_test_loss(K, Kt, y, yt, lams, 0.1, 3, seed=0)
+    loss = studies.additive_test_loss(K, Kt, y, yt, lams, 0.1, 3, seed=0)
     assert loss.shape == (3, 2) and np.all((loss >= 0) & (loss <= 1))
 
 
 def test_mean_noisy_onehot_estimates_q():
     labels = np.repeat(np.arange(3), 20)
     P = noise.symmetric_transition(3, 0.3)
-    Qh = measure.mean_noisy_onehot(labels, P, 2000, seed=0)
+    Qh = studies.mean_noisy_onehot(labels, P, 2000, seed=0)
     assert np.abs(Qh - bounds.q_matrix(P, labels)).max() < 0.06
 
 
 def test_width_sweep_and_difference_tricks():
     x, _ = _data(8, 12)
-    sweep = measure.ntk_width_sweep(x, [64, 4096], seeds=[0, 1])
+    sweep = studies.ntk_width_sweep(x, [64, 4096], seeds=[0, 1])
     assert sweep.errors.shape == (2, 2) and sweep.mean[1] < sweep.mean[0]
     X = torch.as_tensor(x)
     g = TwoLayerNet(12, 32, seed=0, train_second=True).double()
@@ -106,7 +107,7 @@ def test_width_sweep_and_difference_tricks():
     half = empirical_ntk(CaptionDifference(g, 0.3), X, dtype=torch.float64)
     assert torch.allclose(half, Kg / 2)
     assert torch.allclose(empirical_ntk(DifferenceTrick(g), X, dtype=torch.float64), Kg)
-    Z = measure.jacobian_features(g, x)
+    Z = ntk.jacobian_features(g, x)
     assert np.allclose(Z @ Z.T, Kg.numpy())
     with pytest.raises(ValueError):
         CaptionDifference(g, 1.5)
@@ -114,17 +115,17 @@ def test_width_sweep_and_difference_tricks():
 
 def test_train_vs_krr_small():
     x, y = _data(30, 16)
-    res = measure.train_vs_krr(x[:20], y[:20], x[20:], [64, 2048], lam=1.5, steps=30, seed=0)
+    res = studies.train_vs_krr(x[:20], y[:20], x[20:], [64, 2048], lam=1.5, steps=30, seed=0)
     assert res.dist_krr.shape == (2, 2)
     assert np.all(res.dist_krr[1] < res.dist_krr[0])
     assert np.all(res.rdi_vs_aux < 0.05)
     with pytest.raises(ValueError):
-        measure.train_vs_krr(x[:20], y[:20] * 0.5, x[20:], [16], lam=1.0, steps=1)
+        studies.train_vs_krr(x[:20], y[:20] * 0.5, x[20:], [16], lam=1.0, steps=1)
 
 
 def test_initial_output_effect():
     x, y = _data(50)
-    errs, base = measure.initial_output_effect(x[:30], y[:30], x[30:], y[30:], 0.5, 20, seed=0)
+    errs, base = studies.initial_output_effect(x[:30], y[:30], x[30:], y[30:], 0.5, 20, seed=0)
     assert errs.shape == (20,) and 0 <= base <= 1 and errs.mean() >= base - 0.05
 
 
@@ -139,44 +140,44 @@ def test_available_pairs_is_the_rarest_class():
 
 
 def test_sphere_and_cone_samples():
-    x, s = measure.sphere_sample(200, 6, seed=0)
+    x, s = synthetic.sphere_sample(200, 6, seed=0)
     assert x.shape == (200, 6) and np.allclose(np.linalg.norm(x, axis=1), math.sqrt(6))
     assert np.allclose(s, x[:, 0] / math.sqrt(6))
-    x2, s2 = measure.sphere_sample(200, 6, seed=0)
+    x2, s2 = synthetic.sphere_sample(200, 6, seed=0)
     assert np.array_equal(x, x2)  # same seed, same sample
-    xl, sl = measure.sphere_sample(300, 4, seed=1, levels=[-0.5, 0.25])
+    xl, sl = synthetic.sphere_sample(300, 4, seed=1, levels=[-0.5, 0.25])
     assert set(np.round(sl, 12)) == {-0.5, 0.25} and np.allclose(np.linalg.norm(xl, axis=1), 2.0)
-    xc, c = measure.cone_sample(300, 6, 3, 0.4, seed=2)
+    xc, c = synthetic.cone_sample(300, 6, 3, 0.4, seed=2)
     u = xc / math.sqrt(6)
     assert np.allclose(np.linalg.norm(u, axis=1), 1.0)
     # (e_h^T u)^2 = cos^2(theta) 1[c = h]: the class indicators are quadratics on the support
     assert np.allclose(u[:, :3] ** 2, math.cos(0.4) ** 2 * np.eye(3)[c])
     assert np.bincount(c, minlength=3).min() > 70
     with pytest.raises(ValueError, match="d must be"):
-        measure.cone_sample(10, 4, 3, 0.4, seed=0)
+        synthetic.cone_sample(10, 4, 3, 0.4, seed=0)
     with pytest.raises(ValueError, match="theta"):
-        measure.cone_sample(10, 6, 3, 2.0, seed=0)
+        synthetic.cone_sample(10, 6, 3, 2.0, seed=0)
     with pytest.raises(ValueError, match="levels"):
-        measure.sphere_sample(10, 4, seed=0, levels=[1.0])
+        synthetic.sphere_sample(10, 4, seed=0, levels=[1.0])
 
 
 def test_power_series_of_the_setting1_kernel():
     # the coefficients against a numerical Taylor expansion of t (pi - arccos t) / (2 pi)
     t = np.linspace(-0.5, 0.5, 41)
     k = t * (np.pi - np.arccos(t)) / (2 * np.pi)
-    series = sum(measure.setting1_power_coefficient(j) * t**j for j in range(0, 40))
+    series = sum(infinite.setting1_power_coefficient(j) * t**j for j in range(0, 40))
     assert np.allclose(series, k, atol=1e-12)
-    assert measure.setting1_power_coefficient(1) == 0.25
-    assert measure.setting1_power_coefficient(2) == pytest.approx(1 / (2 * np.pi))
-    assert measure.setting1_power_coefficient(4) == pytest.approx(1 / (12 * np.pi))
-    assert all(measure.setting1_power_coefficient(j) == 0.0 for j in (0, 3, 5, 7))
-    x, _ = measure.sphere_sample(50, 5, seed=3)
-    assert np.allclose(measure.setting1_kernel_arcsin(x), measure.setting1_kernel(x), atol=1e-13)
+    assert infinite.setting1_power_coefficient(1) == 0.25
+    assert infinite.setting1_power_coefficient(2) == pytest.approx(1 / (2 * np.pi))
+    assert infinite.setting1_power_coefficient(4) == pytest.approx(1 / (12 * np.pi))
+    assert all(infinite.setting1_power_coefficient(j) == 0.0 for j in (0, 3, 5, 7))
+    x, _ = synthetic.sphere_sample(50, 5, seed=3)
+    assert np.allclose(infinite.setting1_kernel_arcsin(x), infinite.setting1_kernel(x), atol=1e-13)
 
 
 def test_remark_5_2_constants_hold_and_are_nearly_attained():
-    x, s = measure.sphere_sample(400, 4, seed=4)
-    K = measure.setting1_kernel(x)
+    x, s = synthetic.sphere_sample(400, 4, seed=4)
+    K = infinite.setting1_kernel(x)
     c1 = bounds.complexity(K, s)
     c2 = bounds.complexity(K, s**2)
     assert 3.5 < c1 <= 4.0 / 1.0 and c2 <= 2 * np.pi
@@ -185,25 +186,25 @@ def test_remark_5_2_constants_hold_and_are_nearly_attained():
 
 def test_ridge_fit_and_fit_monte_carlo_against_a_direct_solve():
     rng = np.random.default_rng(5)
-    x, s = measure.sphere_sample(40, 5, seed=5)
-    K = measure.setting1_kernel(x)
+    x, s = synthetic.sphere_sample(40, 5, seed=5)
+    K = infinite.setting1_kernel(x)
     lam = 1.7  # lam != lam^2
     direct = K @ np.linalg.solve(K + lam**2 * np.eye(40), s)
-    assert np.allclose(measure.ridge_fit(K, s, lam), direct)
+    assert np.allclose(studies.ridge_fit(K, s, lam), direct)
     Y = np.stack([s, -s], axis=1)
-    assert np.allclose(measure.ridge_fit(K, Y, lam), np.stack([direct, -direct], axis=1))
+    assert np.allclose(studies.ridge_fit(K, Y, lam), np.stack([direct, -direct], axis=1))
     draws = s + 0.3 * rng.standard_normal((3000, 40))
-    mc = measure.fit_monte_carlo(K, draws, lam)
+    mc = studies.fit_monte_carlo(K, draws, lam)
     assert mc.draws == 3000 and mc.mean.shape == (40,)
     assert mc.max_z(direct) < 4.5  # the mean fit is K (K + lam^2 I)^-1 E[y~]
     assert mc.max_z(K @ np.linalg.solve(K + lam * np.eye(40), s)) > 10  # and not the lam fit
     # the standard error is that of the fits: sd of (K (K + lam^2 I)^-1 eps)_i / sqrt(R)
     A = K @ np.linalg.inv(K + lam**2 * np.eye(40))
     assert np.allclose(mc.stderr, 0.3 * np.linalg.norm(A, axis=1) / np.sqrt(3000), rtol=0.1)
-    multi = measure.fit_monte_carlo(K, np.stack([draws, -draws], axis=2), lam)
+    multi = studies.fit_monte_carlo(K, np.stack([draws, -draws], axis=2), lam)
     assert multi.mean.shape == (40, 2) and np.allclose(multi.mean[:, 1], -mc.mean)
     with pytest.raises(ValueError, match="at least 2"):
-        measure.fit_monte_carlo(K, draws[:1], lam)
+        studies.fit_monte_carlo(K, draws[:1], lam)
 
 
 def test_lemma_c1_pieces_by_value():
@@ -214,7 +215,7 @@ def test_lemma_c1_pieces_by_value():
     lam, sigma = 0.6, 0.4
     M = np.linalg.inv(K + lam**2 * np.eye(6))
     A = K @ M
-    piece = measure.lemma_c1_pieces(K, y, lam, sigma)
+    piece = studies.lemma_c1_pieces(K, y, lam, sigma)
     assert piece["bias"] == pytest.approx(lam**2 * np.linalg.norm(M @ y))
     assert piece["bias_bound"] == pytest.approx(lam / 2 * np.sqrt(y @ np.linalg.solve(K, y)))
     assert piece["noise_ms"] == pytest.approx(sigma**2 * np.trace(A @ A))
@@ -270,7 +271,7 @@ def test_lemma_c2_chain_by_value():
     K = Z @ Z.T / 12
     y = np.clip(rng.standard_normal(8), -1, 1)
     lam, sigma = 1.3, 0.5
-    ch = measure.lemma_c2_chain(K, y, lam, sigma, 0.1, draws=5, seed=3)
+    ch = studies.lemma_c2_chain(K, y, lam, sigma, 0.1, draws=5, seed=3)
     eps = sigma * np.random.default_rng(3).standard_normal((8, 5))  # the same draws
     M = np.linalg.inv(K + lam**2 * np.eye(8))
     for d in range(5):

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from ntk_core import ntk as ntk_module
-from ntk_core import structured
+from ntk_core.ntk import gram as ntk_gram
+from ntk_core.ntk import structured
 from ntk_core.nets import MLP, ConvNet, TwoLayerNet
 from ntk_core.ntk import METHODS, empirical_ntk, select_method
 from ntk_oracle import reference_ntk
@@ -91,7 +91,7 @@ def test_both_structured_routes_are_exact(monkeypatch: pytest.MonkeyPatch, route
                 plan.routes[n] = dataclasses.replace(r, route=route)
         return plan
 
-    monkeypatch.setattr(structured, "_plan", forced)
+    monkeypatch.setattr(ntk_gram, "_plan", forced)
     make, shape = MODELS[name]
     model = make()
     x1, x2 = _data(shape, 4, 2), _data(shape, 3, 3)
@@ -173,7 +173,7 @@ def test_jacobian_method_takes_its_estimated_tile_without_counting_flops(monkeyp
     budget = 1024 * 1024
     tile = select_method(model, x, dtype=torch.float64, memory_budget=budget).estimates["jacobian"].tile_size
     tiles: list[tuple[int, int]] = []
-    monkeypatch.setattr(ntk_module, "_forward_cost", lambda *a: (_ for _ in ()).throw(AssertionError("counted")))
+    monkeypatch.setattr(ntk_gram, "_forward_cost", lambda *a: (_ for _ in ()).throw(AssertionError("counted")))
     k = empirical_ntk(
         model,
         x,
@@ -344,7 +344,7 @@ def test_structured_ntk_is_the_structured_method() -> None:
     model = ConvNet(2, 4, depth=3, out_dim=2, seed=3)
     x = _data((2, 6, 6), 5, 8)
     for output in ("trace", "full"):
-        a = structured.structured_ntk(model, x, output=output, dtype=torch.float64)
+        a = ntk_gram.structured_ntk(model, x, output=output, dtype=torch.float64)
         assert torch.equal(a, empirical_ntk(model, x, method="structured", output=output, dtype=torch.float64))
 
 
@@ -354,7 +354,7 @@ def test_jacobian_and_ntvp_do_not_trace_the_model(monkeypatch: pytest.MonkeyPatc
     def refuse(*args: object) -> None:
         raise AssertionError("traced")
 
-    monkeypatch.setattr(structured, "_plan", refuse)
+    monkeypatch.setattr(ntk_gram, "_plan", refuse)
     model = MLP(4, [8], 2, seed=1)
     x = _data((4,), 3, 0)
     ref = reference_ntk(model, x, x, "trace")

@@ -13,8 +13,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from ntk_core import ntk as ntk_module
-from ntk_core.distributed import distributed_ntk
+from ntk_core import _store
+from ntk_core.ntk import problem as ntk_problem, tiles as ntk_tiles
+from ntk_core.ntk.distributed import distributed_ntk
 from ntk_core.ntk import METHODS, empirical_ntk, select_method
 from ntk_oracle import autograd_ntk
 
@@ -214,9 +215,9 @@ def test_checkpoint_identity_covers_every_entry(tmp_path) -> None:  # type: igno
 def test_a_single_tensor_keeps_its_tile_identity() -> None:
     """Tiles saved before multi-input models existed stay valid: one tensor is fingerprinted as it was."""
     x = _floats(4, (3,), 0)
-    prob = ntk_module._make_problem(nn.Linear(3, 2), x, None, "trace", torch.float64, "cpu", None)
-    ident = ntk_module._identity(prob, "jacobian", 2, torch.float64)
-    assert ident["x1"] == ntk_module._store.fingerprint(prob.x1) and ident["x2"] == "x1"
+    prob = ntk_problem._make_problem(nn.Linear(3, 2), x, None, "trace", torch.float64, "cpu", None)
+    ident = ntk_tiles._identity(prob, "jacobian", 2, torch.float64)
+    assert ident["x1"] == _store.fingerprint(prob.x1) and ident["x2"] == "x1"
 
 
 def test_distributed_ntk_takes_several_inputs(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""ntk_core.profile (quick/medium/full, run facts) and ntk_core.plots (figure helpers)."""
+"""ntk_core.profile (quick/medium/full, run facts) and ntk_core.bookkit.plots (figure helpers)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from ntk_core import plots
 from ntk_core.profile import RunInfo, book_profile, default_device
+from ntk_core.bookkit import plots
 
 
 def test_book_profile_reads_the_environment(monkeypatch):

@@ -485,7 +485,9 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     (package / "experiments" / "setting1.py").write_text(
         (package / "experiments" / "setting1.py").read_text() + "\n\ndef headline(table):\n    return table.mean()\n"
     )
-    (package / "measure.py").write_text((package / "measure.py").read_text() + "\nX = 1\n")
+    (package / "bookkit" / "studies" / "scaling.py").write_text(
+        (package / "bookkit" / "studies" / "scaling.py").read_text() + "\nX = 1\n"
+    )
     # sizing a profile: its constructor only chooses config values, which enter a result's identity apart
     edit("experiments/distance.py", "steps=120_000,", "steps=150_000,")
     assert _code.PROFILE_METHODS == experiments.PROFILES

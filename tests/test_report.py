@@ -1,4 +1,4 @@
-"""ntk_core.report (the chapters' ledger of claims) and the book's glance extension that collects it."""
+"""ntk_core.bookkit.ledger (the chapters' ledger of claims) and the book's glance extension that collects it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ntk_core.report import STATUSES, Claim, Ledger, load_ledgers
+from ntk_core.bookkit.ledger import STATUSES, Claim, Ledger, load_ledgers
 
 BOOK_EXT = Path(__file__).resolve().parents[1] / "book" / "_ext"
 

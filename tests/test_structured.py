@@ -1,4 +1,4 @@
-"""Tests for ntk_core.structured: every rule against an explicit float64 Jacobian contraction.
+"""Tests for ntk_core.ntk.structured: every rule against an explicit float64 Jacobian contraction.
 
 The oracle differentiates the whole batch with ``torch.func.jacrev`` (no
 per-example trick, no structure) and contracts with ``einsum``; each model is
@@ -19,9 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ntk_core import structured as st
-from ntk_core.ntk import _make_problem, empirical_ntk
-from ntk_core.structured import ROUTES, plan_structured, structured_ntk
+from ntk_core.ntk import structured as st
+from ntk_core.ntk import empirical_ntk
+from ntk_core.ntk.problem import _make_problem
+from ntk_core.ntk import ROUTES, plan_structured, structured_ntk
 from ntk_oracle import reference_ntk as oracle
 
 F64 = torch.float64
@@ -447,7 +448,7 @@ def test_models_that_are_not_a_fixed_function_are_refused() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    for obj in (st.structured_ntk, st.plan_structured):
+    for obj in (structured_ntk, plan_structured):
         finder = doctest.DocTestFinder()
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
         for test in finder.find(obj, globs={"structured_ntk": structured_ntk, "plan_structured": plan_structured}):

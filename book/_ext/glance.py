@@ -1,6 +1,6 @@
 """Sphinx extension: the landing page's *Results at a glance*, generated from the chapters' own checks.
 
-Each chapter records its claims with ``ntk_core.report.Ledger`` and saves them, when it is executed during the
+Each chapter records its claims with ``ntk_core.bookkit.ledger.Ledger`` and saves them, when it is executed during the
 build, into the folder named by ``$NTK_BOOK_LEDGER``. This extension points that variable at
 ``<build>/claims`` before any chapter runs (the kernels inherit the environment), empties it, and replaces the
 ``{results-at-a-glance}`` directive, once every chapter has been read and executed, by the claims grouped by
@@ -204,7 +204,7 @@ def _exhibits_table(app: Any, fromdoc: str, claims: list[Any]) -> nodes.table:
 
 
 def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
-    from ntk_core.report import load_ledgers
+    from ntk_core.bookkit.ledger import load_ledgers
 
     ledgers = load_ledgers(_ledger_dir(app))
     docs = {Path(d).name: d for d in _chapters_in_order(app)}

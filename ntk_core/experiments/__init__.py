@@ -1,4 +1,4 @@
-"""The paper's experiments as code: one module each, ``Config`` (quick/medium/full) -> ``run`` -> ``Result``.
+"""The paper's experiments as code: one module each, its ``Config`` (quick/medium/full) and ``compute``; :func:`run` -> ``Result``.
 
 =====================  ==========================================================
 ``setting1``           Figure 1a: MNIST "5" vs "8", two-layer net, GD / ES / RDI / AUX / KRR vs noise
@@ -26,8 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from ..profile import PROFILES
-from ._base import Result, memorised_fraction, run_experiment
-from ._record import RecordMissing, record_dir, recorded
+from ._base import Result, check_one_row_per_seed, memorised_fraction, paired_stats, run_experiment
+from ._record import RecordMissing, record_dir, recorded, refresh_command
 
 __all__ = [
     "EXPERIMENTS",
@@ -40,6 +40,9 @@ __all__ = [
     "RecordMissing",
     "Result",
     "memorised_fraction",
+    "paired_stats",
+    "check_one_row_per_seed",
+    "refresh_command",
 ]
 
 #: The names of the experiments, in the order of the paper.

@@ -67,7 +67,7 @@ class Config(ExperimentConfig):
         same five α and three seeds (15 training runs).
 
         Sized by the precondition first (every run fits its training set, as the figure's do:
-        :func:`ntk_core.experiments.claims.figure_4_precondition`), then by time. An earlier medium of 2,000
+        :func:`ntk_core.bookkit.claims.figure_4_precondition`), then by time. An earlier medium of 2,000
         images and 3,000 steps ended at mean training loss 0.014 with a training image misclassified; at 1,000
         images and width 1,000, α = 0 (the slowest: the largest initial output to remove) still had 0.0043
         after 5,000 steps. Measured on seed 0, α = 0, at 400 images and width 2,000 (2026-11-26, 2-core x86_64

@@ -72,7 +72,7 @@ class Config(ExperimentConfig):
         """Base point 100 images, width 512, noise 0.2, 5,000 GD steps (20,000 at lr scale 1/4); one seed.
 
         Table 2 is about the distance *at convergence*, so the steps are chosen for that precondition
-        (:func:`ntk_core.experiments.claims.table_2_precondition`): measured on seed 0 (2026-11-26), 500 steps
+        (:func:`ntk_core.bookkit.claims.table_2_precondition`): measured on seed 0 (2026-11-26), 500 steps
         left GD at mean training loss 0.01–0.06 for n ≥ 100 (not converged), 4,000 steps brought every run
         below 10⁻³ except n = 200 (1.3 · 10⁻³); 5,000 keeps a margin. ≈ 4 minutes on one thread.
         """
@@ -84,7 +84,7 @@ class Config(ExperimentConfig):
         1/4); samples 100–300, noise 0–40 %, width 256–2,048, λ ∈ {1/4, …, 4}, lr scale ∈ {1/4, 1/2, 1}; 3 seeds.
 
         Sized by the precondition first (every run converged:
-        :func:`ntk_core.experiments.claims.table_2_precondition`), then by time. GD at η = 1/‖K‖ removes the
+        :func:`ntk_core.bookkit.claims.table_2_precondition`), then by time. GD at η = 1/‖K‖ removes the
         last of the noisy labels' residual slowly, and more slowly the more images (the smallest eigenvalues of
         K shrink): an earlier medium of 1,000 images and 2,000 steps ended at mean training loss 0.06–0.20 for
         n ≥ 500, far from converged. Measured (2026-11-26, 2-core x86_64 VM, ``OMP_NUM_THREADS=1``, torch 2.13

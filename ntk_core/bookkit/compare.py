@@ -14,8 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ._base import Result
-from ._record import RecordMissing, recorded, refresh_command
+from ..experiments import RecordMissing, Result, recorded, refresh_command
 
 __all__ = ["medium", "record_line", "side_by_side", "config_table", "as_percent"]
 

@@ -58,20 +58,11 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from . import _store
-from ._checks import check_choice, check_interval
-from .ntk import (
-    InputsLike,
-    METHODS,
-    OUTPUTS,
-    _blocks,
-    _compute_tile,
-    _FeatureSource,
-    _identity,
-    _prepare,
-    _tile_pairs,
-    _TileStore,
-)
+from .. import _store
+from .._checks import check_choice, check_interval
+from .gram import _prepare
+from .problem import METHODS, OUTPUTS, InputsLike
+from .tiles import _blocks, _compute_tile, _FeatureSource, _identity, _tile_pairs, _TileStore
 
 __all__ = ["BACKENDS", "GramResult", "distributed_ntk", "init_from_env"]
 
@@ -161,7 +152,7 @@ def init_from_env(backend: str | None = None, timeout: float = 1800.0) -> bool:
     Outside torchrun there is nothing to join:
 
     >>> import os
-    >>> from ntk_core.distributed import init_from_env
+    >>> from ntk_core.ntk.distributed import init_from_env
     >>> "WORLD_SIZE" in os.environ or init_from_env()
     False
     """
@@ -293,7 +284,7 @@ def distributed_ntk(
 
     >>> import tempfile, torch
     >>> from ntk_core import TwoLayerNet, empirical_ntk
-    >>> from ntk_core.distributed import distributed_ntk
+    >>> from ntk_core.ntk.distributed import distributed_ntk
     >>> net = TwoLayerNet(d=5, width=64, seed=0)
     >>> x = torch.randn(10, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     >>> res = distributed_ntk(net, x, checkpoint_dir=tempfile.mkdtemp(), tile_size=4, dtype=torch.float64)

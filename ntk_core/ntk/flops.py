@@ -2,7 +2,7 @@
 
 :func:`torch.utils.flop_counter.FlopCounterMode` counts aten operations (mm, addmm, bmm, baddbmm, convolutions,
 attention kernels) at 2 FLOPs per multiply-add, and counts neither bias additions nor elementwise work. The
-structured plan's traced forward passes (:mod:`ntk_core.structured`) see torch *functions*, one level above
+structured plan's traced forward passes (:mod:`ntk_core.ntk.structured`) see torch *functions*, one level above
 aten; :func:`flop_rule` gives, per function, the rule that counts what aten will run for it, so that the trace
 counts the forward FLOPs without a second, counting pass. A function that may run counted operations the trace
 cannot see (a Python composite such as ``F.multi_head_attention_forward``, an LSTM, ``tensordot``, the fused CPU

@@ -1,7 +1,7 @@
 """The numbers behind the paper's experimental claims, from a result table of any profile.
 
 The experiment chapters check each claim twice: on the live ``quick`` run and on the recorded ``medium`` run
-(:mod:`ntk_core.experiments.compare` puts them side by side). Both go through the functions here, so that
+(:mod:`ntk_core.bookkit.compare` puts them side by side). Both go through the functions here, so that
 the same claim is measured the same way at every scale; :data:`PAPER` quotes what the paper itself reports
 for each (its figures give no numbers, so those quotes are the paper's words).
 
@@ -15,9 +15,9 @@ import math
 
 import pandas as pd
 
-from ..report import Ledger, Status
-from . import difference_trick, distance, setting1, setting3
-from ._base import check_one_row_per_seed, memorised_fraction, paired_stats
+from .ledger import Ledger, Status
+from ..experiments import check_one_row_per_seed, memorised_fraction, paired_stats
+from ..experiments import difference_trick, distance, setting1, setting3
 
 __all__ = [
     "PAPER",
@@ -310,7 +310,7 @@ def table_2_gaps(table: pd.DataFrame) -> pd.DataFrame:
 
     One row per GD + RDI run of the λ factor (``run`` = "GD + RDI, λ = …") and per vanilla GD run of the width
     factor ("GD, width …"), in grid order; ``gap`` is measured / linearised − 1. Keyed by ``run`` so that the
-    quick and medium tables can be put side by side (:func:`ntk_core.experiments.compare.side_by_side`).
+    quick and medium tables can be put side by side (:func:`ntk_core.bookkit.compare.side_by_side`).
     """
     q = table_2_linearised(table)
     rows = [(f"GD + RDI, λ = {v:g}", g) for v, g in q["by_lam"].items()]

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from . import _store
+from .. import _store
 
 __all__ = ["STATUSES", "Status", "Claim", "Ledger", "load_ledgers"]
 
@@ -214,7 +214,7 @@ class Ledger:
         self._add(ref, statement, "not run", why, paper, anchor)
 
     def table(self) -> list[dict[str, str]]:
-        """The claims as rows for :func:`ntk_core.plots.show_table`."""
+        """The claims as rows for :func:`ntk_core.bookkit.plots.show_table`."""
         return [
             {"paper": c.ref, "claim": c.statement, "status": c.status, "this build": c.value, "paper's number": c.paper}
             for c in self.claims

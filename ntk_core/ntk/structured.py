@@ -63,50 +63,39 @@ does not falls back to Jacobians).
 from __future__ import annotations
 
 import math
-import os
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from ._flops import flop_rule, func_name, parse_einsum
-from .ntk import (
-    DEFAULT_MEMORY_BUDGET,
-    OUTPUTS,
-    CostEstimate,
+from .cost import _n_rows_computed, _out_factor, _pairs, _tile_fit, CostEstimate
+from .flops import flop_rule, func_name, parse_einsum
+from .problem import (
     _contract_jacobians,
     _forward_cost,
     _ForwardCost,
     _leaf_output_hooks,
-    empirical_ntk,
     _make_problem,
     _n_examples,
-    _n_rows_computed,
-    _out_factor,
-    _pairs,
     _per_example_jacobians,
     _Problem,
     _rows,
-    _tile_fit,
     Inputs,
     InputsLike,
+    Output,
 )
 
-__all__ = ["ROUTES", "ParameterRoute", "StructuredPlan", "plan_structured", "structured_ntk"]
+__all__ = ["ROUTES", "ParameterRoute", "StructuredPlan", "plan_structured"]
+
 
 #: The ways a trained parameter is differentiated, in order of preference (the pairwise structured rule,
 #: per-example gradients from each use's input and cotangent, per-example Jacobians by ``vmap(jacrev)``).
 ROUTES: tuple[str, ...] = ("gram", "grad", "jacobian")
-
-Output = Literal["trace", "full"]
-
-
-# --------------------------------------------------------------------------- recording the operations
 
 
 class _Unsupported(Exception):
@@ -183,14 +172,32 @@ _LAYOUT = {
     "clone",
     "broadcast_to",
 }
+
+
 _REPEATING = {"expand", "expand_as", "repeat", "tile", "broadcast_to"}
+
+
 _CASTS = {"to", "float", "double", "type_as", "type"}
+
+
 _MUL = {"mul", "__mul__", "__rmul__", "multiply"}
+
+
 _DIV = {"div", "__truediv__", "true_divide", "divide"}
+
+
 _NEG = {"neg", "__neg__", "negative"}
+
+
 _ADD = {"add", "__add__", "__radd__"}
+
+
 _SUB = {"sub", "__sub__", "subtract"}
+
+
 _MATMUL = {"matmul", "__matmul__", "mm", "bmm"}
+
+
 _CONV = {"conv1d": 1, "conv2d": 2, "conv3d": 3}
 
 
@@ -223,7 +230,7 @@ class _Recorder(TorchFunctionMode):
     probe (``requires_grad``) to the output of every call with a use of a
     parameter in ``keep``; the probe's gradient is the cotangent there.
     ``count=True`` also adds up the forward FLOPs of every call in ``flops``
-    (see :func:`ntk_core._flops.flop_rule`; NaN where a call's FLOPs are not countable).
+    (see :func:`ntk_core.ntk.flops.flop_rule`; NaN where a call's FLOPs are not countable).
     """
 
     def __init__(
@@ -619,14 +626,20 @@ def _conv_weight_grad(nd: int) -> Callable[..., Tensor]:
 
 
 _CONV_WEIGHT = {nd: _conv_weight_grad(nd) for nd in (1, 2, 3)}
+
+
 #: Per-example convolution weight gradients by one grouped convolution (True) or by im2col and bmm (False).
 _GROUPED_CONV_GRADIENTS = True
+
+
 #: ... except for convolutions with at most this many input channels per group when torch runs on at least
 #: ``_IM2COL_MIN_THREADS`` threads: there im2col and bmm are used. The grouped-convolution weight gradient on few
 #: channels opens many short parallel regions and stalls when a thread is descheduled (the 3-channel first
 #: layer of the 3-layer CNN on 32×32×3, n = 512, on a 2-core VM loaded by two other processes: 8-14 s grouped
 #: against 0.11 s by im2col + bmm with 2 threads; with 1 thread 0.035 s grouped against 0.12 s).
 _IM2COL_MAX_CHANNELS = 8
+
+
 _IM2COL_MIN_THREADS = 2
 
 
@@ -745,9 +758,6 @@ def _matmul_letters(a_shape: tuple[int, ...], w_idx: Tensor, w_right: bool) -> t
     for j in reversed(drop):
         idx = idx.select(j, 0)
     return sa, sw_batch + w_mat, "".join(batch) + o_mat, idx
-
-
-# --------------------------------------------------------------------------- the plan
 
 
 @dataclass(frozen=True)
@@ -1018,9 +1028,6 @@ def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
     return StructuredPlan(routes, estimate, cached, {n: sigs[n][1] for n in prob.params}, aranges, cost)
 
 
-# --------------------------------------------------------------------------- the engine
-
-
 @dataclass
 class _Features:
     grams: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # u (b, T, G, D), g (b, T, G, O, K)
@@ -1231,9 +1238,6 @@ def _gram_term(u1: Tensor, g1: Tensor, u2: Tensor, g2: Tensor, full: bool, budge
     return torch.cat(blocks, 0)
 
 
-# --------------------------------------------------------------------------- public entry points
-
-
 def plan_structured(
     model: nn.Module,
     x1: InputsLike,
@@ -1290,113 +1294,3 @@ def plan_structured(
     """
     prob = _make_problem(model, x1, x2, output, dtype, device, memory_budget)
     return _plan(prob)
-
-
-def structured_ntk(
-    model: nn.Module,
-    x1: InputsLike,
-    x2: InputsLike | None = None,
-    *,
-    output: Output = "trace",
-    tile_size: int | None = None,
-    dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-    progress: bool = False,
-    out_dtype: torch.dtype | None = None,
-    memory_budget: int | None = None,
-    checkpoint_dir: str | os.PathLike[str] | None = None,
-    callback: Callable[[int, int, bool], None] | None = None,
-) -> Tensor:
-    r"""Empirical NTK Gram matrix by structured derivatives of the operations the model runs.
-
-    ``empirical_ntk(..., method="structured")``, which this calls. Computes the same kernel as
-    :func:`ntk_core.ntk.empirical_ntk` with any other method,
-    ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2), for any
-    weight layout: raw parameters in ``x @ W.T``, ``x @ W``, ``F.linear``,
-    ``F.conv1d/2d/3d``, ``torch.einsum``, modules, shared weights and biases
-    (see the module description and :func:`plan_structured`).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The network f at its current parameters; only parameters with
-        ``requires_grad=True`` are differentiated. Not modified; refused in
-        training mode with an active Dropout or a BatchNorm.
-    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
-        Inputs, as for :func:`ntk_core.ntk.empirical_ntk` (one tensor, a tuple or
-        list passed as ``model(*x1)``, a dict passed as ``model(**x1)``);
-        ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
-    output : {"trace", "full"}
-        ``"trace"``: ``(n1, n2)`` summed over the O outputs; ``"full"``:
-        ``(n1, n2, O, O)``. One-output models give ``(n1, n2)``.
-    tile_size : int, optional
-        Rows/columns per tile (default: the largest that fits the budget).
-    dtype, device : torch.dtype, torch.device or str, optional
-        Compute dtype (float32/float64) and device (default: the model's).
-    progress : bool
-        Show a tqdm progress bar over tiles.
-    out_dtype : torch.dtype, optional
-        dtype of the returned CPU tensor (default: ``dtype``).
-    memory_budget : int, optional
-        Bytes for features and per-tile workspace (default 2 GiB).
-    checkpoint_dir : str or os.PathLike, optional
-        Save finished tiles there and reuse them on a rerun, verified as in
-        :func:`ntk_core.ntk.empirical_ntk`.
-    callback : callable, optional
-        ``callback(i, j, computed)`` after tile ``(i, j)`` is placed.
-
-    Returns
-    -------
-    torch.Tensor
-        On CPU, shape ``(n1, n2)`` or ``(n1, n2, O, O)``.
-
-    Raises
-    ------
-    ValueError, TypeError
-        Bad inputs or options (shapes, dtypes, NaN, unknown ``output``, a
-        model that is not one fixed per-example function).
-    RuntimeError
-        The model ran different operations on a later batch than when it was
-        planned.
-
-    Examples
-    --------
-    A two-layer network written with raw parameters in the ``x @ W.T``
-    layout; the kernel equals the per-example Jacobian contraction:
-
-    >>> import torch
-    >>> from torch import nn
-    >>> from ntk_core.ntk import empirical_ntk
-    >>> class Raw(nn.Module):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         g = torch.Generator().manual_seed(0)
-    ...         self.W = nn.Parameter(torch.randn(64, 5, generator=g))
-    ...         self.a = nn.Parameter(torch.randn(64, generator=g))
-    ...     def forward(self, x):
-    ...         return torch.relu(x @ self.W.T / 5**0.5) @ self.a / 64**0.5
-    >>> x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    >>> K = structured_ntk(Raw(), x, dtype=torch.float64)
-    >>> K.shape
-    torch.Size([6, 6])
-    >>> torch.allclose(K, empirical_ntk(Raw(), x, method="jacobian", dtype=torch.float64))
-    True
-    """
-    return empirical_ntk(
-        model,
-        x1,
-        x2,
-        method="structured",
-        output=output,
-        tile_size=tile_size,
-        dtype=dtype,
-        device=device,
-        progress=progress,
-        out_dtype=out_dtype,
-        memory_budget=memory_budget,
-        checkpoint_dir=checkpoint_dir,
-        callback=callback,
-    )
-
-
-_ = (DEFAULT_MEMORY_BUDGET, OUTPUTS)  # re-exported names the docs refer to

@@ -27,12 +27,12 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ._checks import check_choice, check_count, check_interval, check_positive
-from .bounds import complexity, leading_lambda, multiclass_noise_subgaussian_sigma
-from .data import load_mnist, mnist_features, sample_classes
-from .noise import corrupt, pairflip_transition, symmetric_transition
-from .ntk import empirical_ntk
-from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
+from ..._checks import check_choice, check_count, check_interval, check_positive
+from ...bounds import complexity, leading_lambda, multiclass_noise_subgaussian_sigma
+from ...data import load_mnist, mnist_features, sample_classes
+from ...noise import corrupt, pairflip_transition, symmetric_transition
+from ...ntk import empirical_ntk
+from ...regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 
 __all__ = [
     "OwnLoopConfig",
@@ -319,7 +319,7 @@ def select_by_validation(study: OwnLoopStudy, labels: str = "noisy") -> pd.DataF
 def gain_over_vanilla(picks: pd.DataFrame, method: str) -> dict[str, Any]:
     """Vanilla's test error minus ``method``'s, paired by seed (:func:`select_by_validation`'s rows), as
     :func:`~ntk_core.experiments._base.paired_stats`; positive: the method is better."""
-    from .experiments._base import paired_stats
+    from ...experiments import paired_stats
 
     base = picks[picks["method"] == "vanilla"].set_index("seed")["test_error"]
     other = picks[picks["method"] == method].set_index("seed")["test_error"]

@@ -1,0 +1,38 @@
+"""The empirical Neural Tangent Kernel: Gram matrices of ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` for any model.
+
+Layers, from the bottom: :mod:`~ntk_core.ntk.problem` (inputs, the problem of one Gram matrix, the forward cost,
+per-example Jacobians), :mod:`~ntk_core.ntk.cost` (cost models) and :mod:`~ntk_core.ntk.tiles` (tiles and their
+checkpoints); the methods :mod:`~ntk_core.ntk.engines` (``"jacobian"``, ``"ntvp"``) and
+:mod:`~ntk_core.ntk.structured` (``"structured"``, with :mod:`~ntk_core.ntk.flops`); on top,
+:mod:`~ntk_core.ntk.gram` (:func:`empirical_ntk`, :func:`select_method`) and
+:mod:`~ntk_core.ntk.distributed` (the same tiles on many processes).
+"""
+
+from .cost import CostEstimate, MethodChoice
+from .distributed import BACKENDS, GramResult, distributed_ntk, init_from_env
+from .gram import empirical_ntk, select_method, structured_ntk
+from .problem import DEFAULT_MEMORY_BUDGET, METHODS, OUTPUTS, Inputs, InputsLike, NTKMethod, jacobian_features
+from .structured import ROUTES, ParameterRoute, StructuredPlan, plan_structured
+
+__all__ = [
+    "METHODS",
+    "OUTPUTS",
+    "DEFAULT_MEMORY_BUDGET",
+    "Inputs",
+    "InputsLike",
+    "NTKMethod",
+    "CostEstimate",
+    "MethodChoice",
+    "empirical_ntk",
+    "select_method",
+    "jacobian_features",
+    "structured_ntk",
+    "ROUTES",
+    "ParameterRoute",
+    "StructuredPlan",
+    "plan_structured",
+    "BACKENDS",
+    "GramResult",
+    "distributed_ntk",
+    "init_from_env",
+]
