@@ -1,4 +1,4 @@
-"""ntk_core.profile (quick/medium/full, run facts) and ntk_core.bookkit.plots (figure helpers)."""
+"""ntk_core.experiments.profile (quick/medium/full, run facts) and ntk_core.bookkit.plots (figure helpers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from ntk_core.profile import RunInfo, book_profile, default_device
+from ntk_core.experiments.profile import RunInfo, book_profile, default_device
 from ntk_core.bookkit import plots
 
 

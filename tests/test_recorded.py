@@ -505,6 +505,35 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
         _code.code_fingerprint("setting9", package)
 
 
+def test_code_fingerprint_survives_a_move_and_follows_an_imported_library(tmp_path):
+    """A function moved to another module (its imports following it) leaves the fingerprint; taking a name
+    from another library, or an edit of code reached only through a function-level import, changes it."""
+    import shutil
+    from pathlib import Path
+
+    from ntk_core.experiments import _code
+
+    package = tmp_path / "ntk_core"
+    shutil.copytree(Path(_code.__file__).resolve().parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    fp = lambda: _code.code_fingerprint("setting1", package)  # noqa: E731
+    before = fp()
+    # move data.mnist_features (setting1 runs it) into a new module, and re-export it from data.py
+    data = (package / "data.py").read_text()
+    start = data.index("def mnist_features(")
+    end = data.index("\ndef ", start + 1)
+    moved = data[start:end]
+    (package / "features_moved.py").write_text(
+        "from __future__ import annotations\n\nimport numpy as np\n\nfrom .data import sphere_features\n\n\n" + moved
+    )
+    (package / "data.py").write_text(data[:start] + data[end:] + "\nfrom .features_moved import mnist_features\n")
+    assert fp() == before
+    # the same statement with a name taken from another library is other code
+    krr = (package / "krr.py").read_text()
+    assert "import numpy as np" in krr
+    (package / "krr.py").write_text(krr.replace("import numpy as np", "import numpy.ma as np", 1))
+    assert fp() != before
+
+
 def test_side_by_side_and_record_line(data_env):
     from ntk_core.experiments import compare
 

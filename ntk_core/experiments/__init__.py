@@ -25,7 +25,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from ..profile import PROFILES
+from .profile import PROFILES
 from ._base import Result, check_one_row_per_seed, memorised_fraction, paired_stats, run_experiment
 from ._record import RecordMissing, record_dir, recorded, refresh_command
 

@@ -475,7 +475,7 @@ def check_common(config: Any) -> None:
     TypeError
         A seed that is not an int.
     """
-    from ..profile import book_profile
+    from .profile import book_profile
 
     book_profile(config.profile)
     if not isinstance(config.seeds, (tuple, list)) or not config.seeds:

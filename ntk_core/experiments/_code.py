@@ -16,17 +16,23 @@ while any change to what the computation executes does not:
   left out as well: they only choose a config's values, and the values are part of a result's identity
   beside the code (``_base.run_experiment``), so that sizing one profile leaves the others' results current.
 
-:func:`code_fingerprint` hashes the included statements, module by module, in source order.
+:func:`code_fingerprint` hashes the included statements as a sorted set, **without the modules they sit in**:
+moving a function or class to another module (and changing the ``import`` lines that find it) leaves the
+fingerprint as it was, so that the package's layout can change without making its records stale. An
+``import`` of the package's own modules enters only through the statements it leads to; an import from
+outside the package (``numpy``, ``torch``, ...) enters as ``module:name as alias`` for each name the code
+uses, so that taking a name from another library does change it.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import hashlib
 from pathlib import Path
 
-from ..profile import PROFILES as PROFILE_METHODS  # the class methods that construct the profiles
+from .profile import PROFILES as PROFILE_METHODS  # the class methods that construct the profiles
 
 __all__ = ["code_fingerprint", "included_code"]
 
@@ -104,28 +110,39 @@ class _Module:
                 return file
         return None
 
+    def resolve(self, stmt: ast.Import | ast.ImportFrom) -> list[tuple[str, tuple[Path, str | None] | None]]:
+        """Each name an import binds, with where it leads in the package: ``(module file, name | None: the whole
+        module)``, or ``None`` for a name from outside the package."""
+        found: list[tuple[str, tuple[Path, str | None] | None]] = []
+        here = self.path.parent.relative_to(self.package.parent).parts
+        for alias in stmt.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            target: tuple[Path, str | None] | None = None
+            if isinstance(stmt, ast.ImportFrom):
+                base = here[: len(here) - stmt.level + 1] if stmt.level else ()
+                parts = (*base, *(stmt.module.split(".") if stmt.module else ()))
+                if parts and parts[0] == self.package.name:
+                    as_module = self._file((*parts, alias.name))
+                    if as_module is not None:
+                        target = (as_module, None)
+                    elif (source := self._file(parts)) is not None:
+                        target = (source, alias.name)
+            else:
+                parts = tuple(alias.name.split("."))
+                if parts[0] == self.package.name and (source := self._file(parts)) is not None:
+                    target = (source, None)
+            found.append((bound, target))
+        return found
+
     def _bound(self, stmt: ast.stmt) -> list[str]:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return [stmt.name]
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             names = []
-            here = self.path.parent.relative_to(self.package.parent).parts
-            for alias in stmt.names:
-                bound = alias.asname or alias.name.split(".")[0]
+            for bound, target in self.resolve(stmt):
                 names.append(bound)
-                if isinstance(stmt, ast.ImportFrom):
-                    base = here[: len(here) - stmt.level + 1] if stmt.level else ()
-                    parts = (*base, *(stmt.module.split(".") if stmt.module else ()))
-                    if parts and parts[0] == self.package.name:
-                        as_module = self._file((*parts, alias.name))
-                        if as_module is not None:
-                            self.imports[bound] = (as_module, None)
-                        elif (source := self._file(parts)) is not None:
-                            self.imports[bound] = (source, alias.name)
-                else:
-                    parts = tuple(alias.name.split("."))
-                    if parts[0] == self.package.name and (source := self._file(parts)) is not None:
-                        self.imports[bound] = (source, None)
+                if target is not None:
+                    self.imports[bound] = target
             return names
         targets: list[ast.expr] = []
         if isinstance(stmt, ast.Assign):
@@ -153,12 +170,14 @@ def included_code(roots: dict[Path, set[str]], package: Path = _PACKAGE) -> dict
     """
     modules: dict[Path, _Module] = {}
     included: dict[Path, set[int]] = {}
+    external: dict[Path, set[str]] = {}  # names bound by imports from outside the package that the code uses
     todo: list[tuple[Path, str]] = [(path, name) for path, names in roots.items() for name in names]
 
     def module(path: Path) -> _Module:
         if path not in modules:
             modules[path] = _Module(path, package)
             included[path] = set()
+            external[path] = set()
             # statements that bind nothing run on import: always part of the code
             for i, stmt in enumerate(modules[path].statements):
                 if not modules[path]._bound(stmt):
@@ -173,6 +192,11 @@ def included_code(roots: dict[Path, set[str]], package: Path = _PACKAGE) -> dict
         stmt = m.statements[index]
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             return  # an import counts through the names it brings that the code uses
+        for node in ast.walk(stmt):  # an import inside a function: follow what it brings from the package
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and node is not stmt:
+                for _, target in m.resolve(node):
+                    if target is not None:
+                        todo.append((target[0], target[1] if target[1] is not None else "*"))
         names, attributes = _uses(stmt)
         for name, attr in attributes:
             target = m.imports.get(name)
@@ -195,8 +219,38 @@ def included_code(roots: dict[Path, set[str]], package: Path = _PACKAGE) -> dict
             included[path].add(m.binds[name])
             todo.append((source, attr if attr is not None else "*"))
         elif name in m.binds:
+            if isinstance(m.statements[m.binds[name]], (ast.Import, ast.ImportFrom)):
+                external[path].add(name)
             include(path, m.binds[name])
-    return {path: [ast.dump(modules[path].statements[i]) for i in sorted(idx)] for path, idx in included.items()}
+    return {
+        path: [_entry(modules[path].statements[i], external[path]) for i in sorted(idx)]
+        for path, idx in included.items()
+    }
+
+
+def _entry(stmt: ast.stmt, external: set[str]) -> str:
+    """What one included statement contributes: its syntax tree's dump; for an import, ``module:name as alias``
+    of each name from outside the package that the code uses (imports within the package contribute nothing:
+    the statements they lead to are included themselves)."""
+    if isinstance(stmt, ast.Import):
+        return "\n".join(
+            f"import {a.name} as {a.asname or a.name}"
+            for a in stmt.names
+            if (a.asname or a.name.split(".")[0]) in external
+        )
+    if isinstance(stmt, ast.ImportFrom):
+        if stmt.level or (stmt.module or "").split(".")[0] == _PACKAGE.name:
+            return ""
+        return "\n".join(
+            f"from {stmt.module}:{a.name} as {a.asname or a.name}"
+            for a in stmt.names
+            if (a.asname or a.name) in external
+        )
+    nested = copy.deepcopy(stmt)
+    for node in ast.walk(nested):  # an import of the package inside a function: where it comes from does not count
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == _PACKAGE.name):
+            node.module, node.level = _PACKAGE.name, 0
+    return ast.dump(nested)
 
 
 def _used_bare(stmt: ast.AST, name: str) -> bool:
@@ -230,9 +284,9 @@ def _fingerprint(experiment: str | None, package: Path, state: tuple) -> str:
         if not start.is_file():
             raise ValueError(f"no experiment module {start.name} in {package.name}/experiments")
         roots = {start: {"compute", "Config"}}
+    entries = sorted({text for statements in included_code(roots, package).values() for text in statements if text})
     h = hashlib.sha256()
-    for path, statements in sorted(included_code(roots, package).items()):
-        h.update(path.relative_to(package).as_posix().encode())
-        for text in statements:
-            h.update(text.encode())
+    for text in entries:
+        h.update(text.encode())
+        h.update(b"\0")
     return h.hexdigest()[:12]

@@ -67,8 +67,8 @@ def user_model(spec: str) -> Any:
 
 def add_gram(sub: Any) -> None:
     """Register ``gram``."""
-    from .ntk.distributed import BACKENDS
-    from .ntk import METHODS
+    from ..ntk.distributed import BACKENDS
+    from ..ntk import METHODS
 
     gram = sub.add_parser(
         "gram",
@@ -172,9 +172,9 @@ def gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
 def _package_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
     import torch
 
-    from . import data
-    from .experiments import setting2
-    from .nets import TwoLayerNet
+    from .. import data
+    from . import setting2
+    from ..nets import TwoLayerNet
 
     name = args.data or ("mnist5v8" if args.model == "two-layer" else "cifar2")
     if args.n is not None and args.n < 1:
@@ -209,7 +209,7 @@ def gram(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from .ntk.distributed import distributed_ntk, init_from_env
+    from ..ntk.distributed import distributed_ntk, init_from_env
 
     joined = init_from_env(args.backend)
     try:
@@ -286,7 +286,7 @@ def add_bound(sub: Any) -> None:
 
 
 def _transition(spec: str, labels: np.ndarray) -> np.ndarray:
-    from .noise import pairflip_transition, symmetric_transition
+    from ..noise import pairflip_transition, symmetric_transition
 
     kind, _, rate = spec.partition(":")
     if kind in ("symmetric", "pairflip") and rate:
@@ -330,7 +330,7 @@ def _kernel_argument(path: Path) -> Any:
 
 
 def _leading(theorem: str, K: Any, labels: np.ndarray, args: argparse.Namespace, P: np.ndarray | None) -> float:
-    from . import bounds
+    from .. import bounds
 
     k = bounds._kernel(K)
     n, trace = k.shape[0], bounds._trace(k)
@@ -346,7 +346,7 @@ def _leading(theorem: str, K: Any, labels: np.ndarray, args: argparse.Namespace,
 
 def bound(args: argparse.Namespace) -> int:
     """Run ``bound``: print every term; 0 done, 2 bad input (said on stderr, no traceback)."""
-    from . import bounds
+    from .. import bounds
 
     try:
         needs = {"5.1": ("--sigma", args.sigma), "5.2": ("--p", args.p), "5.3": ("--noise", args.noise)}

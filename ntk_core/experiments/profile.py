@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._checks import check_choice
+from .._checks import check_choice
 
 __all__ = ["Profile", "PROFILES", "book_profile", "default_device", "RunInfo"]
 

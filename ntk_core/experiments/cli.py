@@ -1,0 +1,297 @@
+"""Command line: ``python -m ntk_core run <experiment> --profile quick|medium|full [--device cuda] [--seeds 0 1 2]``.
+
+``gram`` computes the empirical NTK Gram matrix of a model of the package on a
+data set, or of the user's own model (``--model package.module:factory --inputs x.npy``),
+on one process or, under ``torchrun --nproc_per_node=N -m ntk_core gram ...``,
+on N processes (:mod:`ntk_core.ntk.distributed`), into a ``.npy`` file. ``bound`` prints every
+term of Theorem 5.1, 5.2 or 5.3 from a saved kernel (read from disk in blocks) and labels.
+
+``--set field=value`` (repeatable) overrides any field of the experiment's
+config, for example ``--set width=2048 --set noise_levels="(0.0, 0.3)"``.
+``replay <experiment>`` re-runs units of a record in the record's arithmetic and compares them.
+``run ... --record`` writes the result with its provenance under
+``results/<profile>/<experiment>/`` (kept in the repository; resumable unit by
+unit); ``show <experiment> --profile medium`` prints a recorded result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import os
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from . import cli_kernels
+from . import EXPERIMENTS, _arithmetic, get, make_config
+from ._base import run_experiment
+from ._record import RecordMissing, record_experiment, recorded, summary
+from .profile import PROFILES
+
+
+def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
+    """The command line; ``reexec=True`` (``python -m ntk_core``) lets ``run --record`` and ``replay`` restart the
+    process with the arithmetic they need (:mod:`ntk_core.experiments._arithmetic`), which must be set before
+    torch starts; called from Python (``reexec=False``) they compute in the arithmetic of the calling process."""
+    parser = argparse.ArgumentParser(prog="python -m ntk_core", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one of the paper's experiments and write its table")
+    run.add_argument("experiment", choices=EXPERIMENTS)
+    run.add_argument("--profile", choices=PROFILES, default="quick")
+    run.add_argument("--device", default=None, help="cpu (default) or cuda")
+    run.add_argument("--seeds", type=int, nargs="+", default=None)
+    run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
+    run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a config field (Python literal value); repeatable",
+    )
+    run.add_argument(
+        "--record",
+        action="store_true",
+        help="record the result with provenance under results/<profile>/<experiment>/ (resumable; commit that folder)",
+    )
+    show = sub.add_parser("show", help="print a recorded result (table and provenance)")
+    show.add_argument("experiment", choices=EXPERIMENTS)
+    show.add_argument("--profile", choices=PROFILES, default="medium")
+    sub.add_parser("list", help="list the experiments")
+    cli_kernels.add_gram(sub)
+    cli_kernels.add_bound(sub)
+    _replay_parser(sub)
+    args = parser.parse_args(argv)
+
+    if args.command == "gram":
+        return cli_kernels.gram(args)
+    if args.command == "bound":
+        return cli_kernels.bound(args)
+    if args.command in ("replay", "attest"):
+        return _replay(args, reexec, argv)
+
+    if args.command == "show":
+        try:
+            shown = recorded(args.experiment, args.profile)
+        except (RecordMissing, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(summary(shown))
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200):
+            print(shown.table)
+        print(f"record: {shown.meta['record_dir']}")
+        return 0
+
+    if args.command == "list":
+        for name in EXPERIMENTS:
+            print(f"{name:18s} {(get(name).__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    try:
+        overrides = dict(_parse_override(text) for text in args.overrides)
+        overrides = {k: _check_type(args.experiment, k, v) for k, v in overrides.items()}
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.device is not None:
+        overrides["device"] = args.device
+    if args.seeds is not None:
+        overrides["seeds"] = tuple(args.seeds)
+    try:
+        try:
+            config = make_config(args.experiment, args.profile, **overrides)
+        except TypeError as err:  # a value of a type that the config's own checks did not foresee
+            raise ValueError(f"bad --set value: {err}") from None
+        if args.record and reexec and not _arithmetic.pinned() and os.environ.get(_REEXEC) is None:
+            _restart(_arithmetic.environment(_arithmetic.PINS), argv)
+        runner = record_experiment if args.record else run_experiment
+        result = runner(
+            args.experiment,
+            config,
+            get(args.experiment).compute,
+            use_cache=not args.no_cache,
+            progress=True,
+            out=sys.stderr,
+        )
+    except (ValueError, OSError) as err:  # bad configuration, missing or unreadable data, a full disk: no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.record:
+        print(summary(result))
+        print(f"record: {result.meta['record_dir']} (commit it: git add {result.meta['record_dir']})")
+        return 0
+    path = args.out / f"{args.experiment}-{args.profile}"
+    result.save(path)
+    print(result.summary())
+    print(f"table: {path.with_suffix('.csv')}")
+    return 0
+
+
+def _replay_parser(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay",
+        help="re-run units of a recorded result in its arithmetic and compare them with the record",
+        description="Re-run units of the record of an experiment (one of every unit class by default, or --key) "
+        "in a process with the record's arithmetic (ntk_core.experiments._arithmetic) and compare them with the "
+        "recorded rows. Exit status: 0 equal, 1 a unit differs, 2 bad input, 3 this machine cannot compute in the "
+        "record's arithmetic, 4 this machine loads other data than the record.",
+    )
+    replay.add_argument(
+        "--key", dest="keys", action="append", default=None, metavar="JSON", help="replay exactly this unit; repeatable"
+    )
+    replay.add_argument("--max-seconds", type=float, default=None, help="budget in recorded compute seconds")
+    replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
+    replay.add_argument(
+        "--table",
+        action="store_true",
+        help="instead of units: check that table.csv is the table the recorded units give (nothing is trained)",
+    )
+    attest = sub.add_parser(
+        "attest",
+        help="prove by replay that the current code computes a stale record's numbers, bit for bit, and say so in it",
+        description="Replay one unit of every unit class of a record whose code fingerprint changed, in the "
+        "record's arithmetic, and compare every number bit for bit; when all are identical, write into its "
+        "provenance that the current code is attested (the record is current again). Exit status: 0 attested "
+        "(or current already), 1 a unit differs (the record stays stale: record it again), 2 bad input, 3 other "
+        "arithmetic, 4 other data.",
+    )
+    for command in (replay, attest):
+        command.add_argument("experiment", choices=EXPERIMENTS)
+        command.add_argument("--profile", choices=PROFILES, default="medium")
+        command.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
+
+
+def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> int:
+    """``replay``: restart in the record's arithmetic when this process is not in it (if ``reexec``)."""
+    import json
+
+    from ._record import ArithmeticDiffers, DataDiffer, attest, check_table, record_dir, replay
+
+    try:
+        recorded(args.experiment, args.profile)
+        keys = [json.loads(k) for k in args.keys] if getattr(args, "keys", None) else None
+    except (RecordMissing, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    folder = record_dir(args.experiment, args.profile)
+    provenance = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    env = _arithmetic.environment(_arithmetic.of_record(provenance))
+    threads = provenance.get("machine", {}).get("OMP_NUM_THREADS")  # OpenBLAS's threads (torch's are set apart)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    names = (*_arithmetic.PINS, "OMP_NUM_THREADS")
+    if reexec and any(env.get(v) != os.environ.get(v) for v in names) and _REEXEC not in os.environ:
+        _restart(env, argv)
+    outcome: dict[str, Any] = {"experiment": args.experiment, "arithmetic": _arithmetic.current(), "checks": []}
+    try:
+        if getattr(args, "table", False):
+            problems = check_table(args.experiment, args.profile)
+            print(f"{args.experiment} table.csv: " + ("the units give it" if not problems else "; ".join(problems)))
+            outcome["table_problems"] = problems
+            checks = []
+        elif args.command == "attest":
+            checks = attest(args.experiment, args.profile, seed=args.seed)
+            if not checks:
+                print(f"{args.experiment}: the record is current for this code (nothing to attest)")
+        else:
+            checks = replay(
+                args.experiment, args.profile, seed=args.seed, keys=keys, max_seconds=args.max_seconds, per_class=True
+            )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ArithmeticDiffers as err:
+        print(f"cannot replay: {err}", file=sys.stderr)
+        outcome["cannot"] = str(err)
+        status = 3
+    except DataDiffer as err:
+        print(f"cannot replay: {err}", file=sys.stderr)
+        outcome["cannot"] = str(err)
+        status = 4
+    else:
+        for check in checks:
+            verdict = "equal" if not check.problems else f"DIFFERS: {'; '.join(check.problems[:5])}"
+            print(f"{args.experiment} unit {json.dumps(check.key, sort_keys=True)}: {verdict}")
+        outcome["checks"] = [{"key": c.key, "problems": c.problems} for c in checks]
+        status = 1 if any(c.problems for c in checks) or outcome.get("table_problems") else 0
+        if args.command == "attest" and checks:
+            print(f"{args.experiment}: " + ("NOT attested: the record stays stale" if status else "attested: current"))
+    if getattr(args, "json", None) is not None:
+        args.json.write_text(json.dumps(outcome, indent=1) + "\n", encoding="utf-8")
+    return status
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise ValueError(f"--set takes FIELD=VALUE, got {text!r}")
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value  # a bare string such as cpu
+    return name, tuple(parsed) if isinstance(parsed, list) else parsed
+
+
+def _check_type(experiment: str, name: str, value: Any) -> Any:
+    """``value`` as the type of config field ``name`` declares it, or a ``ValueError`` saying what it takes.
+
+    ``float`` fields take finite numbers (ints are widened), ``int`` fields ints,
+    ``bool`` fields ``True``/``False``, tuple fields tuples of their element type.
+    Unknown fields pass through (``make_config`` names them).
+    """
+    hints = typing.get_type_hints(get(experiment).Config)
+    if name not in hints:
+        return value
+    try:
+        return _as_type(value, hints[name])
+    except ValueError as err:
+        raise ValueError(f"--set {name}={value!r}: {name} takes {err}") from None
+
+
+def _as_type(value: Any, hint: Any) -> Any:
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError("a finite number, such as 0.5")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("an int, such as 3")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValueError("True or False")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError("a string")
+        return value
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        element = args[0] if args else Any
+        example = {float: "(0.0, 0.5)", int: "(0, 1)", str: "('a', 'b')"}.get(element, "(...)")
+        if not isinstance(value, tuple):
+            raise ValueError(f"a tuple, such as {example}; a single value is written {example.split(',')[0]},)")
+        if element is Any:
+            return value
+        try:
+            return tuple(_as_type(v, element) for v in value)
+        except ValueError as err:
+            raise ValueError(f"a tuple whose every item is {err}") from None
+    return value
+
+
+#: set in a process that :func:`_restart` started, so that it never restarts again
+_REEXEC = "NTK_CORE_REEXEC"
+
+
+def _restart(env: dict[str, str], argv: list[str] | None) -> typing.NoReturn:
+    """Replace this process by ``python -m ntk_core`` with the same arguments in the environment ``env``."""
+    args = sys.argv[1:] if argv is None else argv
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "ntk_core", *args], {**env, _REEXEC: "1"})
