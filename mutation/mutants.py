@@ -24,8 +24,9 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/krr.py": ("tests/test_krr.py",),
     "ntk_core/noise.py": ("tests/test_noise.py",),
     "ntk_core/infinite.py": ("tests/test_infinite.py",),
-    "ntk_core/ntk.py": ("tests/test_ntk.py",),
-    "ntk_core/structured.py": ("tests/test_structured.py", "tests/test_ntk.py"),
+    "ntk_core/ntk/problem.py": ("tests/test_ntk.py",),
+    "ntk_core/ntk/tiles.py": ("tests/test_ntk.py",),
+    "ntk_core/ntk/structured.py": ("tests/test_structured.py", "tests/test_ntk.py"),
     "ntk_core/train.py": ("tests/test_train.py",),
     "ntk_core/regularizers.py": ("tests/test_regularizers.py", "tests/test_train.py"),
     "ntk_core/resnet.py": ("tests/test_train.py", "tests/test_experiment_values.py"),
@@ -52,9 +53,10 @@ class Mutant:
         return self.tests or DEFAULT_TESTS[self.file]
 
 
-B, KRR, NOISE, INF, NTK, TRAIN, REG = (
-    f"ntk_core/{m}.py" for m in ("bounds", "krr", "noise", "infinite", "ntk", "train", "regularizers")
+B, KRR, NOISE, INF, TRAIN, REG = (
+    f"ntk_core/{m}.py" for m in ("bounds", "krr", "noise", "infinite", "train", "regularizers")
 )
+NTK_PROBLEM, NTK_TILES, NTK_STRUCTURED = (f"ntk_core/ntk/{m}.py" for m in ("problem", "tiles", "structured"))
 S1, S3, DIST = (f"ntk_core/experiments/{m}.py" for m in ("setting1", "setting3", "distance"))
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -460,28 +462,28 @@ MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------------ empirical NTK
     Mutant(
         "ntk-full-axes-swapped",
-        NTK,
+        NTK_PROBLEM,
         'return torch.einsum("iap,jbp->ijab", j1, j2)',
         'return torch.einsum("iap,jbp->ijba", j1, j2)',
         "full NTK output axes swapped",
     ),
     Mutant(
         "ntk-mirror-no-output-swap",
-        NTK,
+        NTK_TILES,
         "tile.transpose(0, 1).transpose(2, 3) if tile.ndim == 4 else tile.T",
         "tile.transpose(0, 1) if tile.ndim == 4 else tile.T",
         "mirrored tiles keep output axes",
     ),
     Mutant(
         "ntk-skip-diagonal-tiles",
-        NTK,
+        NTK_TILES,
         "for j in range(i if symmetric else 0, n_cols):",
         "for j in range(i + 1 if symmetric else 0, n_cols):",
         "diagonal tiles not computed",
     ),
     Mutant(
         "ntk-gram-sum-split",
-        "ntk_core/structured.py",
+        NTK_STRUCTURED,
         "blocks.append((uu * gp).sum(dim=(2, 3, 4)))",
         "blocks.append((uu * gp).sum(dim=4).sum(dim=(2, 3)))",
         "sum over the position and group axes done in two steps",

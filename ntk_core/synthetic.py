@@ -25,9 +25,9 @@ def sphere_sample(
     ``levels`` (values in (−1, 1)), s is drawn uniformly from ``levels`` and x/√d
     uniformly on the slice {u ∈ S^{d−1} : e₁ᵀu = s}: u = s e₁ + √(1 − s²) w with w
     uniform on the unit sphere of e₁⊥. Labels that are functions of s are then
-    functions of x in the RKHS of :func:`setting1_kernel` when they are
+    functions of x in the RKHS of :func:`~ntk_core.infinite.setting1_kernel` when they are
     polynomials in s of degree 1 or even degree on the support (Remark 5.2; see
-    :func:`setting1_power_coefficient`). Returns ``(x, s)``, shapes ``(n, d)``, ``(n,)``.
+    :func:`~ntk_core.infinite.setting1_power_coefficient`). Returns ``(x, s)``, shapes ``(n, d)``, ``(n,)``.
 
     Parameters
     ----------
@@ -68,7 +68,7 @@ def cone_sample(n: int, d: int, k: int, theta: float, seed: int | np.random.Gene
     uniform on the unit sphere of span(e_k, …, e_{d−1}) (needs d ≥ k + 2). On this
     support (e_hᵀu)² = cos²θ·1[c = h], so every function of the class,
     g(c) = Σ_h g_h 1[c = h], equals the quadratic Σ_h g_h (e_hᵀu)²/cos²θ, whose RKHS
-    norm² is at most Σ_h g_h²/(a₂ cos⁴θ) (:func:`setting1_power_coefficient`): the
+    norm² is at most Σ_h g_h²/(a₂ cos⁴θ) (:func:`~ntk_core.infinite.setting1_power_coefficient`): the
     premise of Remark 5.2 holds with a constant known in advance. Returns
     ``(x, c)``, shapes ``(n, d)`` and ``(n,)`` (int).
 

@@ -2,7 +2,7 @@
 
 The book's promise is that a wrong result fails the build. For each chapter that
 checks a theorem of Section 5 we plant one plausible bug at a time in ``ntk_core``
-and run the chapter's own code cells (``tests/chapter.py``): one of its asserts
+and run the chapter's own code cells (``tests/support/chapter.py``): one of its asserts
 must fail. The bugs:
 
 * **ridge λ for λ²** — kernel ridge regression solved with ``K + λ I`` instead of

@@ -10,7 +10,7 @@ from ntk_core.experiments import make_config, run
 from ntk_core.experiments import setting2, setting3
 from ntk_core.resnet import CifarResNet, RandomCropFlip, resnet34
 
-#: tiny end-to-end configurations (also the references of tests/identity.py)
+#: tiny end-to-end configurations (also the references of tests/support/identity.py)
 TINY = {
     "setting2": dict(
         n_train=40,

@@ -295,7 +295,7 @@ def test_checkpoint_holds_no_pickle(tmp_path: Path) -> None:
 _WORKER = textwrap.dedent(
     """
     import sys, time
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {support!r}]
     import torch
     from test_faults_store import _gram_problem, _train
     from ntk_core.ntk import empirical_ntk
@@ -324,7 +324,7 @@ _WORKER = textwrap.dedent(
 
 def _run_and_kill(tmp_path: Path, kind: str, where: Path, after: int, sig: int, rng: random.Random) -> None:
     script = tmp_path / "worker.py"
-    script.write_text(_WORKER.format(tests=str(REPO / "tests")))
+    script.write_text(_WORKER.format(tests=str(REPO / "tests"), support=str(REPO / "tests" / "support")))
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(
         [sys.executable, str(script), kind, str(where)],

@@ -1,10 +1,10 @@
 """The empirical Neural Tangent Kernel: Gram matrices of ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` for any model.
 
 Layers, from the bottom: :mod:`~ntk_core.ntk.problem` (inputs, the problem of one Gram matrix, the forward cost,
-per-example Jacobians), :mod:`~ntk_core.ntk.cost` (cost models) and :mod:`~ntk_core.ntk.tiles` (tiles and their
-checkpoints); the methods :mod:`~ntk_core.ntk.engines` (``"jacobian"``, ``"ntvp"``) and
-:mod:`~ntk_core.ntk.structured` (``"structured"``, with :mod:`~ntk_core.ntk.flops`); on top,
-:mod:`~ntk_core.ntk.gram` (:func:`empirical_ntk`, :func:`select_method`) and
+per-example Jacobians), ``cost`` (cost models) and ``tiles`` (tiles and their
+checkpoints); the methods ``engines`` (``"jacobian"``, ``"ntvp"``) and
+:mod:`~ntk_core.ntk.structured` (``"structured"``, with ``flops``); on top,
+``gram`` (:func:`empirical_ntk`, :func:`select_method`) and
 :mod:`~ntk_core.ntk.distributed` (the same tiles on many processes).
 """
 

@@ -22,7 +22,7 @@ class CostEstimate:
     Attributes
     ----------
     method : str
-        One of :data:`METHODS`.
+        One of :data:`~ntk_core.ntk.problem.METHODS`.
     flops : float
         Estimated floating-point operations for the whole Gram matrix.
     memory : int
@@ -49,7 +49,7 @@ class MethodChoice:
     Attributes
     ----------
     method : str
-        The method picked: the cheapest feasible one, one of :data:`METHODS`.
+        The method picked: the cheapest feasible one, one of :data:`~ntk_core.ntk.problem.METHODS`.
     tile_size : int
         Its tile size.
     estimates : dict[str, CostEstimate]

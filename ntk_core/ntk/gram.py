@@ -140,7 +140,7 @@ def select_method(
     dtype, device : torch.dtype, torch.device or str, optional
         Compute dtype and device (default: the model's).
     memory_budget : int, optional
-        Bytes for features and per-tile workspace (default :data:`DEFAULT_MEMORY_BUDGET`).
+        Bytes for features and per-tile workspace (default :data:`~ntk_core.ntk.problem.DEFAULT_MEMORY_BUDGET`).
 
     Returns
     -------
@@ -390,7 +390,7 @@ def structured_ntk(
     ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2), for any
     weight layout: raw parameters in ``x @ W.T``, ``x @ W``, ``F.linear``,
     ``F.conv1d/2d/3d``, ``torch.einsum``, modules, shared weights and biases
-    (see the module description and :func:`plan_structured`).
+    (see the module description and :func:`~ntk_core.ntk.structured.plan_structured`).
 
     Parameters
     ----------

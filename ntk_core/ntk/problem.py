@@ -23,15 +23,15 @@ from .._typing import ArrayLike
 __all__ = ["METHODS", "OUTPUTS", "DEFAULT_MEMORY_BUDGET", "Inputs", "InputsLike", "NTKMethod", "jacobian_features"]
 
 
-#: The exact methods of :func:`empirical_ntk` (``method="auto"`` picks one of them).
+#: The exact methods of :func:`~ntk_core.ntk.empirical_ntk` (``method="auto"`` picks one of them).
 METHODS: tuple[str, ...] = ("jacobian", "ntvp", "structured")
 
 
-#: What :func:`empirical_ntk` returns for K outputs, the trace (n1, n2) or the full (n1, n2, K, K) kernel.
+#: What :func:`~ntk_core.ntk.empirical_ntk` returns for K outputs, the trace (n1, n2) or the full (n1, n2, K, K) kernel.
 OUTPUTS: tuple[str, ...] = ("trace", "full")
 
 
-#: Bytes of working memory a tile of :func:`empirical_ntk` may use by default (2 GiB).
+#: Bytes of working memory a tile of :func:`~ntk_core.ntk.empirical_ntk` may use by default (2 GiB).
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 
 
@@ -52,7 +52,7 @@ InputsLike = (
 )
 
 
-#: The ``method`` argument of :func:`empirical_ntk`.
+#: The ``method`` argument of :func:`~ntk_core.ntk.empirical_ntk`.
 NTKMethod = Literal["auto", "jacobian", "ntvp", "structured"]
 
 

@@ -4,8 +4,8 @@ Any edit of a statement that an experiment reaches changes its code fingerprint 
 stale (``ntk_core/experiments/_code.py``), even when no number changes. Before such an edit, save tiny runs of
 every experiment with the code as it is; after each step, check that they are still equal, bit for bit::
 
-    OMP_NUM_THREADS=1 .venv/bin/python tests/identity.py save     # before the change (about 10 s)
-    OMP_NUM_THREADS=1 .venv/bin/python tests/identity.py check    # after each step: IDENTICAL or DIFFERS
+    OMP_NUM_THREADS=1 .venv/bin/python tests/support/identity.py save     # before the change (about 10 s)
+    OMP_NUM_THREADS=1 .venv/bin/python tests/support/identity.py check    # after each step: IDENTICAL or DIFFERS
 
 The tiny configurations are those of the end-to-end tests, on the data of ``$NTK_CORE_DATA`` (set it, as the
 Makefile does, to the folder holding the official MNIST and CIFAR-10 files). The references go to ``_build/identity.pkl``
@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "support")]
 
 
 def tiny_tables(names: list[str]) -> dict:

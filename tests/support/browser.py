@@ -9,7 +9,7 @@ width is a problem (the book's stylesheet, ``book/_static/book.css``, lets MathJ
 and keeps the tag's width on one side only on a phone; displays too long for that are broken into lines).
 
 Used by ``tests/test_book.py``; runnable alone for a quick look:
-``python tests/browser.py _build/html``.
+``python tests/support/browser.py _build/html``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 _OPTION = re.compile(r"^:[a-z_-]+:.*$|^---\n.*?\n---\n", re.M | re.S)
 
