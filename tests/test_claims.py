@@ -202,7 +202,7 @@ def test_figure_1b_check_asserts_the_precondition_then_judges_each_claim():
 
 
 def test_judge_needs_three_seeds_and_two_standard_errors():
-    from ntk_core.experiments._base import paired_stats
+    from ntk_core.experiments._shared import paired_stats
 
     for diffs, verdict in (
         ([0.05, 0.04, 0.06], "holds"),

@@ -19,7 +19,7 @@ import torch
 
 from ntk_core import data, experiments, noise
 from ntk_core.experiments import distance, setting1, setting3
-from ntk_core.experiments._base import make_split
+from ntk_core.experiments._shared import make_split
 
 
 @pytest.fixture

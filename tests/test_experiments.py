@@ -185,7 +185,7 @@ def test_bad_configuration_is_refused_before_training(name, overrides, match):
 
 def test_the_config_base_checks_the_shared_fields_then_the_counts_then_the_experiments_own():
     from ntk_core._checks import check_interval
-    from ntk_core.experiments._base import ExperimentConfig, _jsonable
+    from ntk_core.experiments._runner import ExperimentConfig, _jsonable
 
     @dataclasses.dataclass(frozen=True)
     class Toy(ExperimentConfig):
@@ -257,7 +257,7 @@ def test_command_line(cache, tmp_path, capsys):
 
 def test_result_table_text_columns_round_trip_in_either_pandas_dtype():
     """pandas 3 gives text columns a ``str`` dtype (pandas 2: ``object``); the cache stores both alike."""
-    from ntk_core.experiments._base import _round_trip
+    from ntk_core.experiments._runner import _round_trip
 
     for dtype in (object, "string"):
         table = pd.DataFrame({"method": pd.Series(["GD", "GD+RDI"], dtype=dtype), "error": [0.25, 0.125]})

@@ -163,7 +163,7 @@ def test_setting3_rejects_bad_configs(overrides, message) -> None:
 
 
 def test_full_profiles_are_the_papers_scale(monkeypatch) -> None:
-    import ntk_core.experiments._base as base
+    import ntk_core.experiments._runner as base
 
     monkeypatch.setattr(base, "check_device", lambda device: device)  # full() asks for CUDA
     f2, f3 = setting2.Config.full(), setting3.Config.full()
@@ -460,7 +460,7 @@ def test_plot_helpers_draw_the_papers_panels() -> None:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from ntk_core import plots
+    from ntk_core.bookkit import plots
 
     curves = pd.DataFrame(
         {

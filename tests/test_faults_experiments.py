@@ -29,7 +29,7 @@ from ntk_core import _store, data, experiments
 from ntk_core.__main__ import main
 from ntk_core._store import DamagedArtifactWarning
 from ntk_core.experiments import difference_trick
-from ntk_core.experiments._base import Result
+from ntk_core.experiments._runner import Result
 import damage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def _assert_same(table: pd.DataFrame, reference: pd.DataFrame) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def frozen_code():
     """One code fingerprint for the whole module, so that an edit of ntk_core while it runs changes no key."""
-    from ntk_core.experiments import _base
+    from ntk_core.experiments import _runner as _base
 
     value = _base.code_fingerprint(NAME)
     with pytest.MonkeyPatch.context() as mp:
@@ -269,7 +269,7 @@ def test_a_file_of_another_identity_is_recomputed_not_used(cache, reference, art
 
 
 def _result_file_for(cache: Path, steps: int) -> Path:
-    from ntk_core.experiments._base import config_hash
+    from ntk_core.experiments._runner import config_hash
 
     config = experiments.make_config(NAME, "quick", **{**TINY, "steps": steps})
     return cache / NAME / f"{config_hash(NAME, config)}.npz"

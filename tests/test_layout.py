@@ -150,3 +150,20 @@ def test_the_readme_layout_names_every_module():
         if p.name != "__init__.py" and p.stem not in layout
     ]
     assert not missing, f"README's layout section does not name: {missing}"
+
+
+def test_every_import_of_the_package_resolves():
+    """Also those inside functions, which run only when called (a moved module's relative imports)."""
+    import importlib.util
+
+    bad = []
+    for module, path in MODULES.items():
+        for target, names, _ in _imports(path):
+            if importlib.util.find_spec(target) is None:
+                bad.append(f"{module}: no module {target}")
+                continue
+            mod = importlib.import_module(target)
+            bad += [
+                f"{module}: {target} has no {n}" for n in names if not hasattr(mod, n) and _resolve(target, n) == target
+            ]
+    assert not bad, "\n".join(bad)

@@ -535,7 +535,7 @@ def test_code_fingerprint_survives_a_move_and_follows_an_imported_library(tmp_pa
 
 
 def test_side_by_side_and_record_line(data_env):
-    from ntk_core.experiments import compare
+    from ntk_core.bookkit import compare
 
     quick = pd.DataFrame({"noise": [0.0, 0.2], "method": ["GD", "GD"], "mean": [0.05, 0.2]})
     medium = pd.DataFrame({"noise": [0.2, 0.4], "method": ["GD", "GD"], "mean": [0.15, 0.3]})

@@ -130,7 +130,7 @@ def figure_1b(table: pd.DataFrame, curve_lam: float) -> dict:
     ``SGD+ES``): the precondition, ``sgd_train_max`` (vanilla SGD's largest training error against the noisy
     labels over the seeds) and ``memorised_min`` (the smallest fraction of flipped labels it reproduces,
     :func:`~ntk_core.experiments.memorised_fraction`); then, paired by seed
-    (:func:`~ntk_core.experiments._base.paired_stats` of SGD's test error minus the method's; positive: the
+    (:func:`~ntk_core.experiments._shared.paired_stats` of SGD's test error minus the method's; positive: the
     method ends lower), ``"SGD+ES"``, ``"SGD+AUX"`` and ``"SGD+RDI"`` at λ = ``curve_lam`` (Figure 1b), and
     ``"SGD+AUX (selected λ)"``, ``"SGD+RDI (selected λ)"`` at the λ of the grid with the lowest mean
     validation error (its ``lam`` added); ``test``: each method's mean test error.
@@ -435,7 +435,7 @@ def judge(
 ) -> str:
     """Record a paired claim "mean > 0" by a rule fixed in advance, and return the verdict.
 
-    ``stats`` is a :func:`~ntk_core.experiments._base.paired_stats` summary (fractions; shown ×100 in
+    ``stats`` is a :func:`~ntk_core.experiments._shared.paired_stats` summary (fractions; shown ×100 in
     ``unit``). With at least ``min_seeds`` seeds: the claim holds (``ledger.check`` at ``status``) when
     the mean exceeds twice its standard error, the opposite is a finding (``ledger.finding``) when the mean is
     below minus twice its standard error, and anything between is inconclusive; with fewer seeds the

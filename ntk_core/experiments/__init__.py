@@ -26,7 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from .profile import PROFILES
-from ._base import Result, check_one_row_per_seed, memorised_fraction, paired_stats, run_experiment
+from ._runner import Result, run_experiment
+from ._shared import check_one_row_per_seed, memorised_fraction, paired_stats
 from ._record import RecordMissing, record_dir, recorded, refresh_command
 
 __all__ = [

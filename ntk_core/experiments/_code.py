@@ -14,7 +14,7 @@ while any change to what the computation executes does not:
   (``__all__`` and ``if TYPE_CHECKING:`` blocks are left out: they do not change what runs);
 * a class's profile constructors (the class methods ``quick``, ``medium`` and ``full`` of a ``Config``) are
   left out as well: they only choose a config's values, and the values are part of a result's identity
-  beside the code (``_base.run_experiment``), so that sizing one profile leaves the others' results current.
+  beside the code (``_runner.run_experiment``), so that sizing one profile leaves the others' results current.
 
 :func:`code_fingerprint` hashes the included statements as a sorted set, **without the modules they sit in**:
 moving a function or class to another module (and changing the ``import`` lines that find it) leaves the

@@ -43,7 +43,7 @@ import pandas as pd
 
 from .. import _store
 from . import _arithmetic
-from ._base import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
+from ._runner import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
 
 __all__ = [
     "RecordMissing",

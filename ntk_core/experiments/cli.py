@@ -27,7 +27,7 @@ from typing import Any
 
 from . import cli_kernels
 from . import EXPERIMENTS, _arithmetic, get, make_config
-from ._base import run_experiment
+from ._runner import run_experiment
 from ._record import RecordMissing, record_experiment, recorded, summary
 from .profile import PROFILES
 

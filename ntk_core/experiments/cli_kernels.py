@@ -392,7 +392,7 @@ def bound(args: argparse.Namespace) -> int:
         shown = f"{value:.6g}" if isinstance(value, float) and math.isfinite(value) else str(value)
         print(f"{key:<{width}}  {shown}")
     if args.json is not None:
-        from ._store import atomic_write_bytes
+        from .._store import atomic_write_bytes
 
         atomic_write_bytes(args.json, (json.dumps(found, indent=1, default=float) + "\n").encode())
     return 0

@@ -28,7 +28,8 @@ from .._checks import check_each_in, check_interval
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, predict, train
-from ._base import ExperimentConfig, RunContext, make_split, paired_stats
+from ._runner import ExperimentConfig, RunContext
+from ._shared import make_split, paired_stats
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "paired_effect"]
@@ -169,7 +170,7 @@ def paired_effect(table: pd.DataFrame, low: float = 0.0, high: float = 0.5) -> d
     the standard error of the mean: the effect of α is "beyond seed-to-seed spread" when the mean exceeds
     two standard errors.
     """
-    from ._base import check_one_row_per_seed  # here, not at the top: the records' code fingerprint stays
+    from ._shared import check_one_row_per_seed  # (a function-level import: the fingerprint follows it)
 
     check_one_row_per_seed(table, ["alpha"], "the difference trick's table")
     wide = table.pivot_table(index="seed", columns="alpha", values="test_error")

@@ -37,7 +37,8 @@ from ..krr import krr_coefficients
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, train
-from ._base import ExperimentConfig, RunContext, make_split
+from ._runner import ExperimentConfig, RunContext
+from ._shared import make_split
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "FACTORS", "trends", "tracking"]

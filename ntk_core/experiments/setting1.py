@@ -38,7 +38,8 @@ from ..krr import krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, TrainingMethod, classification_error, predict
-from ._base import ExperimentConfig, RunContext, Splits, load_features, make_split, train_on
+from ._runner import ExperimentConfig, RunContext
+from ._shared import Splits, load_features, make_split, train_on
 
 __all__ = ["Config", "compute", "input_dim", "check_pool", "mnist_5_vs_8_features", "selection", "figure_table"]
 

@@ -76,7 +76,8 @@ from .._checks import check_choice, check_each_in, check_interval
 from ..nets import ConvNet, DifferenceTrick, OutputScale
 from ..ntk import empirical_ntk
 from ..train import TrainConfig, TrainingMethod, TrainResult
-from ._base import ExperimentConfig, RunContext, Splits, memorised_fraction, split_from, train_on
+from ._runner import ExperimentConfig, RunContext
+from ._shared import Splits, memorised_fraction, split_from, train_on
 
 __all__ = [
     "Config",

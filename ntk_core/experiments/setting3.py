@@ -71,7 +71,8 @@ from .. import data
 from ..resnet import CifarResNet, RandomCropFlip
 from .._checks import check_choice, check_count, check_each_in, check_interval
 from ..train import TrainConfig
-from ._base import ExperimentConfig, RunContext, Splits, paired_stats, split_from, train_on
+from ._runner import ExperimentConfig, RunContext
+from ._shared import Splits, paired_stats, split_from, train_on
 
 __all__ = [
     "Config",
@@ -388,7 +389,7 @@ def paired_gain(table: pd.DataFrame, noise_rate: float, better: str, worse: str)
     """Test accuracy of summary method ``better`` minus that of ``worse`` at ``noise_rate``, paired by seed
     (same data, same corrupted labels, same initialisation): per-seed differences, mean, standard deviation
     (ddof 1) and standard error of the mean (NaN for one seed)."""
-    from ._base import check_one_row_per_seed  # here, not at the top: the records' code fingerprint stays
+    from ._shared import check_one_row_per_seed  # (a function-level import: the fingerprint follows it)
 
     s = table[(table["part"] == "summary") & (table["noise"] == noise_rate)]
     check_one_row_per_seed(s, ["method"], "Setting 3's summary rows")
@@ -463,7 +464,7 @@ def memorisation_gain(table: pd.DataFrame, loss: str, tol: float = 0.005) -> dic
 
     At the largest noise and the last epoch, per seed (same data, corrupted labels and initialisation): the
     network's accuracy on the clean training labels with AUX minus without (:func:`memorisation`'s
-    ``clean_fit``), summarised by :func:`~ntk_core.experiments._base.paired_stats`. Positive: AUX's auxiliary
+    ``clean_fit``), summarised by :func:`~ntk_core.experiments._shared.paired_stats`. Positive: AUX's auxiliary
     variables absorbed part of the corrupted labels that normal training memorises. ``loss`` is ``"CCE"`` or
     ``"MSE"``. Besides the paired statistics: ``aux_last`` and ``normal_last``, the per-seed accuracies,
     ``level``, 1 − p (every corrupted label reproduced), ``aux_noisy_last`` and ``normal_noisy_last``, the

@@ -318,7 +318,7 @@ def select_by_validation(study: OwnLoopStudy, labels: str = "noisy") -> pd.DataF
 
 def gain_over_vanilla(picks: pd.DataFrame, method: str) -> dict[str, Any]:
     """Vanilla's test error minus ``method``'s, paired by seed (:func:`select_by_validation`'s rows), as
-    :func:`~ntk_core.experiments._base.paired_stats`; positive: the method is better."""
+    :func:`~ntk_core.experiments._shared.paired_stats`; positive: the method is better."""
     from ...experiments import paired_stats
 
     base = picks[picks["method"] == "vanilla"].set_index("seed")["test_error"]

@@ -1,0 +1,218 @@
+"""What the experiments share besides the runner: the config base with its checks, data splits, training on a
+split, and the paired statistics their tables are summarised by.
+
+An experiment module defines ``Config``, a frozen dataclass derived from :class:`ExperimentConfig` (the fields
+``profile``, ``seeds`` and ``device``, checked on construction by :func:`check_common` with the experiment's own
+checks; ``quick()``, ``medium()`` and ``full()`` class methods), and ``compute(config, ctx)``, run by
+:func:`ntk_core.experiments._runner.run_experiment`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+
+from ._runner import RunContext
+
+__all__ = [
+    "Splits",
+    "train_on",
+    "load_features",
+    "split_from",
+    "make_split",
+    "memorised_fraction",
+    "check_one_row_per_seed",
+    "paired_stats",
+]
+
+
+@dataclass
+class Splits:
+    """Train / validation / test tensors of one experiment run; ``y_*`` are clean labels (±1 or class indices).
+
+    (Not ``ntk_core.data.Split``, the name of one split of a data set on disk.)
+
+    The validation split is cut from the training split and held out of training
+    (it is what early stopping and the λ grid search look at).
+    """
+
+    x_train: Any
+    y_train: Any
+    x_val: Any
+    y_val: Any
+    x_test: Any
+    y_test: Any
+
+    def to(self, device: str) -> "Splits":
+        """The same tensors on ``device``."""
+        return Splits(*(t.to(device) for t in dataclasses.astuple(self)))
+
+
+def train_on(model: Any, splits: Splits, y_noisy: Any, config: Any, *, progress: bool) -> Any:
+    """:func:`ntk_core.train.train` on the training split with labels ``y_noisy``, tracking every split.
+
+    The errors against the clean training labels (``splits.y_train``), on the validation split and on
+    the test split are recorded at every evaluation.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, on the device of ``splits``.
+    splits : Splits
+        The data.
+    y_noisy : torch.Tensor, shape (n_train,)
+        The training labels it is trained on (corrupted or not).
+    config : ntk_core.train.TrainConfig
+        Method, loss, optimiser and schedule.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    ntk_core.train.TrainResult
+        The trained model and its history.
+    """
+    from ..train import train
+
+    return train(
+        model,
+        splits.x_train,
+        y_noisy,
+        config,
+        y_clean=splits.y_train,
+        val=(splits.x_val, splits.y_val),
+        test=(splits.x_test, splits.y_test),
+        progress=progress,
+    )
+
+
+def load_features(ctx: RunContext, train: Any, test: Any, features: Callable[[Any], Any]) -> tuple[Any, Any, Any, Any]:
+    """Report where ``train`` and ``test`` came from, and give ``(x_train, y_train, x_test, y_test)``.
+
+    ``x_*`` are ``features`` of the images; ``train`` and ``test`` are :class:`ntk_core.data.ImageDataset`
+    or :class:`ntk_core.data.BinaryTask` objects (both unpack as ``x, y``).
+    """
+    ctx.add_dataset(train)
+    ctx.add_dataset(test)
+    (x_train, y_train), (x_test, y_test) = train, test
+    return features(x_train), y_train, features(x_test), y_test
+
+
+def split_from(
+    ctx: RunContext,
+    train: Any,
+    test: Any,
+    features: Callable[[Any], Any],
+    *,
+    n_train: int,
+    n_val: int,
+    n_test: int,
+    seed: int,
+    what: str,
+) -> Splits:
+    """:func:`make_split` on the :func:`load_features` of ``train`` and ``test``."""
+    return make_split(
+        *load_features(ctx, train, test, features),
+        n_train=n_train,
+        n_val=n_val,
+        n_test=n_test,
+        seed=seed,
+        what=what,
+    )
+
+
+def make_split(
+    x_train: Any, y_train: Any, x_test: Any, y_test: Any, *, n_train: int, n_val: int, n_test: int, seed: int, what: str
+) -> Splits:
+    """Shuffle with ``seed``, hold out ``n_val`` validation examples, keep ``n_train`` and ``n_test``.
+
+    ``n_test = 0`` keeps the whole test split. Raises a ``ValueError`` that says
+    how many examples exist when the data are too small for the sizes asked.
+    """
+    import numpy as np
+    import torch
+
+    if n_train + n_val > len(y_train):
+        raise ValueError(
+            f"{what}: n_train + n_val = {n_train + n_val} but the training split has only "
+            f"{len(y_train)} examples; lower them or provide the full data set (NTK_CORE_DATA)"
+        )
+    if n_test > len(y_test):
+        raise ValueError(f"{what}: n_test = {n_test} but the test split has only {len(y_test)} examples")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(y_train))
+    val_idx, train_idx = order[:n_val], order[n_val : n_val + n_train]
+    test_idx = rng.permutation(len(y_test))[:n_test] if n_test else np.arange(len(y_test))
+
+    def t(a: Any, idx: Any) -> Any:
+        return torch.as_tensor(np.ascontiguousarray(a[idx]))
+
+    return Splits(
+        t(x_train, train_idx),
+        t(y_train, train_idx),
+        t(x_train, val_idx),
+        t(y_train, val_idx),
+        t(x_test, test_idx),
+        t(y_test, test_idx),
+    )
+
+
+def memorised_fraction(train_error_noisy: float, train_error_clean: float, noise_rate: float) -> float:
+    r"""The fraction of the *flipped* training labels that a classifier reproduces (predicts the wrong label).
+
+    With ``F`` the flipped examples (``|F| = p n``) and ``m`` the fraction of ``F`` on which the classifier
+    predicts the noisy label, the errors against the noisy and the clean labels differ only on ``F``:
+    ``err_noisy − err_clean = p (1 − m) − p m``, so ``m = (1 − (err_noisy − err_clean) / p) / 2``.
+    ``m = 1``: every flipped label is fitted (memorised); ``m`` equal to the error rate on clean examples:
+    nothing of the noise was learnt. Both errors must be those of the same predictor (the network alone).
+    """
+    if not 0.0 < noise_rate < 0.5:
+        raise ValueError(f"noise_rate must lie in (0, 1/2), got {noise_rate!r}")
+    return float((1.0 - (train_error_noisy - train_error_clean) / noise_rate) / 2.0)
+
+
+def check_one_row_per_seed(frame: pd.DataFrame, by: list[str], what: str) -> None:
+    """Raise ``ValueError`` when two rows of ``frame`` share a seed within a group of the columns ``by``.
+
+    Paired statistics count seeds: a seed listed twice (``--seeds 0 0 1``, or tables concatenated twice) would
+    count its run twice and shrink the standard error of a single real seed towards zero.
+    """
+    dup = frame.duplicated(subset=["seed", *by], keep=False)
+    if dup.any():
+        seeds = sorted({int(v) for v in frame.loc[dup, "seed"]})
+        raise ValueError(
+            f"{what}: seed(s) {seeds} appear more than once per {', '.join(by) or 'table'}; paired statistics need "
+            "each seed once (run the experiment with distinct seeds)"
+        )
+
+
+def paired_stats(differences: Any) -> dict[str, Any]:
+    """Summary of per-seed paired differences ``d_s`` (same data, noisy labels and initialisation per seed).
+
+    Returns ``differences`` (a list), their ``mean`` d̄, standard deviation ``std`` (ddof 1) and standard
+    error ``sem`` = std / √S over the ``seeds`` S (both NaN for one seed). An effect counts as beyond the
+    seed-to-seed spread when |d̄| > 2 sem.
+
+    Examples
+    --------
+    >>> s = paired_stats([0.03, 0.05, 0.04])
+    >>> round(s["mean"], 3), round(s["sem"], 4), s["seeds"]
+    (0.04, 0.0058, 3)
+    """
+    diff = np.asarray(differences, dtype=float).ravel()
+    if diff.size == 0 or not np.isfinite(diff).all():
+        raise ValueError(f"paired differences must be finite and at least one, got {diff.tolist()!r}")
+    std = float(np.std(diff, ddof=1)) if diff.size > 1 else math.nan
+    return {
+        "differences": diff.tolist(),
+        "mean": float(diff.mean()),
+        "std": std,
+        "sem": std / math.sqrt(diff.size) if diff.size > 1 else math.nan,
+        "seeds": int(diff.size),
+    }
