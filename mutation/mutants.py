@@ -22,6 +22,7 @@ __all__ = ["DEFAULT_TESTS", "MUTANTS", "Mutant"]
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/bounds.py": ("tests/test_bounds.py",),
     "ntk_core/krr.py": ("tests/test_krr.py",),
+    "ntk_core/kernel_matrix.py": ("tests/test_krr.py",),
     "ntk_core/noise.py": ("tests/test_noise.py",),
     "ntk_core/infinite.py": ("tests/test_infinite.py",),
     "ntk_core/ntk/problem.py": ("tests/test_ntk.py",),
@@ -56,6 +57,7 @@ class Mutant:
 B, KRR, NOISE, INF, TRAIN, REG = (
     f"ntk_core/{m}.py" for m in ("bounds", "krr", "noise", "infinite", "train", "regularizers")
 )
+KERNEL_MATRIX = "ntk_core/kernel_matrix.py"
 NTK_PROBLEM, NTK_TILES, NTK_STRUCTURED = (f"ntk_core/ntk/{m}.py" for m in ("problem", "tiles", "structured"))
 S1, S3, DIST = (f"ntk_core/experiments/{m}.py" for m in ("setting1", "setting3", "distance"))
 
@@ -121,8 +123,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "ridge-complexity-lambda",
         B,
-        'return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))',
-        'return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam") ** 0.5))',
+        'return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_positive(lam, "lam")))',
+        'return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_positive(lam, "lam") ** 0.5))',
         "yᵀ(K + λ I)⁻¹y instead of yᵀ(K + λ² I)⁻¹y",
     ),
     # ------------------------------------------------------------------ Theorem 5.1 machinery
@@ -317,7 +319,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("printed-53-no-k", B, "k * noise / g", "noise / g", "printed 5.3 noise term without the factor K"),
     # ------------------------------------------------------------------ krr
-    Mutant("krr-ridge-lambda", KRR, "K + lam**2 * np.eye(n)", "K + lam * np.eye(n)", "KRR ridge λ I for λ² I"),
+    Mutant("krr-ridge-lambda", KERNEL_MATRIX, "K + lam**2 * np.eye(n)", "K + lam * np.eye(n)", "KRR ridge λ I for λ² I"),
     Mutant(
         "krr-path-lambda",
         KRR,

@@ -86,7 +86,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
@@ -96,7 +95,6 @@ from ._checks import (
     check_binary_labels,
     check_class_labels,
     check_interval,
-    check_kernel_matrix,
     check_positive,
     check_probability,
     check_rows,
@@ -106,8 +104,8 @@ from ._checks import (
     symmetry_rtol,
 )
 from ._typing import ArrayLike
-from .krr import krr_coefficients
-from .krr_ooc import OnDiskKernel, is_on_disk, krr_solve_ooc, ridge_quadratic_ooc
+from .kernel_matrix import KernelMatrix
+from .krr_ooc import as_kernel_matrix, is_on_disk
 
 __all__ = [
     "AdditiveNoiseBound",
@@ -155,23 +153,8 @@ def _check_bounded_labels(y: np.ndarray, bound: float, name: str) -> None:
         )
 
 
-def _cholesky_pd(K: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
-    try:
-        return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
-    except np.linalg.LinAlgError as exc:
-        raise ValueError(
-            f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible); Cholesky failed"
-        ) from exc
-
-
 def _log_inv(delta: float) -> float:
     return math.log(1.0 / delta)
-
-
-def _on_disk(K: Any) -> OnDiskKernel:
-    """A K on disk as a validated :class:`~ntk_core.krr_ooc.OnDiskKernel` (the same object if it is one)."""
-    Kd = K if isinstance(K, OnDiskKernel) else OnDiskKernel(K)
-    return Kd.check()
 
 
 class PrintedScaleWarning(UserWarning):
@@ -188,9 +171,9 @@ class PrintedScaleWarning(UserWarning):
 PRINTED_TRACE_RATIO = 10.0
 
 
-def _printed_scale(theorem: str, K: np.ndarray | OnDiskKernel) -> float:
+def _printed_scale(theorem: str, K: KernelMatrix) -> float:
     """tr K/n, with a :class:`PrintedScaleWarning` when it is far from O(1)."""
-    ratio = _trace(K) / K.shape[0]
+    ratio = K.trace() / K.shape[0]
     if not 1.0 / PRINTED_TRACE_RATIO <= ratio <= PRINTED_TRACE_RATIO:
         warnings.warn(
             f"Theorem {theorem} as printed reads its O(·) as constants, assuming tr K/n = O(1); here tr K/n = "
@@ -231,20 +214,10 @@ def _per_output_kernel(K: Any) -> Any:
     return diagonal[0]
 
 
-def _kernel(K: Any) -> np.ndarray | OnDiskKernel:
-    """check_kernel_matrix for a K in memory, a validated OnDiskKernel (one pass, once) for a K on disk."""
-    return _on_disk(K) if is_on_disk(K) else check_kernel_matrix(K)
-
-
-def _trace(K: np.ndarray | OnDiskKernel) -> float:
-    """tr K: the diagonal of the validation pass for a K on disk (no further read)."""
-    return K.trace() if isinstance(K, OnDiskKernel) else float(np.trace(K))
-
-
 # =========================================================================== data quantities
 
 
-def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
+def complexity(K: ArrayLike | KernelMatrix, y: ArrayLike) -> float | np.ndarray:
     """The data-dependent complexity yᵀ k(X, X)⁻¹ y of Theorems 5.1–5.3 (eq. (10)).
 
     For ``y`` of shape ``(n,)`` returns a float; for ``(n, K)`` returns the
@@ -288,16 +261,11 @@ def complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike) -> float | np.ndarray:
     >>> round(complexity(path, np.array([1.0, 1.0])), 10)   # on disk, out of core
     0.6666666667
     """
-    if isinstance(K, OnDiskKernel) or is_on_disk(K):
-        return ridge_quadratic_ooc(K, y, 0.0)
-    Km = check_kernel_matrix(K)
-    yy = check_rows(y, Km.shape[0], "y")
-    sol = scipy.linalg.cho_solve(_cholesky_pd(Km, "y^T K^-1 y"), yy, check_finite=False)
-    vals = np.sum(yy * sol, axis=0)
-    return float(vals) if yy.ndim == 1 else vals
+    Km = as_kernel_matrix(K)
+    return Km.ridge_quadratic(check_rows(y, Km.n, "y"), 0.0)
 
 
-def ridge_complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float) -> float:
+def ridge_complexity(K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float) -> float:
     """yᵀ(k(X, X) + λ²I)⁻¹y, the signal part of Lemma C.2 (≤ :func:`complexity`; ridge λ² I as in eq. (8)).
 
     Parameters
@@ -315,13 +283,11 @@ def ridge_complexity(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float) -> f
     -------
     float
     """
-    yy = as_float64_array(y, "y", ndim=1)
-    if isinstance(K, OnDiskKernel) or is_on_disk(K):
-        return float(ridge_quadratic_ooc(K, yy, check_positive(lam, "lam")))
-    return float(yy @ krr_coefficients(K, yy, check_positive(lam, "lam")))
+    Km = as_kernel_matrix(K)
+    return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_positive(lam, "lam")))
 
 
-def rkhs_norm(K: ArrayLike | OnDiskKernel, alpha: ArrayLike) -> float:
+def rkhs_norm(K: ArrayLike | KernelMatrix, alpha: ArrayLike) -> float:
     """RKHS norm ‖f‖_H = √(αᵀ k(X, X) α) of f = αᵀk(·, X) (Appendix C, before Lemma C.2).
 
     For K on disk, K α is one pass over row blocks (after the validation pass).
@@ -339,13 +305,12 @@ def rkhs_norm(K: ArrayLike | OnDiskKernel, alpha: ArrayLike) -> float:
     float
         ‖f‖_H.
     """
-    Km = _kernel(K)
-    a = check_rows(alpha, Km.shape[0], "alpha", ndim=1)
-    Ka = Km.matvec(a) if isinstance(Km, OnDiskKernel) else Km @ a
-    return math.sqrt(max(float(a @ Ka), 0.0))
+    Km = as_kernel_matrix(K)
+    a = check_rows(alpha, Km.n, "alpha", ndim=1)
+    return math.sqrt(max(float(a @ Km.matvec(a)), 0.0))
 
 
-def krr_rkhs_norm(K: ArrayLike | OnDiskKernel, y_noisy: ArrayLike, lam: float) -> float:
+def krr_rkhs_norm(K: ArrayLike | KernelMatrix, y_noisy: ArrayLike, lam: float) -> float:
     """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ (eq. (8)) — the left side of Lemma C.2.
 
     For K on disk, α = (K + λ²I)⁻¹ỹ and Kα come from one out-of-core solve
@@ -366,11 +331,8 @@ def krr_rkhs_norm(K: ArrayLike | OnDiskKernel, y_noisy: ArrayLike, lam: float) -
     float
         ‖f*‖_H.
     """
-    if isinstance(K, OnDiskKernel) or is_on_disk(K):
-        Kd = _on_disk(K)
-        sol = krr_solve_ooc(Kd, check_rows(y_noisy, Kd.n, "y_noisy", ndim=1), check_positive(lam, "lam"))
-        return math.sqrt(max(float(sol.alpha @ sol.fitted), 0.0))
-    return rkhs_norm(K, krr_coefficients(K, check_rows(y_noisy, np.shape(K)[0], "y_noisy", ndim=1), lam))
+    Km = as_kernel_matrix(K)
+    return rkhs_norm(Km, Km.ridge_solve(check_rows(y_noisy, Km.n, "y_noisy", ndim=1), check_positive(lam, "lam")))
 
 
 def gap(P: ArrayLike) -> float:
@@ -682,15 +644,15 @@ class LemmaC2Bound:
 
 
 def _lemma_inputs(
-    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float
-) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
-    Km = _kernel(K)
+    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, sigma: float, delta: float
+) -> tuple[KernelMatrix, np.ndarray, float, float, float]:
+    Km = as_kernel_matrix(K)
     yy = check_rows(y, Km.shape[0], "y", ndim=1)
     lam, sigma = check_positive(lam, "lam"), check_interval(sigma, "sigma", 0.0, math.inf)
     return Km, yy, lam, sigma, check_unit_interval_open(delta, "delta")
 
 
-def lemma_c1_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
+def lemma_c1_bound(K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
     r"""Lemma C.1: training error of the KRR solution against the *clean* labels.
 
     With ỹ = y + ε, ε independent, mean zero, σ-sub-Gaussian (given X, y), with
@@ -728,7 +690,7 @@ def lemma_c1_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma:
         The three terms; ``total`` is their sum.
     """
     Km, yy, lam, sigma, delta = _lemma_inputs(K, y, lam, sigma, delta)
-    return _lemma_c1(float(complexity(Km, yy)), _trace(Km), lam, sigma, delta)
+    return _lemma_c1(float(complexity(Km, yy)), Km.trace(), lam, sigma, delta)
 
 
 def _lemma_c1(comp: float, trace: float, lam: float, sigma: float, delta: float) -> LemmaC1Bound:
@@ -739,7 +701,7 @@ def _lemma_c1(comp: float, trace: float, lam: float, sigma: float, delta: float)
     )
 
 
-def lemma_c2_bound(K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
+def lemma_c2_bound(K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, sigma: float, delta: float) -> LemmaC2Bound:
     r"""Lemma C.2: RKHS norm of the KRR solution trained on noisy labels.
 
     With probability ≥ 1 − δ,
@@ -854,7 +816,7 @@ class AdditiveNoiseBound:
 
 
 def _additive_bound(
-    K: np.ndarray | OnDiskKernel,
+    K: KernelMatrix,
     y: np.ndarray,
     lam: float,
     sigma: float,
@@ -872,7 +834,7 @@ def _additive_bound(
     """
     _check_bounded_labels(y, label_bound, "y")
     n = K.shape[0]
-    trace = _trace(K)
+    trace = K.trace()
     if not trace > 0.0:
         raise ValueError(f"tr K must be > 0 for a kernel matrix, got {trace:.6g}")
     tau = math.sqrt(trace)
@@ -901,7 +863,7 @@ def _additive_bound(
 
 
 def theorem_5_1_bound(
-    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, sigma: float, delta: float, eps_net: float = 1.0
 ) -> AdditiveNoiseBound:
     """Theorem 5.1 (additive label noise) with every constant written out.
 
@@ -974,7 +936,7 @@ def theorem_5_1_bound(
     >>> bound.n, bound.net_size
     (8, 4)
     """
-    Km = _kernel(K)
+    Km = as_kernel_matrix(K)
     yy = check_rows(y, Km.shape[0], "y", ndim=1)
     return _additive_bound(
         Km,
@@ -1050,7 +1012,7 @@ def _printed_terms(
 
 
 def theorem_5_1_printed(
-    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, sigma: float, delta: float, C: float = 1.0
+    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, sigma: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     r"""Theorem 5.1, eq. (10), as printed:
 
@@ -1084,7 +1046,7 @@ def theorem_5_1_printed(
     PrintedBound
         The printed form's terms; ``total`` is their sum.
     """
-    Km = _kernel(K)
+    Km = as_kernel_matrix(K)
     yy = check_rows(y, Km.shape[0], "y", ndim=1)
     lam, sigma = check_positive(lam, "lam"), check_interval(sigma, "sigma", 0.0, math.inf)
     delta, C = check_unit_interval_open(delta, "delta"), check_interval(C, "C", 0.0, math.inf)
@@ -1133,9 +1095,9 @@ class BinaryBound:
 
 
 def _binary_inputs(
-    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float
-) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, float, float, float]:
-    Km = _kernel(K)
+    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, p: float, delta: float
+) -> tuple[KernelMatrix, np.ndarray, float, float, float]:
+    Km = as_kernel_matrix(K)
     yy = check_rows(y, Km.shape[0], "y", ndim=1)
     check_binary_labels(yy, "y")
     return Km, yy, check_positive(lam, "lam"), check_rate(p, "p"), check_unit_interval_open(delta, "delta")
@@ -1174,7 +1136,7 @@ def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
 
 
 def theorem_5_2_bound(
-    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, p: float, delta: float, eps_net: float = 1.0
 ) -> BinaryBound:
     """Theorem 5.2 (binary classification, flip rate p) with explicit constants.
 
@@ -1244,7 +1206,7 @@ def theorem_5_2_bound(
 
 
 def theorem_5_2_printed(
-    K: ArrayLike | OnDiskKernel, y: ArrayLike, lam: float, p: float, delta: float, C: float = 1.0
+    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, p: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     r"""Theorem 5.2 as printed, O(·) := C·(·):
 
@@ -1319,10 +1281,10 @@ class MulticlassBound:
 
 
 def _multiclass_inputs(
-    K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float
-) -> tuple[np.ndarray | OnDiskKernel, np.ndarray, np.ndarray, float, float, float]:
+    K: ArrayLike | KernelMatrix, labels: ArrayLike, P: ArrayLike, lam: float, delta: float
+) -> tuple[KernelMatrix, np.ndarray, np.ndarray, float, float, float]:
     Pm = check_transition_matrix(P)
-    Km = _kernel(_per_output_kernel(K))
+    Km = as_kernel_matrix(_per_output_kernel(K))
     c = check_class_labels(labels, Pm.shape[0])
     if c.shape[0] != Km.shape[0]:
         raise ValueError(f"labels must have n = {Km.shape[0]} entries to match K, got {c.shape[0]}")
@@ -1331,7 +1293,7 @@ def _multiclass_inputs(
 
 
 def theorem_5_3_bound(
-    K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | KernelMatrix, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, eps_net: float = 1.0
 ) -> MulticlassBound:
     """Theorem 5.3 (K-class, transition matrix P) with explicit constants.
 
@@ -1398,13 +1360,10 @@ def theorem_5_3_bound(
     eps_net = check_positive(eps_net, "eps_net")
     k = Pm.shape[0]
     sigmas = multiclass_noise_subgaussian_sigma(Pm)
-    comps: list[float | None] = [None] * k
-    ridges: list[float | None] = [None] * k
-    if isinstance(Km, OnDiskKernel):  # one solve for all K outputs (K columns per pass over K), not one each
-        for h in range(k):
-            _check_bounded_labels(Q[h], 1.0, "y")
-        comps = [float(c) for c in np.atleast_1d(complexity(Km, Q.T))]
-        ridges = [float(r) for r in np.atleast_1d(ridge_quadratic_ooc(Km, Q.T, lam))]
+    for h in range(k):  # then one solve for all K outputs (K columns per pass over a K on disk), not one each
+        _check_bounded_labels(Q[h], 1.0, "y")
+    comps = [float(c) for c in np.atleast_1d(complexity(Km, Q.T))]
+    ridges = [float(r) for r in np.atleast_1d(Km.ridge_quadratic(np.ascontiguousarray(Q.T), lam))]
     per = tuple(
         _additive_bound(
             Km,
@@ -1424,7 +1383,7 @@ def theorem_5_3_bound(
 
 
 def theorem_5_3_printed(
-    K: ArrayLike | OnDiskKernel, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, C: float = 1.0
+    K: ArrayLike | KernelMatrix, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, C: float = 1.0
 ) -> PrintedBound:
     r"""Theorem 5.3 as printed, O(·) := C·(·), δ' = δ/K:
 

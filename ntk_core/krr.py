@@ -38,16 +38,14 @@ Only NumPy and SciPy are imported; torch tensors are accepted through
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse.linalg
 
 from ._checks import as_float64_array, check_count, check_kernel_matrix, check_lam, check_positive, check_rows
 from ._typing import ArrayLike
+from .kernel_matrix import IllConditionedWarning, _check_psd_direct, _check_psd_eigenvalues, _solve_ridge
 
 __all__ = [
     "IllConditionedWarning",
@@ -68,26 +66,6 @@ __all__ = [
     "linear_rate",
 ]
 
-#: Positive semi-definiteness: an (n, n) kernel matrix is refused when it has an eigenvalue
-#: below ``-PSD_RTOL * n * max|K_ij|``. An entrywise rounding error of relative size ε moves
-#: the eigenvalues by at most ``n ε max|K_ij|``, so this admits float32 Gram matrices
-#: (ε ≈ 1.2e-7, with a margin of 8) and refuses a clearly negative eigenvalue.
-PSD_RTOL = 1e-6
-
-#: Up to this size the PSD check of the Cholesky solvers is an exact symmetric
-#: eigenvalue computation (negligible at this size); above it, Lanczos iterations
-#: on the Cholesky factor that the solve computes anyway (O(n²) each, no new O(n³)).
-_EXACT_PSD_CHECK_MAX_N = 256
-
-#: A direct KRR solve warns (:class:`IllConditionedWarning`) when its answer's estimated relative error
-#: is above this: float64 data are exact to 1e-16, an answer off by more than 1e-6 is not what it seems.
-ACCURACY_RTOL = 1e-6
-
-
-class IllConditionedWarning(UserWarning):
-    """A kernel ridge regression answer is much less accurate than float64: ``K + λ² I`` is ill-conditioned
-    (λ too small for the spread of K's eigenvalues), and rounding errors grow by its condition number."""
-
 
 # --------------------------------------------------------------------------- validation
 
@@ -100,79 +78,6 @@ def _check_cross_kernel(K_test_train: ArrayLike, n: int) -> np.ndarray:
             f"(entry [j, i] = k(x_test_j, x_i)), got shape {arr.shape}"
         )
     return arr
-
-
-def _psd_tolerance(K: np.ndarray) -> float:
-    """The largest negative eigenvalue magnitude accepted in a kernel matrix: ``PSD_RTOL * n * max|K_ij|``."""
-    scale = max(float(np.max(np.abs(K))), float(np.finfo(np.float64).tiny))
-    return PSD_RTOL * K.shape[0] * scale
-
-
-def _refuse_not_psd(name: str, smallest: float, tol: float, how: str) -> None:
-    raise ValueError(
-        f"{name} is not positive semi-definite: it has an eigenvalue {how} {smallest:.6g}, below the "
-        f"tolerance -{tol:.3g} (= -{PSD_RTOL:g} x n x max|K|); a kernel matrix k(X, X) is PSD, so this one is "
-        f"wrong (e.g. not a Gram matrix, or computed wrongly) and the ridge λ² I would only hide it"
-    )
-
-
-def _check_psd_eigenvalues(eigenvalues: np.ndarray, K: np.ndarray, name: str) -> None:
-    """PSD check from eigenvalues already computed (no extra cost)."""
-    tol = _psd_tolerance(K)
-    smallest = float(np.min(eigenvalues))
-    if smallest < -tol:
-        _refuse_not_psd(name, smallest, tol, "of")
-
-
-def _check_psd_direct(K: np.ndarray, name: str) -> None:
-    """PSD check for solvers that factorise nothing: one Cholesky of ``K + tol I`` (fails iff λ_min < -tol)."""
-    tol = _psd_tolerance(K)
-    try:
-        scipy.linalg.cho_factor(K + tol * np.eye(K.shape[0]), lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        smallest = float(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0])[0])
-        _refuse_not_psd(name, smallest, tol, "of")
-
-
-def _check_psd_with_factor(K: np.ndarray, factor: tuple[np.ndarray, bool], lam: float, name: str) -> None:
-    """PSD check of K given the Cholesky factor of ``K + λ² I`` that the solver computed.
-
-    ``K + λ² I`` positive definite only shows ``λ_min(K) > -λ²``. Lanczos
-    iterations on ``(K + λ² I)⁻¹`` (O(n²) each, with the factor) find the
-    direction of the smallest eigenvalue; its Rayleigh quotient ``vᵀKv/vᵀv`` is
-    an upper bound on ``λ_min(K)``, so a value below the tolerance proves that K
-    is not PSD. Small matrices are checked exactly.
-    """
-    n = K.shape[0]
-    if n <= _EXACT_PSD_CHECK_MAX_N:
-        _check_psd_eigenvalues(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0]), K, name)
-        return
-    op = scipy.sparse.linalg.LinearOperator(
-        (n, n), matvec=lambda v: scipy.linalg.cho_solve(factor, v, check_finite=False), dtype=np.float64
-    )
-    v0 = np.random.default_rng(0).standard_normal(n)
-    try:
-        _, vecs = scipy.sparse.linalg.eigsh(op, k=1, which="LA", v0=v0, ncv=min(n, 16), maxiter=4, tol=1e-6)
-    except scipy.sparse.linalg.ArpackNoConvergence as exc:
-        vecs = exc.eigenvectors
-    if vecs is None or vecs.size == 0:
-        return
-    v = vecs[:, 0]
-    rq = float(v @ (K @ v)) / float(v @ v)
-    tol = _psd_tolerance(K)
-    if rq < -tol:
-        _refuse_not_psd(name, rq, tol, "at most")
-
-
-def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
-    n = K.shape[0]
-    try:
-        return scipy.linalg.cho_factor(K + lam**2 * np.eye(n), lower=True, check_finite=False)
-    except np.linalg.LinAlgError as exc:
-        raise ValueError(
-            f"K + λ² I (λ = {lam!r}) is not positive definite, so the KRR system has no unique "
-            f"solution; K must be positive semi-definite and λ > 0 (or K positive definite when λ = 0)"
-        ) from exc
 
 
 # --------------------------------------------------------------------------- direct KRR
@@ -218,49 +123,6 @@ def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray
     """
     K = check_kernel_matrix(K_train, "K_train")
     return _solve_ridge(K, check_rows(y, K.shape[0], "y"), check_lam(lam))
-
-
-def _solve_ridge(
-    K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train", K_out: np.ndarray | None = None
-) -> np.ndarray:
-    """α = (K + λ² I)⁻¹ y by Cholesky, warning when the answer (``K_out @ α``; α itself if ``None``) is
-    inaccurate (:func:`_relative_error`)."""
-    factor = _cholesky_ridge(K, lam)
-    if lam > 0.0:  # with λ = 0 the factorisation itself proved K positive definite
-        _check_psd_with_factor(K, factor, lam, name)
-    alpha = scipy.linalg.cho_solve(factor, y, check_finite=False)
-    error = _relative_error(K, factor, lam, y, alpha, K_out)
-    if error > ACCURACY_RTOL:
-        warnings.warn(
-            IllConditionedWarning(
-                f"kernel ridge regression with λ = {lam:g}: K + λ² I is ill-conditioned, and the "
-                f"{'coefficients' if K_out is None else 'predictions'} are accurate only to about {error:.1e} "
-                f"(relative; estimated by a step of iterative refinement). Use a larger λ: the ridge λ² should "
-                "not be many orders of magnitude below the largest eigenvalue of K"
-            ),
-            stacklevel=3,
-        )
-    return alpha
-
-
-def _relative_error(
-    K: np.ndarray,
-    factor: tuple[np.ndarray, bool],
-    lam: float,
-    y: np.ndarray,
-    alpha: np.ndarray,
-    K_out: np.ndarray | None,
-) -> float:
-    """Estimated relative error of ``K_out @ α`` (α if ``K_out`` is None), α the Cholesky solution of
-    ``(K + λ² I) α = y``: the correction δ = (K + λ² I)⁻¹ r of one step of iterative refinement, r = y − (K + λ² I) α
-    computed in float64. A backward-stable solve leaves a residual of rounding size ε ‖K + λ² I‖ ‖α‖, which the
-    solve of δ amplifies by the condition number: ‖K_out δ‖ / ‖K_out α‖ measures the error that matters,
-    O(n²) beside the O(n³) factorisation."""
-    r = y - (K @ alpha + lam**2 * alpha)
-    delta = scipy.linalg.cho_solve(factor, r, check_finite=False)
-    out, err = (alpha, delta) if K_out is None else (K_out @ alpha, K_out @ delta)
-    scale = float(np.linalg.norm(out))
-    return float(np.linalg.norm(err)) / scale if scale > 0.0 else 0.0
 
 
 def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: ArrayLike | None = None) -> np.ndarray:

@@ -68,12 +68,13 @@ import numpy as np
 
 from ._checks import as_float64_array, check_count, check_interval, check_lam, check_rows, symmetry_rtol
 from ._typing import ArrayLike
-from .krr import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning
+from .kernel_matrix import ACCURACY_RTOL, PSD_RTOL, DenseKernel, IllConditionedWarning, KernelMatrix
 
 __all__ = [
     "DEFAULT_OOC_MEMORY",
     "OnDiskKernel",
     "OutOfCoreKRR",
+    "as_kernel_matrix",
     "is_on_disk",
     "krr_predict_ooc",
     "krr_solve_ooc",
@@ -255,7 +256,7 @@ def _matvec(K: _Blocks, V: np.ndarray, rows: int, symmetrize: bool) -> np.ndarra
     return out
 
 
-class OnDiskKernel:
+class OnDiskKernel(KernelMatrix):
     r"""A kernel matrix :math:`K = k(X, X)` kept on disk, read in blocks and never loaded whole.
 
     Wraps what :func:`krr_solve_ooc` reads (a ``.npy`` path, opened with
@@ -328,11 +329,6 @@ class OnDiskKernel:
         return f"OnDiskKernel(n={self.n}, block_rows={self._rows}, passes={self.passes:.3g})"
 
     @property
-    def shape(self) -> tuple[int, int]:
-        """``(n, n)``."""
-        return (self.n, self.n)
-
-    @property
     def entries_read(self) -> int:
         return self._blocks.entries_read
 
@@ -402,6 +398,54 @@ class OnDiskKernel:
         scan = self._checked()
         W = check_rows(V, self.n, "V")
         return _matvec(self._blocks, W.reshape(self.n, -1), self._rows, scan.asym > 0.0).reshape(W.shape)
+
+    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+        """α = (K + λ² I)⁻¹ Y by :func:`krr_solve_ooc`, with this object's solver options."""
+        return krr_solve_ooc(self, Y, lam).alpha
+
+    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+        """Yᵀ(K + λ² I)⁻¹Y per column of Y by :func:`ridge_quadratic_ooc`, with this object's solver options."""
+        return ridge_quadratic_ooc(self, Y, lam)
+
+
+def as_kernel_matrix(K: Any, name: str = "K") -> KernelMatrix:
+    """K as the :class:`~ntk_core.kernel_matrix.KernelMatrix` that the bounds and solvers take.
+
+    The one place that tells a kernel matrix in memory from one on disk: a ``.npy`` path, a memory map or an
+    :class:`OnDiskKernel` becomes a validated :class:`OnDiskKernel` (one pass over K, once per object); an
+    array or a tensor becomes a :class:`~ntk_core.kernel_matrix.DenseKernel` (symmetric within its dtype's
+    rounding, finite); a ``KernelMatrix`` is returned as it is.
+
+    Parameters
+    ----------
+    K : ArrayLike, str, os.PathLike, numpy.memmap or KernelMatrix, shape (n, n)
+        The kernel matrix k(X, X).
+    name : str
+        How errors name it.
+
+    Returns
+    -------
+    KernelMatrix
+
+    Raises
+    ------
+    ValueError
+        K not square, not finite or not symmetric.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core.krr_ooc import as_kernel_matrix
+    >>> as_kernel_matrix(np.eye(3))
+    DenseKernel(n=3)
+    """
+    if isinstance(K, OnDiskKernel):
+        return K.check()
+    if isinstance(K, KernelMatrix):
+        return K
+    if is_on_disk(K):
+        return OnDiskKernel(K).check()
+    return DenseKernel(K, name)
 
 
 # --------------------------------------------------------------------------- preconditioner

@@ -25,7 +25,7 @@ import math
 import pytest
 
 from chapter import run_chapter
-from ntk_core import infinite, krr, synthetic
+from ntk_core import infinite, kernel_matrix, krr, synthetic
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +33,8 @@ THEOREM_CHAPTERS = {"Theorem 5.1": "additive_noise", "Theorem 5.2": "binary", "T
 
 
 def _ridge_lambda_not_squared(monkeypatch: pytest.MonkeyPatch) -> None:
-    cholesky, flt = krr._cholesky_ridge, krr.KRRPath._filter
-    monkeypatch.setattr(krr, "_cholesky_ridge", lambda K, lam: cholesky(K, math.sqrt(lam)))
+    cholesky, flt = kernel_matrix._cholesky_ridge, krr.KRRPath._filter
+    monkeypatch.setattr(kernel_matrix, "_cholesky_ridge", lambda K, lam: cholesky(K, math.sqrt(lam)))
     monkeypatch.setattr(krr.KRRPath, "_filter", lambda self, lam: flt(self, math.sqrt(float(lam))))
 
 

@@ -113,7 +113,32 @@ def test_no_private_name_is_imported_from_another_subpackage():
             if any(p.startswith("_") and p != "__main__" for p in target.split(".")[1:]):
                 if _subpackage(target) != _subpackage(module) and target not in BASE:
                     bad.append(f"{module}: imports from the private module {target}")
+        bad += [
+            f"{module}: {use}"
+            for use in _private_attributes(path)
+            if _subpackage(use.split(" ")[0]) != _subpackage(module)
+        ]
     assert not bad, "\n".join(bad)
+
+
+def _private_attributes(path: Path) -> list[str]:
+    """``module._name`` reads of a package module bound by an import (``from .. import bounds; bounds._kernel``)."""
+    bound: dict[str, str] = {}
+    for target, names, _ in _imports(path):
+        for n in names:
+            if _resolve(target, n) != target:
+                bound[n] = _resolve(target, n)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{bound[node.value.id]} ._{node.attr[1:]}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in bound
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and bound[node.value.id] not in BASE
+    ]
 
 
 #: The library's base, private to the package but shared by all of it: input checks, storage, types.

@@ -331,9 +331,10 @@ def _kernel_argument(path: Path) -> Any:
 
 def _leading(theorem: str, K: Any, labels: np.ndarray, args: argparse.Namespace, P: np.ndarray | None) -> float:
     from .. import bounds
+    from ..krr_ooc import as_kernel_matrix
 
-    k = bounds._kernel(K)
-    n, trace = k.shape[0], bounds._trace(k)
+    k = as_kernel_matrix(K)
+    n, trace = k.n, k.trace()
     if theorem == "5.1":
         return bounds.leading_lambda(bounds.complexity(k, labels), n, trace, args.sigma)
     if theorem == "5.2":

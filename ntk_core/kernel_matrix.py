@@ -1,0 +1,258 @@
+r"""Kernel matrices k(X, X) as one type, in memory or on disk: what KRR and the bounds take.
+
+A :class:`KernelMatrix` has a size, a trace and a diagonal, products ``K V``, ridge solves
+``α = (K + λ² I)⁻¹ Y`` (the ridge λ² I of eq. (8)) and quadratic forms ``Yᵀ(K + λ² I)⁻¹ Y`` (λ = 0: the
+complexity yᵀK⁻¹y of eq. (10)). Two kinds implement it:
+
+* :class:`DenseKernel`: a validated float64 array in memory (symmetric within the rounding of its dtype,
+  finite), solved by Cholesky, positive semi-definiteness checked where a solve needs it (the checks below);
+* :class:`ntk_core.krr_ooc.OnDiskKernel`: a ``.npy`` file or a memory map read in row blocks, validated in
+  one pass, solved by preconditioned conjugate gradients.
+
+:func:`ntk_core.krr_ooc.as_kernel_matrix` turns what a user passes (an array, a tensor, a ``.npy`` path, a
+memory map, or either kind) into one of them: the only place that tells in memory from on disk.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import ABC, abstractmethod
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse.linalg
+
+from ._checks import check_kernel_matrix, check_lam
+from ._typing import ArrayLike
+
+__all__ = ["ACCURACY_RTOL", "PSD_RTOL", "DenseKernel", "IllConditionedWarning", "KernelMatrix"]
+
+
+#: Positive semi-definiteness: an (n, n) kernel matrix is refused when it has an eigenvalue
+#: below ``-PSD_RTOL * n * max|K_ij|``. An entrywise rounding error of relative size ε moves
+#: the eigenvalues by at most ``n ε max|K_ij|``, so this admits float32 Gram matrices
+#: (ε ≈ 1.2e-7, with a margin of 8) and refuses a clearly negative eigenvalue.
+PSD_RTOL = 1e-6
+
+
+#: Up to this size the PSD check of the Cholesky solvers is an exact symmetric
+#: eigenvalue computation (negligible at this size); above it, Lanczos iterations
+#: on the Cholesky factor that the solve computes anyway (O(n²) each, no new O(n³)).
+_EXACT_PSD_CHECK_MAX_N = 256
+
+
+#: A direct KRR solve warns (:class:`IllConditionedWarning`) when its answer's estimated relative error
+#: is above this: float64 data are exact to 1e-16, an answer off by more than 1e-6 is not what it seems.
+ACCURACY_RTOL = 1e-6
+
+
+class IllConditionedWarning(UserWarning):
+    """A kernel ridge regression answer is much less accurate than float64: ``K + λ² I`` is ill-conditioned
+    (λ too small for the spread of K's eigenvalues), and rounding errors grow by its condition number."""
+
+
+# --------------------------------------------------------------------------- PSD checks and the dense solve
+
+
+def _psd_tolerance(K: np.ndarray) -> float:
+    """The largest negative eigenvalue magnitude accepted in a kernel matrix: ``PSD_RTOL * n * max|K_ij|``."""
+    scale = max(float(np.max(np.abs(K))), float(np.finfo(np.float64).tiny))
+    return PSD_RTOL * K.shape[0] * scale
+
+
+def _refuse_not_psd(name: str, smallest: float, tol: float, how: str) -> None:
+    raise ValueError(
+        f"{name} is not positive semi-definite: it has an eigenvalue {how} {smallest:.6g}, below the "
+        f"tolerance -{tol:.3g} (= -{PSD_RTOL:g} x n x max|K|); a kernel matrix k(X, X) is PSD, so this one is "
+        f"wrong (e.g. not a Gram matrix, or computed wrongly) and the ridge λ² I would only hide it"
+    )
+
+
+def _check_psd_eigenvalues(eigenvalues: np.ndarray, K: np.ndarray, name: str) -> None:
+    """PSD check from eigenvalues already computed (no extra cost)."""
+    tol = _psd_tolerance(K)
+    smallest = float(np.min(eigenvalues))
+    if smallest < -tol:
+        _refuse_not_psd(name, smallest, tol, "of")
+
+
+def _check_psd_direct(K: np.ndarray, name: str) -> None:
+    """PSD check for solvers that factorise nothing: one Cholesky of ``K + tol I`` (fails iff λ_min < -tol)."""
+    tol = _psd_tolerance(K)
+    try:
+        scipy.linalg.cho_factor(K + tol * np.eye(K.shape[0]), lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        smallest = float(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0])[0])
+        _refuse_not_psd(name, smallest, tol, "of")
+
+
+def _check_psd_with_factor(K: np.ndarray, factor: tuple[np.ndarray, bool], lam: float, name: str) -> None:
+    """PSD check of K given the Cholesky factor of ``K + λ² I`` that the solver computed.
+
+    ``K + λ² I`` positive definite only shows ``λ_min(K) > -λ²``. Lanczos
+    iterations on ``(K + λ² I)⁻¹`` (O(n²) each, with the factor) find the
+    direction of the smallest eigenvalue; its Rayleigh quotient ``vᵀKv/vᵀv`` is
+    an upper bound on ``λ_min(K)``, so a value below the tolerance proves that K
+    is not PSD. Small matrices are checked exactly.
+    """
+    n = K.shape[0]
+    if n <= _EXACT_PSD_CHECK_MAX_N:
+        _check_psd_eigenvalues(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0]), K, name)
+        return
+    op = scipy.sparse.linalg.LinearOperator(
+        (n, n), matvec=lambda v: scipy.linalg.cho_solve(factor, v, check_finite=False), dtype=np.float64
+    )
+    v0 = np.random.default_rng(0).standard_normal(n)
+    try:
+        _, vecs = scipy.sparse.linalg.eigsh(op, k=1, which="LA", v0=v0, ncv=min(n, 16), maxiter=4, tol=1e-6)
+    except scipy.sparse.linalg.ArpackNoConvergence as exc:
+        vecs = exc.eigenvectors
+    if vecs is None or vecs.size == 0:
+        return
+    v = vecs[:, 0]
+    rq = float(v @ (K @ v)) / float(v @ v)
+    tol = _psd_tolerance(K)
+    if rq < -tol:
+        _refuse_not_psd(name, rq, tol, "at most")
+
+
+def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
+    n = K.shape[0]
+    try:
+        return scipy.linalg.cho_factor(K + lam**2 * np.eye(n), lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(
+            f"K + λ² I (λ = {lam!r}) is not positive definite, so the KRR system has no unique "
+            f"solution; K must be positive semi-definite and λ > 0 (or K positive definite when λ = 0)"
+        ) from exc
+
+
+def _solve_ridge(
+    K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train", K_out: np.ndarray | None = None
+) -> np.ndarray:
+    """α = (K + λ² I)⁻¹ y by Cholesky, warning when the answer (``K_out @ α``; α itself if ``None``) is
+    inaccurate (:func:`_relative_error`)."""
+    factor = _cholesky_ridge(K, lam)
+    if lam > 0.0:  # with λ = 0 the factorisation itself proved K positive definite
+        _check_psd_with_factor(K, factor, lam, name)
+    alpha = scipy.linalg.cho_solve(factor, y, check_finite=False)
+    error = _relative_error(K, factor, lam, y, alpha, K_out)
+    if error > ACCURACY_RTOL:
+        warnings.warn(
+            IllConditionedWarning(
+                f"kernel ridge regression with λ = {lam:g}: K + λ² I is ill-conditioned, and the "
+                f"{'coefficients' if K_out is None else 'predictions'} are accurate only to about {error:.1e} "
+                f"(relative; estimated by a step of iterative refinement). Use a larger λ: the ridge λ² should "
+                "not be many orders of magnitude below the largest eigenvalue of K"
+            ),
+            stacklevel=3,
+        )
+    return alpha
+
+
+def _relative_error(
+    K: np.ndarray,
+    factor: tuple[np.ndarray, bool],
+    lam: float,
+    y: np.ndarray,
+    alpha: np.ndarray,
+    K_out: np.ndarray | None,
+) -> float:
+    """Estimated relative error of ``K_out @ α`` (α if ``K_out`` is None), α the Cholesky solution of
+    ``(K + λ² I) α = y``: the correction δ = (K + λ² I)⁻¹ r of one step of iterative refinement, r = y − (K + λ² I) α
+    computed in float64. A backward-stable solve leaves a residual of rounding size ε ‖K + λ² I‖ ‖α‖, which the
+    solve of δ amplifies by the condition number: ‖K_out δ‖ / ‖K_out α‖ measures the error that matters,
+    O(n²) beside the O(n³) factorisation."""
+    r = y - (K @ alpha + lam**2 * alpha)
+    delta = scipy.linalg.cho_solve(factor, r, check_finite=False)
+    out, err = (alpha, delta) if K_out is None else (K_out @ alpha, K_out @ delta)
+    scale = float(np.linalg.norm(out))
+    return float(np.linalg.norm(err)) / scale if scale > 0.0 else 0.0
+
+
+def _cholesky_pd(K: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
+    try:
+        return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(
+            f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible); Cholesky failed"
+        ) from exc
+
+
+# --------------------------------------------------------------------------- the type
+
+
+class KernelMatrix(ABC):
+    """A symmetric positive semi-definite kernel matrix k(X, X), shape (n, n), in memory or on disk."""
+
+    #: The number of rows (and columns) n.
+    n: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, n)``."""
+        return (self.n, self.n)
+
+    @abstractmethod
+    def trace(self) -> float:
+        """tr K."""
+
+    @abstractmethod
+    def diagonal(self) -> np.ndarray:
+        """The diagonal k(x_i, x_i), shape (n,)."""
+
+    @abstractmethod
+    def matvec(self, V: ArrayLike) -> np.ndarray:
+        """K V for V of shape (n,) or (n, m)."""
+
+    @abstractmethod
+    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+        """α = (K + λ² I)⁻¹ Y (eq. (8)); λ = 0 needs K positive definite. Y of shape (n,) or (n, m)."""
+
+    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+        """Yᵀ(K + λ² I)⁻¹Y per column of Y (λ = 0: the complexity yᵀK⁻¹y of eq. (10)); a float for 1-D Y."""
+        vals = np.sum(Y * self.ridge_solve(Y, lam), axis=0)
+        return float(vals) if Y.ndim == 1 else vals
+
+
+class DenseKernel(KernelMatrix):
+    """A kernel matrix in memory: a float64 copy of K, checked symmetric (within its dtype's rounding) and finite.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        The kernel matrix (NumPy array or torch tensor).
+    name : str
+        How errors name it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = DenseKernel(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    >>> K.trace(), round(K.ridge_quadratic(np.array([1.0, 1.0]), 0.0), 10)   # yᵀK⁻¹y = 2/3
+    (4.0, 0.6666666667)
+    """
+
+    def __init__(self, K: ArrayLike, name: str = "K") -> None:
+        self.array = check_kernel_matrix(K, name)
+        self.name = name
+        self.n = self.array.shape[0]
+
+    def __repr__(self) -> str:
+        return f"DenseKernel(n={self.n})"
+
+    def trace(self) -> float:
+        return float(np.trace(self.array))
+
+    def diagonal(self) -> np.ndarray:
+        return np.diag(self.array).copy()
+
+    def matvec(self, V: ArrayLike) -> np.ndarray:
+        return self.array @ np.asarray(V, dtype=np.float64)
+
+    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+        """Cholesky of K + λ² I, with the PSD check of K for λ > 0 and a warning when ill-conditioned."""
+        lam = check_lam(lam)
+        if lam == 0.0:
+            return scipy.linalg.cho_solve(_cholesky_pd(self.array, "K⁻¹y"), Y, check_finite=False)
+        return _solve_ridge(self.array, Y, lam, self.name)
