@@ -65,7 +65,8 @@ from .krr import (
     learning_rate_bound,
     linear_rate,
 )
-from .krr_ooc import OnDiskKernel, krr_predict_ooc, krr_solve_ooc
+from .kernel_matrix import DenseKernel, KernelMatrix
+from .krr_ooc import OnDiskKernel, as_kernel_matrix, krr_predict_ooc, krr_solve_ooc
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
 from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
@@ -78,6 +79,9 @@ __all__ = [
     "RDIPenalty",
     "with_indices",
     "AdditiveNoiseBound",
+    "as_kernel_matrix",
+    "DenseKernel",
+    "KernelMatrix",
     "binary_noise_subgaussian_sigma",
     "BinaryBound",
     "BinaryTask",

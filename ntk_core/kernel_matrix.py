@@ -256,3 +256,16 @@ class DenseKernel(KernelMatrix):
         if lam == 0.0:
             return scipy.linalg.cho_solve(_cholesky_pd(self.array, "K⁻¹y"), Y, check_finite=False)
         return _solve_ridge(self.array, Y, lam, self.name)
+
+
+def _dense_array(K: ArrayLike | KernelMatrix, name: str) -> np.ndarray:
+    """K in memory as a validated float64 array: a :class:`DenseKernel`'s own array (checked when it was made),
+    else :func:`~ntk_core._checks.check_kernel_matrix`; a kernel matrix on disk is refused, naming its route."""
+    if isinstance(K, DenseKernel):
+        return K.array
+    if isinstance(K, KernelMatrix):
+        raise TypeError(
+            f"{name} is a kernel matrix on disk ({K!r}); this solver factorises K in memory. Use the out-of-core "
+            "solvers of ntk_core.krr_ooc (krr_solve_ooc, krr_predict_ooc), which read it in blocks"
+        )
+    return check_kernel_matrix(K, name)

@@ -43,9 +43,16 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._checks import as_float64_array, check_count, check_kernel_matrix, check_lam, check_positive, check_rows
+from ._checks import as_float64_array, check_count, check_lam, check_positive, check_rows
 from ._typing import ArrayLike
-from .kernel_matrix import IllConditionedWarning, _check_psd_direct, _check_psd_eigenvalues, _solve_ridge
+from .kernel_matrix import (
+    IllConditionedWarning,
+    KernelMatrix,
+    _dense_array,
+    _check_psd_direct,
+    _check_psd_eigenvalues,
+    _solve_ridge,
+)
 
 __all__ = [
     "IllConditionedWarning",
@@ -83,7 +90,7 @@ def _check_cross_kernel(K_test_train: ArrayLike, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- direct KRR
 
 
-def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray:
+def krr_coefficients(K_train: ArrayLike | KernelMatrix, y: ArrayLike, lam: float) -> np.ndarray:
     """Dual coefficients α = (K + λ² I)⁻¹ ỹ of kernel ridge regression (paper eqs. (8)/(9)).
 
     ``y`` has shape ``(n,)`` or ``(n, K)`` (one column per output, e.g. one-hot
@@ -97,7 +104,7 @@ def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray
 
     Parameters
     ----------
-    K_train : ArrayLike, shape (n, n)
+    K_train : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive semi-definite.
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ.
@@ -121,11 +128,13 @@ def krr_coefficients(K_train: ArrayLike, y: ArrayLike, lam: float) -> np.ndarray
     >>> krr_coefficients(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0]), lam=1.0)
     array([ 0.5, -0.5])
     """
-    K = check_kernel_matrix(K_train, "K_train")
+    K = _dense_array(K_train, "K_train")
     return _solve_ridge(K, check_rows(y, K.shape[0], "y"), check_lam(lam))
 
 
-def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: ArrayLike | None = None) -> np.ndarray:
+def krr_predict(
+    K_train: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, K_test_train: ArrayLike | None = None
+) -> np.ndarray:
     r"""Kernel ridge regression predictions :math:`k(x, X)^\top (K + \lambda^2 I)^{-1} \tilde y`.
 
     This is the function the wide network learns under RDI or AUX (Theorem 4.1,
@@ -134,7 +143,7 @@ def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: Arra
 
     Parameters
     ----------
-    K_train : ArrayLike, shape (n, n)
+    K_train : ArrayLike or DenseKernel, shape (n, n)
         Symmetric positive semi-definite kernel matrix k(X, X).
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ (one column per output for eq. (9)).
@@ -176,7 +185,7 @@ def krr_predict(K_train: ArrayLike, y: ArrayLike, lam: float, K_test_train: Arra
     >>> krr_predict(K, np.array([1.0, -1.0]), lam=1.0, K_test_train=K_test)
     array([0.5, 0.5])
     """
-    K = check_kernel_matrix(K_train, "K_train")
+    K = _dense_array(K_train, "K_train")
     yy = check_rows(y, K.shape[0], "y")
     lam = check_lam(lam)
     Kt = K if K_test_train is None else _check_cross_kernel(K_test_train, K.shape[0])
@@ -201,7 +210,7 @@ class KRRPath:
 
     Parameters
     ----------
-    K_train : ArrayLike, shape (n, n)
+    K_train : ArrayLike or DenseKernel, shape (n, n)
         Symmetric positive semi-definite kernel matrix k(X, X).
     K_test_train : ArrayLike, shape (m, n), optional
         Kernel values k(x_test_j, x_i), for predictions at test points
@@ -240,8 +249,8 @@ class KRRPath:
     array([ 0.5, -0.5])
     """
 
-    def __init__(self, K_train: ArrayLike, K_test_train: ArrayLike | None = None) -> None:
-        K = check_kernel_matrix(K_train, "K_train")
+    def __init__(self, K_train: ArrayLike | KernelMatrix, K_test_train: ArrayLike | None = None) -> None:
+        K = _dense_array(K_train, "K_train")
         self.n: int = K.shape[0]
         self.eigenvalues, self.eigenvectors = np.linalg.eigh(K)
         _check_psd_eigenvalues(self.eigenvalues, K, "K_train")
@@ -322,13 +331,16 @@ class KRRPath:
 
 
 def krr_path(
-    K_train: ArrayLike, y: ArrayLike, lams: Sequence[float] | np.ndarray, K_test_train: ArrayLike | None = None
+    K_train: ArrayLike | KernelMatrix,
+    y: ArrayLike,
+    lams: Sequence[float] | np.ndarray,
+    K_test_train: ArrayLike | None = None,
 ) -> np.ndarray:
     """:func:`krr_predict` for each λ in ``lams``, from one eigendecomposition (see :class:`KRRPath`).
 
     Parameters
     ----------
-    K_train : ArrayLike, shape (n, n)
+    K_train : ArrayLike or DenseKernel, shape (n, n)
         Symmetric positive semi-definite kernel matrix k(X, X).
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ.
@@ -350,7 +362,7 @@ def krr_path(
 # --------------------------------------------------------------------------- learning-rate facts
 
 
-def learning_rate_bound(K: ArrayLike, lam: float) -> float:
+def learning_rate_bound(K: ArrayLike | KernelMatrix, lam: float) -> float:
     r"""Theorem 4.1's learning-rate condition: the largest η allowed, 1/(‖K‖ + λ²).
 
     ‖K‖ is the spectral norm of k(X, X) = Z Zᵀ; the Hessian of
@@ -360,7 +372,7 @@ def learning_rate_bound(K: ArrayLike, lam: float) -> float:
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
+    K : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix k(X, X).
     lam : float
         λ ≥ 0.
@@ -377,12 +389,12 @@ def learning_rate_bound(K: ArrayLike, lam: float) -> float:
     >>> round(learning_rate_bound(np.array([[2.0, 1.0], [1.0, 2.0]]), lam=1.0), 12)   # ‖K‖ = 3
     0.25
     """
-    Km = check_kernel_matrix(K)
+    Km = _dense_array(K, "K")
     lam = check_lam(lam)
     return 1.0 / (float(np.linalg.norm(Km, 2)) + lam**2)
 
 
-def linear_rate(K: ArrayLike, lam: float, eta: float) -> float:
+def linear_rate(K: ArrayLike | KernelMatrix, lam: float, eta: float) -> float:
     """Contraction factor ρ = max(|1 − η λ²|, |1 − η(‖K‖ + λ²)|) of RDI/AUX gradient descent.
 
     Every eigenvalue h of the Hessian (ZᵀZ + λ² I in parameter space, K + λ² I
@@ -394,7 +406,7 @@ def linear_rate(K: ArrayLike, lam: float, eta: float) -> float:
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
+    K : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix k(X, X).
     lam : float
         λ ≥ 0.
@@ -406,7 +418,7 @@ def linear_rate(K: ArrayLike, lam: float, eta: float) -> float:
     float
         ρ; the iterates converge when ρ < 1.
     """
-    Km = check_kernel_matrix(K)
+    Km = _dense_array(K, "K")
     lam = check_lam(lam)
     eta = check_positive(eta, "eta")
     top = float(np.linalg.norm(Km, 2)) + lam**2
@@ -643,9 +655,9 @@ class KernelGDTrajectory:
 
 
 def _kernel_gd_setup(
-    K: ArrayLike, y: ArrayLike, eta: float, steps: int, K_test_train: ArrayLike | None, record_every: int
+    K: ArrayLike | KernelMatrix, y: ArrayLike, eta: float, steps: int, K_test_train: ArrayLike | None, record_every: int
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None, np.ndarray]:
-    Km = check_kernel_matrix(K)
+    Km = _dense_array(K, "K")
     yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     steps = check_count(steps, "steps", 0)
@@ -684,7 +696,7 @@ def _run_kernel_gd(
 
 
 def gd_rdi_kernel(
-    K: ArrayLike,
+    K: ArrayLike | KernelMatrix,
     y: ArrayLike,
     lam: float,
     eta: float,
@@ -703,7 +715,7 @@ def gd_rdi_kernel(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
+    K : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix k(X, X) = Z Zᵀ.
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ.
@@ -744,7 +756,7 @@ def gd_rdi_kernel(
 
 
 def gd_aux_kernel(
-    K: ArrayLike,
+    K: ArrayLike | KernelMatrix,
     y: ArrayLike,
     lam: float,
     eta: float,
@@ -776,7 +788,7 @@ def gd_aux_kernel(
 
 
 def gd_unregularized_kernel(
-    K: ArrayLike,
+    K: ArrayLike | KernelMatrix,
     y: ArrayLike,
     eta: float,
     steps: int,
@@ -795,7 +807,7 @@ def gd_unregularized_kernel(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
+    K : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix k(X, X) = Z Zᵀ.
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ.
@@ -834,7 +846,7 @@ def gd_kernel_closed_form(
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
+    K : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix, symmetric positive semi-definite.
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ.
@@ -852,7 +864,7 @@ def gd_kernel_closed_form(
     numpy.ndarray, shape (n,) or (n, K); (m,) or (m, K) with ``K_test_train``
         The outputs at step t.
     """
-    Km = check_kernel_matrix(K)
+    Km = _dense_array(K, "K")
     yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     t = check_count(t, "t", 0)
@@ -874,7 +886,9 @@ def gd_kernel_closed_form(
     return _check_cross_kernel(K_test_train, Km.shape[0]) @ alpha
 
 
-def gd_steps_to_fit(K: ArrayLike, y: ArrayLike, eta: float, tol: float, max_steps: int = 10**9) -> int | None:
+def gd_steps_to_fit(
+    K: ArrayLike | KernelMatrix, y: ArrayLike, eta: float, tol: float, max_steps: int = 10**9
+) -> int | None:
     r"""The first step at which plain gradient descent in the NTK regime fits the targets to mean loss ``tol``.
 
     Linearised GD from f(0) = 0 (Section 3.2; the difference trick makes the initial output 0) leaves the
@@ -891,7 +905,7 @@ def gd_steps_to_fit(K: ArrayLike, y: ArrayLike, eta: float, tol: float, max_step
 
     Parameters
     ----------
-    K : ArrayLike, shape (n, n)
+    K : ArrayLike or DenseKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive semi-definite.
     y : ArrayLike, shape (n,) or (n, K)
         Training targets ỹ.
@@ -917,7 +931,7 @@ def gd_steps_to_fit(K: ArrayLike, y: ArrayLike, eta: float, tol: float, max_step
     >>> t, bool(0.99 ** (2 * t) / 4 <= 1e-4 < 0.99 ** (2 * (t - 1)) / 4)
     (390, True)
     """
-    Km = check_kernel_matrix(K)
+    Km = _dense_array(K, "K")
     yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     tol = check_positive(tol, "tol")

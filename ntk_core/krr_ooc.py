@@ -128,6 +128,8 @@ class _Blocks:
                 raise ValueError(f"{name}: {str(path)!r} is not a readable .npy array file: {why}") from None
             if not isinstance(K, np.ndarray):
                 raise TypeError(f"{name}: {str(path)!r} holds an archive of arrays (.npz), not one .npy array")
+        elif isinstance(K, DenseKernel):  # validated in memory already
+            K = K.array
         elif hasattr(K, "detach") and hasattr(K, "cpu"):  # torch.Tensor (in memory; no copy of the whole)
             K = K.detach().cpu().numpy()
         elif isinstance(K, (list, tuple)):

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.kernel_ridge import KernelRidge
 
+from ntk_core import check_kernel_matrix
 from ntk_core.krr import (
     KRRPath,
-    check_kernel_matrix,
     gd_aux_kernel,
     gd_aux_params,
     gd_kernel_closed_form,
