@@ -25,57 +25,32 @@ What is here
 
 Kernel matrices on disk
 
-Every function here that takes a kernel matrix ``K`` also takes one kept on
-disk, never loading it whole: a ``.npy`` path, a ``numpy.memmap`` (e.g. the
-Gram matrix that :func:`ntk_core.ntk.distributed.distributed_ntk` assembles) or a
-:class:`ntk_core.krr_ooc.OnDiskKernel` (the route of :func:`ntk_core.krr_ooc.is_on_disk`).
-Memory is one block of rows of K (``memory_budget``, default 256 MiB) plus
-vectors of length n. What each quantity costs, in passes over K:
+Every function here that takes a kernel matrix ``K`` takes it through
+:func:`ntk_core.krr_ooc.as_kernel_matrix`: an array or a tensor (a
+:class:`~ntk_core.kernel_matrix.DenseKernel`), or one kept on disk and never
+loaded whole: a ``.npy`` path, a ``numpy.memmap`` (e.g. the Gram matrix that
+:func:`ntk_core.ntk.distributed.distributed_ntk` assembles) or a
+:class:`ntk_core.krr_ooc.OnDiskKernel`. Memory is one block of rows of K
+(``memory_budget``, default 256 MiB) plus vectors of length n. What each
+quantity costs, in passes over a K on disk:
 
 * K is validated once (square, finite, symmetric, as
   :func:`ntk_core._checks.check_kernel_matrix`; one pass), which also reads its
-  diagonal, so tr K costs nothing more (an unvalidated
-  :class:`~ntk_core.krr_ooc.OnDiskKernel` streams only the diagonal tiles);
+  diagonal, so tr K costs nothing more;
 * yᵀ(K + λ²I)⁻¹y and yᵀK⁻¹y (λ = 0, K positive definite) come from
   :func:`ntk_core.krr_ooc.krr_solve_ooc`: preconditioned conjugate gradients,
   one pass per iteration, relative residual 1e-12 by default; Theorem 5.3
   solves for its K outputs together (K columns per pass);
-* αᵀKα (:func:`rkhs_norm`) takes one pass; :func:`krr_rkhs_norm` reads it off its solve.
+* αᵀKα (:func:`rkhs_norm`) takes one pass, and :func:`krr_rkhs_norm` one more after its solve.
 
 Wrap K in an :class:`~ntk_core.krr_ooc.OnDiskKernel` to choose the block size,
 tolerance or preconditioner rank, to validate it only once over several calls,
 and to read the passes afterwards (``.passes``). Only :func:`hsu_kakade_zhang_bound`
 needs its matrix whole (every singular value of A) and refuses one on disk.
 
-Findings about the paper's constants (checked by tests/test_bounds.py)
-
-1. *Binary noise is not O(√p)-sub-Gaussian.* ε = ỹ − (1−2p)y takes the values
-   2p (prob. 1−p) and −2(1−p) (prob. p). Its optimal sub-Gaussian parameter is
-   σ_p = √(2(1−2p)/log((1−p)/p)) (Kearns–Saul / Buldygin–Moskvichova), e.g.
-   σ_p = 0.653 at p = 0.01 (√p = 0.1), 0.853 at p = 0.1 (√p = 0.316),
-   0.38 at p = 10⁻⁶ (√p = 0.001). As p → 0, σ_p ~ √(2/log(1/p)), so
-   σ_p/√p → ∞: the proof's claim "σ = O(√p)" is false. Only the *standard
-   deviation* 2√(p(1−p)) is O(√p). Theorem 5.2 as proved therefore holds with
-   σ_p in place of √p; recovering √p would need a variance-sensitive
-   (Bernstein-type) tail bound, which the proof does not use.
-2. *Multi-class noise.* Each coordinate of ỹ_i − q_i is a centred
-   Bernoulli(p_{h,c}), in an interval of length 1, so by Hoeffding it is
-   sub-Gaussian with parameter 1/2; the paper's "parameter 1" is valid but 2×
-   loose. The exact value per output h is max_c σ(p_{h,c}) ≤ 1/2.
-3. *Rademacher step.* The class F_B = {αᵀk(·, X) : ‖f‖_H ≤ B} used in the
-   proof depends on the sample X, so the uniform-convergence bound (eq. (15))
-   cannot be applied to it as written. Using the whole RKHS ball
-   {f ∈ H : ‖f‖_H ≤ B} (data independent, contains f*) fixes this with the
-   same Bartlett–Mendelson bound B√tr K / n. The Talagrand contraction step
-   (from the loss class to F, Lipschitz constant 1) is implicit; its constant is 1.
-4. *ε-net.* B' − b₀ = √(yᵀ(K+λ²I)⁻¹y) ≤ ‖y‖/λ ≤ √n/λ, not O(n/λ); the net has
-   N + 1 points with N = ⌈√n/(λε)⌉.
-5. *Theorem 5.3* applies Theorem 5.1 to the loss |u − v|, which is not
-   bounded by 1 as Theorem 5.1 requires. The truncated loss min(|u − v|, 1)
-   fixes it with no change to the result, because gap(P) ≤ 1.
-6. The constant 1/9 in the bound on tr[A⁴] (Lemma C.1) is valid: AM–GM gives
-   27/256 ≈ 0.105 ≤ 1/9. The hidden constants of Theorem 5.1 are: the O(1) in
-   λ + O(1) is 4√(tr K/n); the O(σ/λ) term is (5σ/(2λ))√(tr K/n).
+Where the proofs' constants differ from the printed text (σ_p of binary noise is not O(√p), the
+RKHS ball of the Rademacher step, the size of the ε-net, the truncated loss of Theorem 5.3, Lemma C.1's 1/9)
+is stated once, with its evidence, in the book's errata chapter; ``tests/test_bounds.py`` checks each.
 """
 
 from __future__ import annotations
@@ -161,7 +136,7 @@ class PrintedScaleWarning(UserWarning):
     """A bound *as printed* (``theorem_5_x_printed``) on a kernel with tr K/n far from 1.
 
     The printed forms read every O(·) as a constant, which assumes tr K/n = O(1) (the paper's kernels have
-    k(x, x) ≤ 1); the explicit constants carry √(tr K/n) (finding 6 above: λ + 4√(tr K/n), (5σ/(2λ))√(tr K/n)),
+    k(x, x) ≤ 1); the explicit constants carry √(tr K/n) (λ + 4√(tr K/n) and (5σ/(2λ))√(tr K/n); the errata chapter),
     so with, say, a network in standard parametrisation (tr K/n in the hundreds) the printed total is off by
     that factor. The explicit ``theorem_5_x_bound`` is right at any scale.
     """
@@ -879,7 +854,7 @@ def theorem_5_1_bound(
     2. *RKHS norm* (prob. 1 − δ/3): ‖f*‖_H ≤ B' = Lemma C.2(δ/3).
     3. *Uniform convergence* (prob. 1 − δ/3): for the ball F_B = {f ∈ H : ‖f‖_H ≤ B}
        (the whole ball, not the span of k(·, X) used in the paper, which depends
-       on the sample — see finding 3 in the module docstring),
+       on the sample — see the errata chapter),
        R̂_S(F_B) ≤ B√tr K / n (Bartlett & Mendelson 2002, Lemma 22), Talagrand's
        contraction (constant 1) passes it to the loss class, and for losses in
        [0, M] (Mohri et al. 2012, Thm 3.3)
@@ -1301,7 +1276,7 @@ def theorem_5_3_bound(
     labels are q⁽ʰ⁾ (row h of Q = P·Y, in [0, 1]) and ỹ⁽ʰ⁾ − q⁽ʰ⁾ is mean zero
     with parameter σ_h = :func:`multiclass_noise_subgaussian_sigma` (P)[h].
     Theorem 5.1 at confidence δ/K for the truncated loss min(|u − v|, 1)
-    (the paper uses |u − v|, which is not bounded by 1 — finding 5) and a
+    (the paper uses |u − v|, which is not bounded by 1 — see the errata chapter) and a
     union bound over h hold together with probability ≥ 1 − δ. If
     c ∉ argmax_h f⁽ʰ⁾(x), some h' ≠ c has f⁽ʰ'⁾ ≥ f⁽ᶜ⁾ and then
     Σ_h min(|f⁽ʰ⁾(x) − p_{h,c}|, 1) ≥ min(p_cc − p_h'c, 1) ≥ gap, so Markov's

@@ -67,16 +67,8 @@ class Config(ExperimentConfig):
         """Width 2,000 on 400 images pooled to 14×14, the whole test split, 6,000 GD steps at η = 1.8/‖K‖, the
         same five α and three seeds (15 training runs).
 
-        Sized by the precondition first (every run fits its training set, as the figure's do:
-        :func:`ntk_core.bookkit.claims.figure_4_precondition`), then by time. An earlier medium of 2,000
-        images and 3,000 steps ended at mean training loss 0.014 with a training image misclassified; at 1,000
-        images and width 1,000, α = 0 (the slowest: the largest initial output to remove) still had 0.0043
-        after 5,000 steps. Measured on seed 0, α = 0, at 400 images and width 2,000 (2026-11-26, 2-core x86_64
-        VM shared with two other jobs, ``OMP_NUM_THREADS=1``, torch 2.13 CPU): mean training loss 0.011 after
-        800 steps, 0.0013 after 2,400, 1.3 · 10⁻⁴ after 4,800, 6.5 · 10⁻⁵ after 5,600 and 1.0 · 10⁻⁵ after
-        8,000 (training error 0 throughout, test error 2 %), 0.036 s per step under that load. 6,000 steps put
-        every run below the caption's 10⁻⁴. Time: ≈ 0.02 s per step unloaded, ≈ 2 minutes per run, ≈ 30
-        minutes for the 15 (up to twice that on a loaded machine)."""
+        How it was sized (trials, timings): ``results/medium/README.md``.
+        """
         return cls(
             profile="medium",
             n_train=400,

@@ -82,21 +82,11 @@ class Config(ExperimentConfig):
     @classmethod
     def medium(cls) -> "Config":
         """Base point 200 images (pooled to 14×14), width 512, noise 0.2, 15,000 GD steps (60,000 at lr scale
-        1/4); samples 100–300, noise 0–40 %, width 256–2,048, λ ∈ {1/4, …, 4}, lr scale ∈ {1/4, 1/2, 1}; 3 seeds.
+        1/4); samples 100–300, noise 0–40 %, width 256–2,048, λ ∈ {1/4, …, 4}, lr scale ∈ {1/4, 1/2, 1}; 3
+        seeds.
 
-        Sized by the precondition first (every run converged:
-        :func:`ntk_core.bookkit.claims.table_2_precondition`), then by time. GD at η = 1/‖K‖ removes the
-        last of the noisy labels' residual slowly, and more slowly the more images (the smallest eigenvalues of
-        K shrink): an earlier medium of 1,000 images and 2,000 steps ended at mean training loss 0.06–0.20 for
-        n ≥ 500, far from converged. Measured (2026-11-26, 2-core x86_64 VM, ``OMP_NUM_THREADS=1``, torch 2.13
-        CPU), noise 0.2, seed 0: at 400 images and width 1,024, mean training loss 0.060 after 1,200 steps,
-        0.0050 after 6,000, 0.0014 after 9,600, 0.00092 after 10,800 and 0.00063 after 12,000 (0.0098 s per
-        step); a first recording of this profile with 12,000 steps and samples up to 400 then ended, at width
-        512, at 5 · 10⁻¹¹ for 100 images, 1.3 · 10⁻⁵ for 200 and 1.3 · 10⁻³ for 400 (not converged; 3 · 10⁻⁵
-        at width 256 and 200 images). Hence n ≤ 300 and 15,000 steps. Time: 2.4 · 10⁻⁸ s per image × unit ×
-        step, ≈ 37 s for a base-point run; one seed is 17 distinct runs costing 24.5 base-point runs (samples
-        3, noise 4, width 6.5, λ 5, lr 6: the smaller lr scales run 1/scale as many steps), ≈ 15 minutes, ≈ 45
-        for three (longer on a loaded machine)."""
+        How it was sized (trials, timings): ``results/medium/README.md``.
+        """
         return cls(
             profile="medium",
             n_train=200,

@@ -73,18 +73,12 @@ class Config(ExperimentConfig):
 
     @classmethod
     def medium(cls) -> "Config":
-        """Width 1,000 on 1,000 training / 500 validation images pooled to 14×14 and the whole test split (1,866),
-        all five noise levels 0–40 %, the paper's λ grid {1/4, …, 8}, 800 GD steps at η = 1.8 / (‖K‖ + λ²),
-        3 seeds: 195 training runs (per seed and noise: GD, 6 RDI, 6 AUX) plus KRR.
+        """Width 1,000 on 1,000 training / 500 validation images pooled to 14×14 and the whole test split
+        (1,866), all five noise levels 0–40 %, the paper's λ grid {1/4, …, 8}, 800 GD steps at η = 1.8 / (‖K‖ +
+        λ²), 3 seeds: 195 training runs (per seed and noise: GD, 6 RDI, 6 AUX) plus KRR.
 
-        Sized so that the paper's precondition holds: vanilla GD fits the noisy labels. Trials at noise 0.4,
-        seed 0 (2-core x86_64 CPU VM, ``OMP_NUM_THREADS=1``, torch 2.13 CPU, shared with other jobs): with
-        2,000 images and 400 steps GD reproduced only 48 % of the flipped labels (the step size shrinks like
-        1/‖K‖ ∝ 1/n, so more images need more steps); with 1,000 images and 800 steps, at the same cost per run
-        (images × width × steps), it reproduced 82.5 % (test error: GD 33.9 %, GD+ES 15.7 %, GD+RDI and
-        GD+AUX at λ = 2 16.9 % and 16.7 %, KRR 16.8 %). Timing: ≈ 17.5 s per run, ≈ 58 minutes for the 195
-        runs on an idle core (measured at 2,000 images × 400 steps, the same cost). ``full()`` is the paper's
-        scale."""
+        How it was sized (trials, timings): ``results/medium/README.md``.
+        """
         return cls(
             profile="medium",
             n_train=1_000,

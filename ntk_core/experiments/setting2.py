@@ -144,29 +144,12 @@ class Config(ExperimentConfig):
 
     @classmethod
     def medium(cls) -> "Config":
-        """The quick network (depth 8, 16 channels, 8×8 inputs, output factor 4) on four times the images
-        (400 trained, 150 for validation, of the 762 airplane/automobile training images of the partial
-        CIFAR-10; all 192 test images), 200 epochs of batch 4 at lr 0.025, the paper's λ grid, three seeds.
+        """The quick network (depth 8, 16 channels, 8×8 inputs, output factor 4) on four times the images (400
+        trained, 150 for validation, of the 762 airplane/automobile training images of the partial CIFAR-10; all
+        192 test images), 200 epochs of batch 4 at lr 0.025, the paper's λ grid, three seeds.
 
-        Sized by timed trials (2026-11-26; one CPU thread per run, ``OMP_NUM_THREADS=1``, on the 16-core host
-        of the workplace's GPU machine, seed 0, noise 0.2, λ = 4 only: SGD, SGD+AUX, SGD+RDI):
-
-        ================================================  =========  ====================  =========
-        network, images × epochs                          s per run  SGD train error (%)   SGD test
-        ================================================  =========  ====================  =========
-        depth 8, 16 ch., 8×8, 400 × 150                   75         0.0 (1.5 on seed 1)   27 / 28 %
-        depth 8, 16 ch., 8×8, 300 × 200                   75         0.0                   36 %
-        depth 8, 16 ch., 8×8, 600 × 100                   75         2.3                   24 %
-        depth 11, 16 ch., 8×8, 400 × 150                  100        0.0                   33 %
-        depth 8, 32 ch., 8×8, 200 × 200                   66         0.0                   35 %
-        depth 11, 32 ch., 16×16, 600 × 100 (GPU)          —          19 (not fitted)       33 %
-        ================================================  =========  ====================  =========
-
-        The last row was the previous medium estimate: there SGD does not fit the noisy labels in 100
-        epochs (the precondition fails), so it was dropped. 400 × 200 keeps a margin for the precondition on
-        every seed: 16 runs × ≈ 100 s × 3 seeds ≈ 80 minutes on one core (≈ 45 minutes with a thread on
-        each of 2 cores). In every trial SGD+RDI at λ = 4 under-fits (training error 38–49 %, as at quick
-        scale): λ = 4 is large against this kernel's eigenvalues (see :meth:`quick`)."""
+        How it was sized (trials, timings): ``results/medium/README.md``.
+        """
         return cls(
             profile="medium",
             n_train=400,

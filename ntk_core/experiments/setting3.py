@@ -142,22 +142,11 @@ class Config(ExperimentConfig):
     @classmethod
     def medium(cls) -> "Config":
         """2,000 training / 500 validation images of the partial CIFAR-10 and its 1,000 test images, the tiny
-        ResNet at width 16 (widths 16/32/64/128), 40 epochs (decays after 20 and 30), batch 32, no
-        augmentation, noise 0 and 0.4, both losses, with and without AUX, three seeds (24 runs).
-        ``aux_weight_decay`` 5e-4 · 45,000 / 2,000; ``mse_scale = 0.2`` (the mean of PyTorch's ``MSELoss``).
+        ResNet at width 16 (widths 16/32/64/128), 40 epochs (decays after 20 and 30), batch 32, no augmentation,
+        noise 0 and 0.4, both losses, with and without AUX, three seeds (24 runs).
 
-        Sized by trials on one thread of the 2-core VM (2026-11-26, two trials sharing it), noise 0.4:
-
-        * with ``mse_scale = 1`` normal MSE training does not fit: at 1,000 images and width 16 it ends at
-          24 % training accuracy after 60 epochs (mean loss per example 0.42, from 0.60), and at 3,500 images
-          (the previous medium profile, 40 epochs) at 24 %; with ``mse_scale = 4`` it diverges in the first
-          epoch. With ``mse_scale = 0.3`` it fits by epoch 19 (1,000 images), with ``0.2`` by epoch 16
-          (2,000 images);
-        * normal CCE at 2,000 images fits the noisy labels after the first decay (100 % by epoch 26 of 50);
-        * a run of 50 epochs at 2,000 images took 237 s, so the 24 runs × 40 epochs take ≈ 75 minutes.
-
-        The previous medium profile (3,500 training images, batch 64, one seed) took 91 minutes for 8 runs;
-        with three seeds it would take 4.5 hours, and its MSE runs did not fit."""
+        How it was sized (trials, timings): ``results/medium/README.md``.
+        """
         return cls(
             profile="medium",
             n_train=2_000,

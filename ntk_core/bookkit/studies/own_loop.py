@@ -42,6 +42,7 @@ __all__ = [
     "select_by_validation",
     "gain_over_vanilla",
     "summary_table",
+    "bound_lambda",
 ]
 
 CLASSES = 10
@@ -62,17 +63,23 @@ class OwnLoopConfig:
     noise : float
         The noise rate r: the share of labels changed (symmetric: to one of the other classes uniformly;
         pair-flip: to the next class), r in [0, 1/2) for pair-flip and in [0, 1 − 1/10) for symmetric noise.
-    noise_kind : {"symmetric", "pairflip"}
-        The transition matrix (:func:`~ntk_core.noise.symmetric_transition`,
+    noise_kind : str
+        ``"symmetric"`` or ``"pairflip"``: the transition matrix (:func:`~ntk_core.noise.symmetric_transition`,
         :func:`~ntk_core.noise.pairflip_transition`).
     pool : int
         Average-pooling of the images (2: 14×14, d = 196).
     width : int
         Hidden units of the MLP.
-    epochs, batch_size, lr : int, int, float
-        Adam's loop: epochs (the cosine schedule runs over all of them), mini-batch size, initial learning rate.
-    rdi_lams, aux_lams : tuple of float
-        The λ grids of RDI and AUX (the selection asserts that they bracket the best λ).
+    epochs : int
+        Epochs of Adam's loop (the cosine schedule runs over all of them).
+    batch_size : int
+        Mini-batch size.
+    lr : float
+        Initial learning rate.
+    rdi_lams : tuple of float
+        The λ grid of RDI (the selection asserts that it brackets the best λ).
+    aux_lams : tuple of float
+        The λ grid of AUX (likewise).
     seeds : tuple of int
         One seed per repetition: it draws the images, the noise, the split, the initialisation and the batches.
     """
