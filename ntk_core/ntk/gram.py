@@ -383,66 +383,17 @@ def structured_ntk(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     callback: Callable[[int, int, bool], None] | None = None,
 ) -> Tensor:
-    r"""Empirical NTK Gram matrix by structured derivatives of the operations the model runs.
+    r"""``empirical_ntk(..., method="structured")``: the kernel by structured derivatives of the operations run.
 
-    ``empirical_ntk(..., method="structured")``, which this calls. Computes the same kernel as
-    :func:`ntk_core.ntk.empirical_ntk` with any other method,
-    ``k(x, x') = <∇θ f(θ, x), ∇θ f(θ, x')>`` (paper, Section 3.2), for any
-    weight layout: raw parameters in ``x @ W.T``, ``x @ W``, ``F.linear``,
-    ``F.conv1d/2d/3d``, ``torch.einsum``, modules, shared weights and biases
-    (see the module description and :func:`~ntk_core.ntk.structured.plan_structured`).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        The network f at its current parameters; only parameters with
-        ``requires_grad=True`` are differentiated. Not modified; refused in
-        training mode with an active Dropout or a BatchNorm.
-    x1, x2 : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n1, ...) and (n2, ...)
-        Inputs, as for :func:`ntk_core.ntk.empirical_ntk` (one tensor, a tuple or
-        list passed as ``model(*x1)``, a dict passed as ``model(**x1)``);
-        ``x2=None`` means ``x2 = x1`` (upper triangle of tiles only).
-    output : {"trace", "full"}
-        ``"trace"``: ``(n1, n2)`` summed over the O outputs; ``"full"``:
-        ``(n1, n2, O, O)``. One-output models give ``(n1, n2)``.
-    tile_size : int, optional
-        Rows/columns per tile (default: the largest that fits the budget).
-    dtype, device : torch.dtype, torch.device or str, optional
-        Compute dtype (float32/float64) and device (default: the model's).
-    progress : bool
-        Show a tqdm progress bar over tiles.
-    out_dtype : torch.dtype, optional
-        dtype of the returned CPU tensor (default: ``dtype``).
-    memory_budget : int, optional
-        Bytes for features and per-tile workspace (default 2 GiB).
-    checkpoint_dir : str or os.PathLike, optional
-        Save finished tiles there and reuse them on a rerun, verified as in
-        :func:`ntk_core.ntk.empirical_ntk`.
-    callback : callable, optional
-        ``callback(i, j, computed)`` after tile ``(i, j)`` is placed.
-
-    Returns
-    -------
-    torch.Tensor
-        On CPU, shape ``(n1, n2)`` or ``(n1, n2, O, O)``.
-
-    Raises
-    ------
-    ValueError, TypeError
-        Bad inputs or options (shapes, dtypes, NaN, unknown ``output``, a
-        model that is not one fixed per-example function).
-    RuntimeError
-        The model ran different operations on a later batch than when it was
-        planned.
+    A thin alias kept for its name: the same parameters (without ``method``), result and errors as
+    :func:`~ntk_core.ntk.empirical_ntk`; the method is described in :mod:`ntk_core.ntk.structured`, and
+    :func:`~ntk_core.ntk.structured.plan_structured` shows the route it takes for each parameter.
 
     Examples
     --------
-    A two-layer network written with raw parameters in the ``x @ W.T``
-    layout; the kernel equals the per-example Jacobian contraction:
-
     >>> import torch
     >>> from torch import nn
-    >>> from ntk_core.ntk import empirical_ntk
+    >>> from ntk_core.ntk import empirical_ntk, structured_ntk
     >>> class Raw(nn.Module):
     ...     def __init__(self):
     ...         super().__init__()
@@ -453,8 +404,6 @@ def structured_ntk(
     ...         return torch.relu(x @ self.W.T / 5**0.5) @ self.a / 64**0.5
     >>> x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     >>> K = structured_ntk(Raw(), x, dtype=torch.float64)
-    >>> K.shape
-    torch.Size([6, 6])
     >>> torch.allclose(K, empirical_ntk(Raw(), x, method="jacobian", dtype=torch.float64))
     True
     """
