@@ -119,6 +119,13 @@ def test_the_glance_leads_with_the_papers_exhibits(built):
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]
     exhibits = {c.ref for c in claims if c.ref.startswith(("Figure", "Table"))}
     assert len(rows) == len(exhibits) > 0
+    # in the paper's order: its figures 1a, 1b, 2, ..., 8, then its tables
+    paper = ["Figure 1a", "Figure 1b", *(f"Figure {k}" for k in range(2, 9)), "Table 1", "Table 2"]
+    shown = [_text(re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[0]).strip() for row in rows]
+    place = [
+        max(i for i, name in enumerate(paper) if ref.replace("Figures", "Figure").startswith(name)) for ref in shown
+    ]
+    assert place == sorted(place), shown
     short = {"quick": "quick scale", "medium": "medium scale", "not reproduced": "not reproduced",
              "premise not met": "premise not met", "inconclusive": "inconclusive", "not run": "not run",
              "stale": "stale record", "verified": "verified", "vacuous": "vacuous"}  # fmt: skip

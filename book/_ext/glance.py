@@ -13,6 +13,8 @@ is named under the table, so a missing ledger cannot pass unnoticed.
 
 from __future__ import annotations
 
+import re
+
 import os
 from pathlib import Path
 from typing import Any
@@ -171,14 +173,19 @@ def _is_exhibit(ref: str) -> bool:
     return ref.startswith(("Figure", "Table"))
 
 
+def _paper_order(ref: str) -> tuple[int, int, str, str]:
+    """Where an exhibit stands in the paper: its figures in number order (1a before 1b), then its tables."""
+    match = re.match(r"(Figure|Table)s? (\d+)([a-z]?)", ref)
+    if match is None:
+        return (2, 0, "", ref)
+    return (0 if match.group(1) == "Figure" else 1, int(match.group(2)), match.group(3), ref)
+
+
 def _exhibits_table(app: Any, fromdoc: str, claims: list[Any]) -> nodes.table:
-    """One row per exhibit of the paper, in the order the book checks them: the live build's verdicts, the
-    recorded medium run's, and the paper's own number."""
+    """One row per exhibit of the paper, in the paper's order (figures, then tables): the live build's verdicts,
+    the recorded medium run's, and the paper's own number."""
     labels = app.env.get_domain("std").labels
-    refs: list[str] = []
-    for c in claims:
-        if _is_exhibit(c.ref) and c.ref not in refs:
-            refs.append(c.ref)
+    refs = sorted({c.ref for c in claims if _is_exhibit(c.ref)}, key=_paper_order)
     columns = ["Paper", "This build (live)", "Medium record", "Paper's number"]
     table, body = _empty_table(["glance-table", "glance-exhibits"], columns, (14, 30, 30, 26))
     for ref in refs:
