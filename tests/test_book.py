@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from browser import CHROMIUM, content_pages, inspect_site
+from browser import CHROMIUM, content_pages, inspect_site, search_snippets
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("NTK_BOOK_SITE") or REPO / "_build" / "html")
@@ -78,6 +78,16 @@ def test_pages_in_headless_chromium(site):
     assert by_path["book/intro.html"].typeset_elements > 0
     assert by_path["book/setting.html"].typeset_elements > 0
     assert by_path["book/setting.html"].images >= 3
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
+def test_search_snippets_read_as_prose(site):
+    """A search hit's snippet is cut from the page's text, where equations are raw TeX until MathJax runs:
+    book/_static/search_snippets.js puts "…" in their place (without it, "complexity" shows TeX)."""
+    snippets = search_snippets(site, "complexity")
+    assert len(snippets) >= 3
+    tex = [s for s in snippets if any(mark in s for mark in ("\\(", "\\[", "\\frac", "\\top", "\\lambda"))]
+    assert not tex, tex[:3]
 
 
 @pytest.mark.slow

@@ -238,6 +238,27 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
     return reports
 
 
+def search_snippets(root: Path, query: str) -> list[str]:
+    """The text of the snippets that the built site's search page shows for ``query``."""
+    from playwright.sync_api import sync_playwright
+
+    with serve(root) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(base + f"search.html?q={query}", wait_until="load")
+            count = "document.querySelectorAll('p.context').length"
+            page.wait_for_function(f"{count} > 0", timeout=60_000)
+            # the snippets arrive one hit at a time (each page is fetched): wait until their number settles
+            seen = -1
+            while (now := page.evaluate(count)) != seen:
+                seen = now
+                page.wait_for_timeout(1_000)
+            return page.evaluate("Array.from(document.querySelectorAll('p.context')).map(p => p.textContent)")
+        finally:
+            browser.close()
+
+
 def is_redirect(page: Path) -> bool:
     """True for the small pages Jupyter Book writes that only redirect (``<meta http-equiv="Refresh">``)."""
     head = page.read_text(encoding="utf-8", errors="replace")[:2000].lower()
