@@ -58,6 +58,7 @@ class PageReport:
     wide_displays: list[str] = field(default_factory=list)  # at DESKTOP: "<display> (<w> px in <avail> px)"
     phone_wide_displays: list[str] = field(default_factory=list)  # the same at PHONE
     wide_outputs: list[str] = field(default_factory=list)  # at DESKTOP: output blocks that scroll sideways
+    wide_code: list[str] = field(default_factory=list)  # at DESKTOP: code cells whose lines are cut off
     local_paths: list[str] = field(default_factory=list)  # page text around a local file path
     math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
 
@@ -72,6 +73,7 @@ class PageReport:
         out += [f"display math wider than its column at {DESKTOP} px: {w}" for w in self.wide_displays]
         out += [f"display math wider than its column at {PHONE} px: {w}" for w in self.phone_wide_displays]
         out += [f"cell output scrolls sideways at {DESKTOP} px: {w}" for w in self.wide_outputs]
+        out += [f"code cell cut off at {DESKTOP} px (scroll sideways to read it): {w}" for w in self.wide_code]
         out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         out += [f"MathJax error: {t!r}" for t in self.math_errors]
         return out
@@ -144,6 +146,15 @@ _WIDE_OUTPUT_JS = """
   if (!['auto', 'scroll', 'hidden'].includes(style)) return [];
   const text = (el.textContent || el.tagName).replace(/\\s+/g, ' ').trim().slice(0, 60);
   return [`${el.tagName.toLowerCase()} ${text} (${el.scrollWidth} px in ${el.clientWidth} px)`];
+})
+"""
+
+# Every code cell's source that is wider than its box (the reader would scroll sideways to read a line).
+_WIDE_CODE_JS = """
+() => Array.from(document.querySelectorAll('.cell_input pre')).flatMap(el => {
+  if (el.offsetParent === null || el.clientWidth === 0 || el.scrollWidth - el.clientWidth <= 1) return [];
+  const line = (el.textContent || '').split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
+  return [`${line.trim().slice(0, 60)} (${el.scrollWidth} px in ${el.clientWidth} px)`];
 })
 """
 
@@ -228,6 +239,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 )
                 report.wide_displays = page.evaluate(_WIDE_JS)
                 report.wide_outputs = page.evaluate(_WIDE_OUTPUT_JS)
+                report.wide_code = page.evaluate(_WIDE_CODE_JS)
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
                 report.phone_wide_displays = page.evaluate(_WIDE_JS)
