@@ -119,8 +119,8 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
-    its column at 1280 px or at 375 px, a cell output or a code cell that scrolls sideways and a local file
-    path are all reported; an output or a code cell that wraps is not."""
+    its column at 1280 px or at 375 px, a cell output or a code cell that scrolls sideways, an output table's raw
+    column name and a local file path are all reported; an output or a code cell that wraps is not."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
@@ -136,7 +136,8 @@ def test_browser_check_catches_what_it_should(tmp_path):
         + "argument, " * 30
         + ")</pre>"
         "<pre style='width: 300px; overflow-x: auto; white-space: pre-wrap'>" + "y = wrapped(code) " * 20 + "</pre>"
-        "</div></main></body></html>"
+        "</div><div class='cell_output'><table><tr><th>method</th><th>train_error</th><th>test error</th></tr>"
+        "</table></div></main></body></html>"
     )
     (tmp_path / "wide.html").write_text(
         "<html><body><main>"
@@ -161,5 +162,7 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "wrapped line" not in text
     assert "code cell cut off at 1280 px (scroll sideways to read it): x = call(argument" in text
     assert "wrapped(code)" not in text
+    assert "table shows a raw column name: 'train_error'" in text
+    assert "'method'" not in text and "'test error'" not in text
     assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text

@@ -59,6 +59,7 @@ class PageReport:
     phone_wide_displays: list[str] = field(default_factory=list)  # the same at PHONE
     wide_outputs: list[str] = field(default_factory=list)  # at DESKTOP: output blocks that scroll sideways
     wide_code: list[str] = field(default_factory=list)  # at DESKTOP: code cells whose lines are cut off
+    raw_headers: list[str] = field(default_factory=list)  # output-table column names such as ``train_error``
     local_paths: list[str] = field(default_factory=list)  # page text around a local file path
     math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
 
@@ -74,6 +75,7 @@ class PageReport:
         out += [f"display math wider than its column at {PHONE} px: {w}" for w in self.phone_wide_displays]
         out += [f"cell output scrolls sideways at {DESKTOP} px: {w}" for w in self.wide_outputs]
         out += [f"code cell cut off at {DESKTOP} px (scroll sideways to read it): {w}" for w in self.wide_code]
+        out += [f"table shows a raw column name: {h!r}" for h in self.raw_headers]
         out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         out += [f"MathJax error: {t!r}" for t in self.math_errors]
         return out
@@ -158,6 +160,13 @@ _WIDE_CODE_JS = """
 })
 """
 
+# Column names of a table in a cell's output that are identifiers (``train_error``), not words for a reader.
+_RAW_HEADERS_JS = """
+() => Array.from(document.querySelectorAll('.cell_output table th'))
+  .map(th => (th.textContent || '').trim())
+  .filter(text => /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/.test(text))
+"""
+
 # Local file paths anywhere in the page's text (rendered text, code and outputs included).
 _PATHS_JS = """
 (pattern) => {
@@ -240,6 +249,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.wide_displays = page.evaluate(_WIDE_JS)
                 report.wide_outputs = page.evaluate(_WIDE_OUTPUT_JS)
                 report.wide_code = page.evaluate(_WIDE_CODE_JS)
+                report.raw_headers = page.evaluate(_RAW_HEADERS_JS)
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
                 report.phone_wide_displays = page.evaluate(_WIDE_JS)
