@@ -798,7 +798,7 @@ class StructuredPlan:
     routes : dict[str, ParameterRoute]
         By parameter name.
     estimate : ntk_core.ntk.CostEstimate
-        FLOPs, memory and tile size of :func:`structured_ntk` on this problem
+        FLOPs, memory and tile size of :func:`~ntk_core.ntk.structured_ntk` on this problem
         (method name ``"structured"``), comparable with
         :func:`ntk_core.ntk.select_method`'s estimates.
     cache_columns : bool
@@ -1248,7 +1248,7 @@ def plan_structured(
     device: torch.device | str | None = None,
     memory_budget: int | None = None,
 ) -> StructuredPlan:
-    """How :func:`structured_ntk` will differentiate each trained parameter, and what it will cost.
+    """How :func:`~ntk_core.ntk.structured_ntk` will differentiate each trained parameter, and what it will cost.
 
     One forward pass on two small batches (2 and 3 examples) is traced; each
     trained parameter's uses are recognised (see the module description) and
