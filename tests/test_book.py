@@ -120,7 +120,7 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
     its column at 1280 px or at 375 px, a cell output or a code cell that scrolls sideways, an output table's raw
-    column name and a local file path are all reported; an output or a code cell that wraps is not."""
+    column name, a figure shrunk until its text is under 9 px and a local file path are all reported; an output or a code cell that wraps is not."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
@@ -137,7 +137,8 @@ def test_browser_check_catches_what_it_should(tmp_path):
         + ")</pre>"
         "<pre style='width: 300px; overflow-x: auto; white-space: pre-wrap'>" + "y = wrapped(code) " * 20 + "</pre>"
         "</div><div class='cell_output'><table><tr><th>method</th><th>train_error</th><th>test error</th></tr>"
-        "</table></div></main></body></html>"
+        "</table>"
+        "<img src='wide.png' style='width: 600px'><img src='narrow.png' style='width: 600px'></div></main></body></html>"
     )
     (tmp_path / "wide.html").write_text(
         "<html><body><main>"
@@ -148,6 +149,10 @@ def test_browser_check_catches_what_it_should(tmp_path):
         "<mjx-container display='true'><mjx-math><mjx-merror data-mjx-error='Multiple \\tag'>"
         "\\tag{1}</mjx-merror></mjx-math></mjx-container></main></body></html>"
     )
+    from PIL import Image
+
+    Image.new("RGB", (1200, 300), "white").save(tmp_path / "wide.png")  # a figure shrunk to half its width
+    Image.new("RGB", (650, 300), "white").save(tmp_path / "narrow.png")
     reports = inspect_site(tmp_path, ["bad.html", "wide.html"])
     text = "\n".join(p for r in reports for p in r.problems())
     phone = "\n".join(reports[1].phone_wide_displays)
@@ -164,5 +169,7 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "wrapped(code)" not in text
     assert "table shows a raw column name: 'train_error'" in text
     assert "'method'" not in text and "'test error'" not in text
+    assert "figure text under 9 px at 1280 px: wide.png (1200 px shown at 600 px" in text  # 8 pt at 6.1 px
+    assert "narrow.png" not in text
     assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text

@@ -104,3 +104,29 @@ def test_glue_figure_hands_the_figure_over_and_closes_it(monkeypatch):
     fig, ax = plt.subplots()
     plots.glue_figure("fig_x", fig)
     assert glued["fig_x"] == (fig, False) and not plt.fignum_exists(fig.number)
+
+
+def test_no_figure_text_below_the_browser_checks_floor():
+    """The browser test assumes no figure text under MIN_FIGURE_PT (it computes the shown size of the smallest
+    text from it): the style's sizes and every explicit text size (``fontsize=``, ``labelsize=``, ``"size":``) of the chapters and the book kit."""
+    import re
+    from pathlib import Path
+
+    import matplotlib as mpl
+
+    from browser import MIN_FIGURE_PT
+
+    plots.set_style()
+    keys = ["font.size", "axes.labelsize", "axes.titlesize", "xtick.labelsize", "ytick.labelsize", "legend.fontsize"]
+    assert min(float(mpl.rcParams[k]) for k in keys) >= MIN_FIGURE_PT
+    repo = Path(__file__).resolve().parents[1]
+    sources = [*repo.glob("book/*.md"), *(repo / "ntk_core" / "bookkit").rglob("*.py")]
+    found = {
+        f"{path.name}: text size {size}"
+        for path in sources
+        for size in re.findall(
+            r"(?:fontsize=|labelsize=|\"size\": *)([0-9.]+|\"[a-z-]+\")", path.read_text(encoding="utf-8")
+        )
+        if size.startswith('"') or float(size) < MIN_FIGURE_PT
+    }
+    assert not found, found

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from ntk_core.bookkit.plots import DPI as FIGURE_DPI
+
 CHROMIUM = "/usr/bin/chromium"
 #: Viewport widths (px) at which the display widths are checked.
 DESKTOP, PHONE = 1280, 375
@@ -60,6 +62,7 @@ class PageReport:
     wide_outputs: list[str] = field(default_factory=list)  # at DESKTOP: output blocks that scroll sideways
     wide_code: list[str] = field(default_factory=list)  # at DESKTOP: code cells whose lines are cut off
     raw_headers: list[str] = field(default_factory=list)  # output-table column names such as ``train_error``
+    small_text: list[str] = field(default_factory=list)  # at DESKTOP: figures shrunk so far that text is < 9 px
     local_paths: list[str] = field(default_factory=list)  # page text around a local file path
     math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
 
@@ -76,6 +79,7 @@ class PageReport:
         out += [f"cell output scrolls sideways at {DESKTOP} px: {w}" for w in self.wide_outputs]
         out += [f"code cell cut off at {DESKTOP} px (scroll sideways to read it): {w}" for w in self.wide_code]
         out += [f"table shows a raw column name: {h!r}" for h in self.raw_headers]
+        out += [f"figure text under {MIN_TEXT_PX} px at {DESKTOP} px: {s}" for s in self.small_text]
         out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         out += [f"MathJax error: {t!r}" for t in self.math_errors]
         return out
@@ -167,6 +171,21 @@ _RAW_HEADERS_JS = """
   .filter(text => /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/.test(text))
 """
 
+# A figure's smallest text as shown: the book's figures are PNGs at ``FIGURE_DPI`` with no text under
+# ``MIN_FIGURE_PT`` (the style's smallest size is 9.5 pt; a chapter may set 8 pt, never less: test_profile_plots),
+# and the page shrinks a figure wider than its column, its text with it.
+MIN_TEXT_PX = 9
+MIN_FIGURE_PT = 8
+_SMALL_TEXT_JS = """
+([dpi, pt, minPx]) => Array.from(document.querySelectorAll('.cell_output img, figure img')).flatMap(img => {
+  if (!img.naturalWidth || img.offsetParent === null) return [];
+  const shown = pt * dpi / 72 * img.clientWidth / img.naturalWidth;
+  if (shown >= minPx) return [];
+  const name = (img.getAttribute('src') || '').split('/').pop().slice(0, 16);
+  return [`${name} (${img.naturalWidth} px shown at ${img.clientWidth} px: ${pt} pt text at ${shown.toFixed(1)} px)`];
+})
+"""
+
 # Local file paths anywhere in the page's text (rendered text, code and outputs included).
 _PATHS_JS = """
 (pattern) => {
@@ -250,6 +269,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.wide_outputs = page.evaluate(_WIDE_OUTPUT_JS)
                 report.wide_code = page.evaluate(_WIDE_CODE_JS)
                 report.raw_headers = page.evaluate(_RAW_HEADERS_JS)
+                report.small_text = page.evaluate(_SMALL_TEXT_JS, [FIGURE_DPI, MIN_FIGURE_PT, MIN_TEXT_PX])
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
                 report.phone_wide_displays = page.evaluate(_WIDE_JS)
