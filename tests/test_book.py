@@ -120,12 +120,14 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
     its column at 1280 px or at 375 px, a cell output or a code cell that scrolls sideways, an output table's raw
-    column name, a figure shrunk until its text is under 9 px and a local file path are all reported; an output or a code cell that wraps is not."""
+    column name, a figure shrunk until its text is under 9 px, a leaked Python repr and a local file path are
+    all reported; an output or a code cell that wraps is not."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
         "<img src='missing.png'><img src='http://outside.invalid/outside.png'>"
         "<pre>written to /work/main/_build/ntk_cache</pre>"
+        "<pre>moves: {(0.0, 4): np.float64(3.433)} and &lt;Figure size 640x480 with 1 Axes&gt;</pre>"
         "<div class='cell_output'><pre style='width: 300px; overflow-x: auto; white-space: pre'>"
         + "a long printed line "
         * 40
@@ -171,5 +173,7 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "'method'" not in text and "'test error'" not in text
     assert "figure text under 9 px at 1280 px: wide.png (1200 px shown at 600 px" in text  # 8 pt at 6.1 px
     assert "narrow.png" not in text
+    assert "a Python repr leaks into the page: 'np.float64(3.433)'" in text
+    assert "a Python repr leaks into the page: '<Figure size 640x480 with 1 Axes>'" in text
     assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text

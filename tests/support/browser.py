@@ -63,6 +63,7 @@ class PageReport:
     wide_code: list[str] = field(default_factory=list)  # at DESKTOP: code cells whose lines are cut off
     raw_headers: list[str] = field(default_factory=list)  # output-table column names such as ``train_error``
     small_text: list[str] = field(default_factory=list)  # at DESKTOP: figures shrunk so far that text is < 9 px
+    reprs: list[str] = field(default_factory=list)  # Python reprs in the page's text (np.float64(3.4), <Figure ...>)
     local_paths: list[str] = field(default_factory=list)  # page text around a local file path
     math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
 
@@ -80,6 +81,7 @@ class PageReport:
         out += [f"code cell cut off at {DESKTOP} px (scroll sideways to read it): {w}" for w in self.wide_code]
         out += [f"table shows a raw column name: {h!r}" for h in self.raw_headers]
         out += [f"figure text under {MIN_TEXT_PX} px at {DESKTOP} px: {s}" for s in self.small_text]
+        out += [f"a Python repr leaks into the page: {r!r}" for r in self.reprs]
         out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         out += [f"MathJax error: {t!r}" for t in self.math_errors]
         return out
@@ -186,6 +188,15 @@ _SMALL_TEXT_JS = """
 })
 """
 
+# Python reprs that a reader should never see: NumPy scalars printed inside a container, figure or object reprs.
+_REPRS_JS = """
+() => {
+  const text = document.body ? document.body.innerText : '';
+  const re = /np\\.(float|int|bool)_?\\d*\\([^)]{0,30}\\)|<Figure size [^>]{0,40}>|<[A-Za-z_.]+ object at 0x[0-9a-f]+>/g;
+  return Array.from(new Set(text.match(re) || [])).slice(0, 5);
+}
+"""
+
 # Local file paths anywhere in the page's text (rendered text, code and outputs included).
 _PATHS_JS = """
 (pattern) => {
@@ -269,6 +280,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.wide_outputs = page.evaluate(_WIDE_OUTPUT_JS)
                 report.wide_code = page.evaluate(_WIDE_CODE_JS)
                 report.raw_headers = page.evaluate(_RAW_HEADERS_JS)
+                report.reprs = page.evaluate(_REPRS_JS)
                 report.small_text = page.evaluate(_SMALL_TEXT_JS, [FIGURE_DPI, MIN_FIGURE_PT, MIN_TEXT_PX])
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
