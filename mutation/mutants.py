@@ -319,7 +319,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("printed-53-no-k", B, "k * noise / g", "noise / g", "printed 5.3 noise term without the factor K"),
     # ------------------------------------------------------------------ krr
-    Mutant("krr-ridge-lambda", KERNEL_MATRIX, "K + lam**2 * np.eye(n)", "K + lam * np.eye(n)", "KRR ridge λ I for λ² I"),
+    Mutant(
+        "krr-ridge-lambda", KERNEL_MATRIX, "K + lam**2 * np.eye(n)", "K + lam * np.eye(n)", "KRR ridge λ I for λ² I"
+    ),
     Mutant(
         "krr-path-lambda",
         KRR,
