@@ -22,7 +22,7 @@ export NTK_BOOK_PROFILE ?= quick
 # Experiment results are cached by a hash of config and code; the book keeps its own cache in _build.
 export NTK_CORE_CACHE ?= $(CURDIR)/_build/ntk_cache
 
-BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/*.md book/api/*.md book/*.bib book/*.svg book/_ext/*.py) $(wildcard ntk_core/*.py ntk_core/*/*.py)
+BOOK_SOURCES := _config.yml _toc.yml $(wildcard book/*.md book/api/*.md book/*.bib book/*.svg book/_ext/*.py) $(wildcard ntk_core/*.py ntk_core/*/*.py ntk_core/*/*/*.py)
 
 ## book: build the HTML book, executing every chapter (strict: warnings and cell errors fail)
 book: _build/html/index.html

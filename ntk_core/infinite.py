@@ -293,7 +293,7 @@ def setting1_power_coefficient(j: int) -> float:
     Examples
     --------
     >>> import math
-    >>> from ntk_core.measure import setting1_power_coefficient
+    >>> from ntk_core.infinite import setting1_power_coefficient
     >>> setting1_power_coefficient(1), math.isclose(setting1_power_coefficient(2), 1 / (2 * math.pi))
     (0.25, True)
     """

@@ -27,7 +27,7 @@ def loglog_slope(x: ArrayLike, y: ArrayLike) -> float:
 
     Examples
     --------
-    >>> from ntk_core.measure import loglog_slope
+    >>> from ntk_core.bookkit.studies import loglog_slope
     >>> round(loglog_slope([1, 10, 100], [1.0, 0.316227766, 0.1]), 6)   # y ∝ x^(-1/2)
     -0.5
     """

@@ -1,4 +1,5 @@
-"""Tests of ntk_core.measure on small synthetic inputs (fast: no data files)."""
+"""Tests of the book kit's studies (ntk_core.bookkit.studies) and of the closed forms and samplers that came with them
+(ntk_core.infinite, ntk_core.synthetic), on small synthetic inputs (fast: no data files)."""
 
 from __future__ import annotations
 
