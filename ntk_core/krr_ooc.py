@@ -405,10 +405,6 @@ class OnDiskKernel(KernelMatrix):
         """α = (K + λ² I)⁻¹ Y by :func:`krr_solve_ooc`, with this object's solver options."""
         return krr_solve_ooc(self, Y, lam).alpha
 
-    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        """Yᵀ(K + λ² I)⁻¹Y per column of Y by :func:`ridge_quadratic_ooc`, with this object's solver options."""
-        return ridge_quadratic_ooc(self, Y, lam)
-
 
 def as_kernel_matrix(K: Any, name: str = "K") -> KernelMatrix:
     """K as the :class:`~ntk_core.kernel_matrix.KernelMatrix` that the bounds and solvers take.
