@@ -307,6 +307,78 @@ def test_table_1_aux_claims_wait_for_appendix_d_premise():
     assert claims.first_stage_premise(noisy["losses"]["CCE"]["first_stage"]) is None
 
 
+def _trial_run(name: str, seed: int, stage1: list[float], later: list[float], fit_last: float, **over) -> dict:
+    """One trial run of results/trials/setting3_premise.json's layout: normal training's test curve is ``stage1``
+    (lr 0.1) then ``later`` (lr 0.01); AUX's last epoch is 1 point above normal training's early stop."""
+    epochs = len(stage1) + len(later)
+    lr = [0.1] * len(stage1) + [0.01] * len(later)
+    fit = [0.3] * (epochs - 1) + [fit_last]
+    normal = {"lr": lr, "test_acc": stage1 + later, "train_acc_net": fit, "val_acc": None, "early_stop_test_acc": 0.5}
+    aux = {**normal, "test_acc": [0.4] * (epochs - 1) + [0.51]}
+    overrides = {"n_train": 2000, "n_val": 500, "epochs": epochs, **over}
+    return {"name": name, "overrides": overrides, "seed": seed, "seconds": 1.0, "normal": normal, "aux": aux}
+
+
+def test_premise_trials_measure_both_premises_of_appendix_d_and_the_cost():
+    """Each candidate's two premises are judged from its curves: a first-stage drop beyond the threshold and the
+    seed noise fails "little over-fitting", a last-epoch fit below 95 % on any seed fails "fits the noisy labels";
+    the cost scales with image passes and width² from the medium record's seconds per run."""
+    medium = {"n_train": 2000, "n_val": 500, "epochs": 4, "width": 16, "augment": False, "batch_size": 32, "lr": 0.1}
+    runs = []
+    for seed, d in ((0, 0.10), (1, 0.12)):  # over-fits in stage 1 (best 0.4, end 0.4 - d), fits the labels
+        runs.append(_trial_run("overfits", seed, [0.3, 0.4, 0.4 - d], [0.45], 1.0))
+    for seed in (0, 1):  # flat stage 1, fits only half the labels
+        runs.append(_trial_run("underfits", seed, [0.3, 0.35, 0.35], [0.45], 0.5, augment=True))
+    for seed in (0, 1):  # both premises hold; twice the epochs at twice the width: 8 x the cost
+        runs.append(_trial_run("both", seed, [0.3, 0.35, 0.35, 0.35, 0.35, 0.35], [0.45, 0.5], 0.99, width=32))
+    runs.append(_trial_run("noisy", 0, [0.3, 0.4, 0.37], [0.45], 1.0))  # one seed: a drop above 2 points, unresolved
+    out = claims.premise_trials({"runs": runs}, 360.0, medium).set_index("candidate")
+    assert list(out.index) == ["overfits", "underfits", "both", "noisy"]
+    assert out.loc["overfits", "first_stage_drop"] == pytest.approx(0.11)
+    assert list(out["little_overfitting"]) == ["fails", "holds", "holds", "not resolved"]
+    assert list(out["fits_noisy_labels"]) == ["holds", "fails", "holds", "holds"]
+    assert out.loc["underfits", "fit_last"] == pytest.approx(0.5) and out.loc["both", "fit_first_stage"] == 0.3
+    assert out["aux_gain"].tolist() == pytest.approx([0.01] * 4)
+    assert out.loc["overfits", "cpu_hours"] == pytest.approx(24 * 360 / 3600)  # the medium size itself
+    assert out.loc["both", "cpu_hours"] == pytest.approx(8 * 24 * 360 / 3600)
+    # one seed below 95 % fails the fit premise even when the mean is above it
+    runs[-2]["normal"] = {**runs[-2]["normal"], "train_acc_net": [0.3] * 7 + [0.9]}
+    assert (
+        claims.premise_trials({"runs": runs}, 360.0, medium).set_index("candidate").loc["both", "fits_noisy_labels"]
+        == "fails"
+    )
+
+
+def test_trials_file_is_read_from_the_records_folder(tmp_path, monkeypatch):
+    from ntk_core.bookkit import compare
+
+    monkeypatch.setenv("NTK_CORE_RECORDS", str(tmp_path))
+    assert compare.trials("setting3_premise") is None
+    (tmp_path / "trials").mkdir()
+    (tmp_path / "trials" / "setting3_premise.json").write_text('{"meta": {}, "runs": []}')
+    assert compare.trials("setting3_premise") == {"meta": {}, "runs": []}
+
+
+def test_the_recorded_setting3_trials_are_the_scripts_candidates():
+    """The committed trial file holds runs of the script's candidates, with their overrides as the script sets them."""
+    import importlib.util
+    from pathlib import Path
+
+    from ntk_core.bookkit import compare
+
+    script = Path(__file__).resolve().parents[1] / "results" / "trials" / "setting3_premise.py"
+    spec = importlib.util.spec_from_file_location("setting3_premise", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trials = compare.trials("setting3_premise")
+    assert trials is not None and trials["runs"]
+    for run in trials["runs"]:
+        expected = {k: list(v) if isinstance(v, tuple) else v for k, v in module.overrides(run["name"]).items()}
+        assert run["overrides"] == expected, run["name"]
+        epochs = run["overrides"].get("epochs", 40)
+        assert all(len(run[k][c]) == epochs for k in ("normal", "aux") for c in ("lr", "test_acc", "train_acc_net"))
+
+
 # --------------------------------------------------------------------------- Table 2: at convergence
 
 

@@ -164,6 +164,51 @@ def test_interrupted_experiment_resumes_where_it_stopped(cache, monkeypatch):
     assert not reference.equals(resumed.table)  # another learning rate, another result
 
 
+@pytest.mark.parametrize("name", ["setting1", "difference_trick", "distance"])
+def test_worker_processes_give_the_table_of_one_process(cache, name, monkeypatch):
+    """Units computed in forked workers are the units a sequential run computes, bit for bit (each runs on one
+    thread, as a sequential run here does), and they count as computed, not resumed."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = _run(name, use_cache=False)
+        monkeypatch.setenv("NTK_CORE_CACHE", str(cache.parent / "cache_workers"))  # nothing of `one` to find
+        two = _run(name, use_cache=False, workers=2)
+    finally:
+        torch.set_num_threads(before)
+    pd.testing.assert_frame_equal(one.table, two.table, check_exact=True)
+    assert two.meta["units_computed"] == one.meta["units_computed"] > 1 and two.meta["units_resumed"] == 0
+    assert two.meta["units_from_workers"] == two.meta["units_computed"] and one.meta["units_from_workers"] == 0
+    again = _run(name, workers=2)  # the whole result from the cache
+    assert again.meta["cached"] and again.table.equals(two.table)
+
+
+def test_a_unit_that_fails_in_a_worker_fails_the_run_with_its_own_error(cache, monkeypatch):
+    """A worker that fails leaves its unit to the real run, which raises the unit's error; the units that
+    succeeded are stored and reused by the next run."""
+    real = difference_trick._run
+
+    def broken(config, split, alpha, *args, **kwargs):
+        if alpha == 0.25:
+            raise FloatingPointError("planted failure at alpha 0.25")
+        return real(config, split, alpha, *args, **kwargs)
+
+    monkeypatch.setattr(difference_trick, "_run", broken)
+    with pytest.raises(FloatingPointError, match="planted failure"):
+        _run("difference_trick", workers=2)
+    monkeypatch.setattr(difference_trick, "_run", real)
+    fixed = _run("difference_trick", workers=2)
+    assert fixed.meta["units_resumed"] == 2 and fixed.meta["units_computed"] == 1
+    assert fixed.meta["units_from_workers"] == 1  # the repaired unit, computed in a worker this time
+
+
+def test_workers_must_be_a_positive_count(cache):
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+        _run("difference_trick", workers=0)
+
+
 @pytest.mark.parametrize(
     "name, overrides, match",
     [

@@ -36,6 +36,31 @@ def test_run_info_summary(monkeypatch):
     assert run.wall_time() >= 0
 
 
+def test_book_threads_and_workers_come_from_the_environment(monkeypatch):
+    """A chapter runs torch on one thread unless told otherwise (no thrashing on a busy machine) and uses the
+    cores through worker processes; bad values are refused with the variable's name."""
+    import torch
+
+    from ntk_core.experiments.profile import book_threads, book_workers
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("NTK_BOOK_THREADS", raising=False)
+        monkeypatch.delenv("NTK_BOOK_WORKERS", raising=False)
+        assert book_threads() == 1 and 1 <= book_workers() <= 2
+        monkeypatch.setenv("NTK_BOOK_THREADS", "2")
+        monkeypatch.setenv("NTK_BOOK_WORKERS", "3")
+        run = RunInfo()
+        assert (run.threads, run.workers) == (2, 3) and torch.get_num_threads() == 2
+        assert "2 torch thread(s) per process, 3 worker process(es)" in run.summary()
+        for bad in ("0", "two", "-1"):
+            monkeypatch.setenv("NTK_BOOK_WORKERS", bad)
+            with pytest.raises(ValueError, match="NTK_BOOK_WORKERS must be a positive whole number"):
+                book_workers()
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_image_grid_shows_grey_and_rgb_images():
     grey = np.zeros((5, 28, 28), dtype=np.uint8)
     fig = plots.image_grid(grey, [str(i) for i in range(5)], ncols=3)

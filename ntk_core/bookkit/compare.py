@@ -10,13 +10,14 @@ says in one line what the record is (or how to make it), :func:`side_by_side` jo
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pandas as pd
 
-from ..experiments import RecordMissing, Result, recorded, refresh_command
+from ..experiments import RecordMissing, Result, recorded, records_root, refresh_command
 
-__all__ = ["medium", "record_line", "side_by_side", "config_table", "as_percent"]
+__all__ = ["medium", "trials", "record_line", "side_by_side", "config_table", "as_percent"]
 
 # readable names of config fields, for config_table (fields not listed keep their own name)
 _FIELD_NAMES = {
@@ -62,6 +63,16 @@ def medium(name: str) -> Result | None:
         return recorded(name, "medium")
     except RecordMissing:
         return None
+
+
+def trials(name: str) -> dict | None:
+    """The trials that sized a medium profile, ``results/trials/<name>.json`` (written by the script beside it), or
+    None where the checkout has no such file (an installed package has no ``results/``)."""
+    try:
+        path = records_root() / "trials" / f"{name}.json"
+    except RecordMissing:
+        return None
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def record_line(name: str, result: Result | None) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 from .profile import PROFILES
 from ._runner import Result, run_experiment
 from ._shared import check_one_row_per_seed, memorised_fraction, paired_stats
-from ._record import RecordMissing, record_dir, recorded, refresh_command
+from ._record import RecordMissing, record_dir, recorded, records_root, refresh_command
 
 __all__ = [
     "EXPERIMENTS",
@@ -38,6 +38,7 @@ __all__ = [
     "record",
     "recorded",
     "record_dir",
+    "records_root",
     "RecordMissing",
     "Result",
     "memorised_fraction",
@@ -126,7 +127,13 @@ def make_config(name: str, profile: str = "quick", **overrides: Any) -> Any:
 
 
 def run(
-    name: str, profile: str = "quick", *, use_cache: bool = True, progress: bool = False, **overrides: Any
+    name: str,
+    profile: str = "quick",
+    *,
+    use_cache: bool = True,
+    progress: bool = False,
+    workers: int = 1,
+    **overrides: Any,
 ) -> Result:
     """Run experiment ``name`` (or load its cached result) and return the :class:`Result`.
 
@@ -147,6 +154,9 @@ def run(
         (and overwrites the cache).
     progress : bool
         Show progress bars.
+    workers : int
+        Processes that compute the units of work (training runs) at once, each on one torch thread; 1 (the
+        default) computes them in this process. On a CUDA device units always run in this process.
     **overrides
         Config fields to replace, e.g. ``seeds=(0,)`` or ``width=64``.
 
@@ -179,7 +189,7 @@ def run(
     """
     config = make_config(name, profile, **overrides)
     module = get(name)
-    return run_experiment(name, config, module.compute, use_cache=use_cache, progress=progress)
+    return run_experiment(name, config, module.compute, use_cache=use_cache, progress=progress, workers=workers)
 
 
 def record(
@@ -190,6 +200,7 @@ def record(
     use_cache: bool = True,
     progress: bool = False,
     out: Any = None,
+    workers: int = 1,
     **overrides: Any,
 ) -> Result:
     """Run experiment ``name`` and record its result with provenance under ``<root>/<profile>/<name>/``.
@@ -211,6 +222,8 @@ def record(
         Show progress bars.
     out : file-like, optional
         Where to print progress lines.
+    workers : int
+        Processes that compute the units at once, as for :func:`run`.
     **overrides
         Config fields to replace.
 
@@ -223,5 +236,5 @@ def record(
 
     config = make_config(name, profile, **overrides)
     return record_experiment(
-        name, config, get(name).compute, root=root, use_cache=use_cache, progress=progress, out=out
+        name, config, get(name).compute, root=root, use_cache=use_cache, progress=progress, out=out, workers=workers
     )

@@ -43,7 +43,7 @@ import pandas as pd
 
 from .. import _store
 from . import _arithmetic
-from ._runner import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash
+from ._runner import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash, prefetch_units
 
 __all__ = [
     "RecordMissing",
@@ -178,8 +178,11 @@ def record_experiment(
     use_cache: bool = True,
     progress: bool = False,
     out: TextIO | None = None,
+    workers: int = 1,
 ) -> Result:
     """Run ``compute`` on ``config`` with its units stored in the record's ``work/`` folder, then write the record.
+
+    ``workers`` > 1 computes the units in that many processes at once (:func:`prefetch_units`).
 
     Units already in ``work/`` (same experiment, config, code and data) are reused: an interrupted recording
     resumes unit by unit. Returns the :class:`Result` as :func:`recorded` will load it.
@@ -204,6 +207,7 @@ def record_experiment(
             unit_dir=work / f"{key}.units", progress=progress, identity=identity, use_cache=use_cache, log=log
         )
         start = time.perf_counter()
+        prefetch_units(compute, config, ctx, workers)
         table = _round_trip(compute(config, ctx))
         wall = time.perf_counter() - start
         unique: dict[str, dict[str, Any]] = {}

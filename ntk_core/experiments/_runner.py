@@ -63,6 +63,7 @@ __all__ = [
     "Result",
     "RunContext",
     "run_experiment",
+    "prefetch_units",
     "cache_dir",
     "code_fingerprint",
     "config_hash",
@@ -222,6 +223,11 @@ class RunContext:
     use_cache: bool = True
     #: when a list, every unit appends ``{"key", "seconds", "rows"}`` to it (what a recorded result keeps)
     log: list[dict[str, Any]] | None = None
+    #: names of the units that :func:`prefetch_units`' workers computed for this run: read back even when
+    #: ``use_cache`` is False, and counted as computed
+    fresh: set[str] = field(default_factory=set)
+    #: how many of the units computed were computed by those workers
+    units_from_workers: int = 0
 
     def add_data(self, description: str, fingerprint: str) -> None:
         """Record a data set used: ``description`` for people, ``fingerprint`` (:func:`data_fingerprint`) for the cache."""
@@ -246,17 +252,35 @@ class RunContext:
         reused only if it was computed with the same experiment, config, code and
         data; the rows come back exactly as a fresh computation gives them.
         """
-        name = hashlib.sha256(json.dumps(_jsonable(key), sort_keys=True).encode()).hexdigest()[:16]
-        path = self.unit_dir / f"{name}.npz"
-        identity = {**self.identity, "data": list(self.data_fingerprints), "unit": _jsonable(key)}
-        if self.use_cache:
+        name, path, identity = self._where(key)
+        if self.use_cache or name in self.fresh:
             stored = _store.load(path, identity)
             if stored is not None:
                 rows = _unit_rows(stored)
                 if rows is not None:
-                    self.units_loaded += 1
+                    if name in self.fresh:  # (a unit that recurs is read back each time)
+                        self.units_computed += 1
+                        self.units_from_workers += 1
+                    else:
+                        self.units_loaded += 1
                     self._log(key, stored.meta.get("seconds"), rows)
                     return rows
+        seconds, rows = self._compute_unit(path, identity, fn)
+        self.units_computed += 1
+        self._log(key, seconds, rows)
+        return rows
+
+    def _where(self, key: dict[str, Any]) -> tuple[str, Path, dict[str, Any]]:
+        """A unit's name, file and identity (its key and the data loaded so far)."""
+        name = hashlib.sha256(json.dumps(_jsonable(key), sort_keys=True).encode()).hexdigest()[:16]
+        identity = {**self.identity, "data": list(self.data_fingerprints), "unit": _jsonable(key)}
+        return name, self.unit_dir / f"{name}.npz", identity
+
+    @staticmethod
+    def _compute_unit(
+        path: Path, identity: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+    ) -> tuple[float, list[dict[str, Any]]]:
+        """Run ``fn``, store its rows (atomically) and return the seconds it took and the rows as stored."""
         start = time.perf_counter()
         fresh = fn()
         seconds = time.perf_counter() - start
@@ -265,10 +289,7 @@ class RunContext:
             raise ValueError(f"a unit must give at least one row (a dict), got {fresh!r:.200}")
         blob = _json_bytes(fresh)
         _store.save(path, identity, blobs={"rows": blob}, meta={"seconds": seconds})
-        self.units_computed += 1
-        rows = json.loads(blob)
-        self._log(key, seconds, rows)
-        return rows
+        return seconds, json.loads(blob)
 
     def _log(self, key: dict[str, Any], seconds: Any, rows: list[dict[str, Any]]) -> None:
         if self.log is not None:
@@ -288,6 +309,102 @@ def _unit_rows(stored: _store.Stored) -> list[dict[str, Any]] | None:
         _store.set_aside(stored.path, f"the unit holds {str(rows)[:60]!r}, not a non-empty list of rows")
         return None
     return rows
+
+
+@dataclass
+class _Prefetch(RunContext):
+    """Runs ``compute`` ahead of the real run, forking each unit that is not stored yet into a worker process.
+
+    A unit's function runs in a child made by ``os.fork`` at the moment ``compute`` asks for the unit, so it
+    sees exactly the state (data, labels, loop variables, random generators) that a sequential run would hand
+    it; the child stores the unit's rows like :meth:`RunContext.unit` and exits. The parent does not wait: it
+    hands ``compute`` an empty list in place of the rows and goes on to the next unit, with at most ``workers``
+    children at a time. Stored units are read back as usual, so ``compute`` sees their rows.
+    """
+
+    workers: int = 2
+    children: dict[int, str] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def unit(
+        self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        import sys
+
+        import torch
+
+        name, path, identity = self._where(key)
+        if self.use_cache:
+            stored = _store.load(path, identity)
+            rows = _unit_rows(stored) if stored is not None else None
+            if rows is not None:
+                return rows
+        if name in self.done or name in self.children.values():
+            return []
+        while len(self.children) >= self.workers:
+            self._reap(wait=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the worker: one thread (the parent's thread pool does not survive a fork), then exit
+            status = 1
+            try:
+                torch.set_num_threads(1)
+                self._compute_unit(path, identity, fn)
+                status = 0
+            finally:
+                os._exit(status)
+        self.children[pid] = name
+        return []
+
+    def _reap(self, wait: bool) -> None:
+        """Collect the workers that have finished; with ``wait``, at least one."""
+        while True:
+            for pid in list(self.children):
+                finished, status = os.waitpid(pid, os.WNOHANG)
+                if finished:
+                    name = self.children.pop(pid)
+                    if os.waitstatus_to_exitcode(status) == 0:
+                        self.done.add(name)  # a failed unit is left to the real run, which raises its error
+            if not wait or len(self.children) < self.workers:
+                return
+            time.sleep(0.02)
+
+    def finish(self, kill: bool = False) -> None:
+        """Wait for every worker (after terminating them when ``kill``)."""
+        if kill:
+            for pid in self.children:
+                os.kill(pid, 15)
+        while self.children:
+            self._reap(wait=False)
+            if self.children:
+                time.sleep(0.02)
+
+
+def prefetch_units(
+    compute: Callable[[Any, RunContext], pd.DataFrame], config: Any, ctx: RunContext, workers: int
+) -> None:
+    """Compute the units of ``compute`` that ``ctx`` does not hold yet in up to ``workers`` processes at once.
+
+    A no-op for one worker, on a CUDA device (a forked process cannot use CUDA) or where ``os.fork`` does not
+    exist. The work between units (loading data, a kernel shared by several units) runs once here and once
+    in the real run that follows, which reads every unit back. ``compute`` may fail on the empty rows it is
+    handed here (a later step that needs a unit's rows, say): the units started until then are still
+    computed, and the real run does the rest and raises any genuine error.
+    """
+    check_count(workers, "workers", 1)
+    if workers == 1 or not hasattr(os, "fork") or str(config.device).startswith("cuda"):
+        return
+    pre = _Prefetch(unit_dir=ctx.unit_dir, identity=ctx.identity, use_cache=ctx.use_cache, workers=workers)
+    try:
+        compute(config, pre)
+    except Exception:  # noqa: BLE001  (see the docstring: the real run raises what is real)
+        pass
+    except BaseException:
+        pre.finish(kill=True)
+        raise
+    pre.finish()
+    ctx.fresh |= pre.done
 
 
 class _DataProbe(RunContext):
@@ -329,12 +446,15 @@ def run_experiment(
     use_cache: bool = True,
     progress: bool = False,
     out: TextIO | None = None,
+    workers: int = 1,
 ) -> Result:
     """Run (or load from the cache) one experiment and return its :class:`Result`.
 
     See the module docstring for what is cached, how it is keyed and verified.
-    ``use_cache=False`` recomputes everything and overwrites the cache.
+    ``use_cache=False`` recomputes everything and overwrites the cache. ``workers`` > 1 computes the units
+    in that many processes at once (:func:`prefetch_units`).
     """
+    check_count(workers, "workers", 1)
     key = config_hash(name, config)
     folder = cache_dir() / name
     identity = {"experiment": name, "config": _jsonable(config), "code": code_fingerprint(name)}
@@ -346,7 +466,9 @@ def run_experiment(
             cached = _load_result(folder / f"{key}.npz", identity, compute, config)
             if cached is not None:
                 return cached
-        result = _compute(name, key, identity, config, compute, folder, use_cache=use_cache, progress=progress)
+        result = _compute(
+            name, key, identity, config, compute, folder, use_cache=use_cache, progress=progress, workers=workers
+        )
         arrays, blobs, columns = _table_to_store(result.table)
         _store.save(
             folder / f"{key}.npz",
@@ -393,11 +515,13 @@ def _compute(
     *,
     use_cache: bool,
     progress: bool,
+    workers: int = 1,
 ) -> Result:
     import torch
 
     ctx = RunContext(unit_dir=folder / f"{key}.units", progress=progress, identity=identity, use_cache=use_cache)
     start = time.perf_counter()
+    prefetch_units(compute, config, ctx, workers)
     table = _round_trip(compute(config, ctx))
     wall = time.perf_counter() - start
     meta = {
@@ -415,6 +539,7 @@ def _compute(
         "wall_time_s": wall,
         "units_computed": ctx.units_computed,
         "units_resumed": ctx.units_loaded,
+        "units_from_workers": ctx.units_from_workers,
         "cached": False,
     }
     return Result(table, meta)

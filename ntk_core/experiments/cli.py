@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
     run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
     run.add_argument(
+        "--workers", type=int, default=1, help="processes computing the training runs at once (one thread each)"
+    )
+    run.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
             use_cache=not args.no_cache,
             progress=True,
             out=sys.stderr,
+            workers=args.workers,
         )
     except (ValueError, OSError) as err:  # bad configuration, missing or unreadable data, a full disk: no traceback
         print(f"error: {err}", file=sys.stderr)

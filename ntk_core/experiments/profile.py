@@ -18,7 +18,7 @@ from typing import Literal
 
 from .._checks import check_choice
 
-__all__ = ["Profile", "PROFILES", "book_profile", "default_device", "RunInfo"]
+__all__ = ["Profile", "PROFILES", "book_profile", "book_threads", "book_workers", "default_device", "RunInfo"]
 
 #: A run profile, ``"quick"`` (2 CPU cores, minutes), ``"medium"`` (about an hour) or ``"full"`` (the paper's scale).
 Profile = Literal["quick", "medium", "full"]
@@ -62,12 +62,38 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _positive_env(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    return int(value)
+
+
+def book_threads() -> int:
+    """Torch threads of a chapter's process: ``$NTK_BOOK_THREADS``, else 1.
+
+    One thread, because a chapter must not thrash on a busy machine: with two threads on two cores beside two
+    busy processes, a quick Setting 2 run took 4.5 times as long as with one, while on idle cores two threads
+    saved at most 28 % (``benchmarks/bench_threads.py``, README "Threads and workers"). The cores are used by
+    worker processes instead (:func:`book_workers`).
+    """
+    return _positive_env("NTK_BOOK_THREADS", 1)
+
+
+def book_workers() -> int:
+    """Worker processes for a chapter's experiments (``workers`` of :func:`ntk_core.experiments.run`):
+    ``$NTK_BOOK_WORKERS``, else the number of CPU cores, at most 2."""
+    return _positive_env("NTK_BOOK_WORKERS", max(1, min(2, os.cpu_count() or 1)))
+
+
 @dataclass
 class RunInfo:
     """What a reader needs to judge a computed result: profile, data, device, wall time.
 
     Create it at the start of a chapter or experiment; :meth:`summary` at the end
-    reports the wall time since creation.
+    reports the wall time since creation. Creating it sets torch's thread count to ``threads``.
 
     Attributes
     ----------
@@ -79,12 +105,23 @@ class RunInfo:
         One line per data set used (``ImageDataset.describe()``), added with :meth:`add_data`.
     started : float
         ``time.perf_counter()`` at creation.
+    threads : int
+        Torch threads of this process (:func:`book_threads`).
+    workers : int
+        Processes for the experiments' units of work (:func:`book_workers`).
     """
 
     profile: Profile = field(default_factory=book_profile)
     device: str = field(default_factory=default_device)
     data: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+    threads: int = field(default_factory=book_threads)
+    workers: int = field(default_factory=book_workers)
+
+    def __post_init__(self) -> None:
+        import torch
+
+        torch.set_num_threads(self.threads)
 
     def add_data(self, description: str) -> None:
         """Record one data source (for example ``ImageDataset.describe()``); one already recorded is not
@@ -101,7 +138,11 @@ class RunInfo:
         import torch
 
         machine = f"{platform.machine()}, {os.cpu_count()} CPU core(s), torch {torch.__version__}"
-        lines = [f"profile: {self.profile}", f"device: {self.device} ({machine})"]
+        lines = [
+            f"profile: {self.profile}",
+            f"device: {self.device} ({machine}; {self.threads} torch thread(s) per process, "
+            f"{self.workers} worker process(es))",
+        ]
         lines += [f"data: {d}" for d in self.data] or ["data: none"]
         lines.append(f"wall time: {self.wall_time():.1f} s")
         return "\n".join(lines)

@@ -78,6 +78,7 @@ __all__ = [
     "Config",
     "compute",
     "corrupt_exact",
+    "first_stage",
     "memorisation",
     "memorisation_gain",
     "memorised_from",
@@ -362,6 +363,31 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     ]
     table = pd.DataFrame(rows)
     return table[[c for c in columns if c in table.columns]]
+
+
+def first_stage(table: pd.DataFrame, p: float, loss: str) -> dict | None:
+    """Normal training in the first stage (the epochs at the initial learning rate), at noise ``p``.
+
+    Appendix D's premise for the AUX recipe is "little over-fitting to noise in the first stage of training".
+    Measured per seed on the runs without AUX of loss ``loss`` (``"CCE"`` or ``"MSE"``): ``drop``, the best test
+    accuracy in the stage minus the one at its last epoch (paired statistics over the seeds,
+    :func:`paired_stats`), the mean ``best`` and ``end`` accuracies, ``fit``, the mean training accuracy on the
+    noisy labels at the end of the stage, and ``end_epoch``. None when the table has no per-epoch learning rate.
+    """
+    curves = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
+    curves = curves[~curves["aux"].astype(bool)]
+    if "lr" not in curves or curves["lr"].isna().all() or "test_acc" not in curves:
+        return None
+    stage = curves[curves["lr"] == curves["lr"].max()].sort_values(["seed", "epoch"])
+    by_seed = stage.groupby("seed")
+    best, end = by_seed["test_acc"].max(), by_seed["test_acc"].last()
+    return {
+        "drop": paired_stats((best - end).to_numpy()),
+        "best": float(best.mean()),
+        "end": float(end.mean()),
+        "fit": float(by_seed["train_acc"].last().mean()),
+        "end_epoch": int(stage["epoch"].max()),
+    }
 
 
 def table1(table: pd.DataFrame) -> pd.DataFrame:
