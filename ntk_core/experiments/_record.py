@@ -182,7 +182,7 @@ def record_experiment(
 ) -> Result:
     """Run ``compute`` on ``config`` with its units stored in the record's ``work/`` folder, then write the record.
 
-    ``workers`` > 1 computes the units in that many processes at once (:func:`prefetch_units`).
+    ``workers`` > 1 computes the units in that many processes at once (``prefetch_units`` in ``_runner.py``).
 
     Units already in ``work/`` (same experiment, config, code and data) are reused: an interrupted recording
     resumes unit by unit. Returns the :class:`Result` as :func:`recorded` will load it.

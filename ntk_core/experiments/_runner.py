@@ -223,7 +223,7 @@ class RunContext:
     use_cache: bool = True
     #: when a list, every unit appends ``{"key", "seconds", "rows"}`` to it (what a recorded result keeps)
     log: list[dict[str, Any]] | None = None
-    #: names of the units that :func:`prefetch_units`' workers computed for this run: read back even when
+    #: names of the units that the worker processes of ``prefetch_units`` computed for this run: read back even when
     #: ``use_cache`` is False, and counted as computed
     fresh: set[str] = field(default_factory=set)
     #: how many of the units computed were computed by those workers
@@ -452,7 +452,7 @@ def run_experiment(
 
     See the module docstring for what is cached, how it is keyed and verified.
     ``use_cache=False`` recomputes everything and overwrites the cache. ``workers`` > 1 computes the units
-    in that many processes at once (:func:`prefetch_units`).
+    in that many processes at once (``prefetch_units`` in ``_runner.py``).
     """
     check_count(workers, "workers", 1)
     key = config_hash(name, config)

@@ -371,7 +371,7 @@ def first_stage(table: pd.DataFrame, p: float, loss: str) -> dict | None:
     Appendix D's premise for the AUX recipe is "little over-fitting to noise in the first stage of training".
     Measured per seed on the runs without AUX of loss ``loss`` (``"CCE"`` or ``"MSE"``): ``drop``, the best test
     accuracy in the stage minus the one at its last epoch (paired statistics over the seeds,
-    :func:`paired_stats`), the mean ``best`` and ``end`` accuracies, ``fit``, the mean training accuracy on the
+    :func:`ntk_core.experiments.paired_stats`), the mean ``best`` and ``end`` accuracies, ``fit``, the mean training accuracy on the
     noisy labels at the end of the stage, and ``end_epoch``. None when the table has no per-epoch learning rate.
     """
     curves = table[(table["part"] == "curves") & (table["noise"] == p) & (table["loss"] == loss)]
