@@ -40,10 +40,20 @@ CANDIDATES: dict[str, dict] = {
     "n3500_aug_e80": {"n_train": 3500, "n_val": 500, "augment": True, "epochs": 80, "lr_milestones": (40, 60)},
     "n3500_aug_w32": {"n_train": 3500, "n_val": 500, "augment": True, "width": 32},
     "n3500_aug_w32_e60": {
-        "n_train": 3500, "n_val": 500, "augment": True, "width": 32, "epochs": 60, "lr_milestones": (30, 45)
+        "n_train": 3500,
+        "n_val": 500,
+        "augment": True,
+        "width": 32,
+        "epochs": 60,
+        "lr_milestones": (30, 45),
     },
     "n3500_aug_b128_e60": {
-        "n_train": 3500, "n_val": 500, "augment": True, "batch_size": 128, "epochs": 60, "lr_milestones": (30, 45)
+        "n_train": 3500,
+        "n_val": 500,
+        "augment": True,
+        "batch_size": 128,
+        "epochs": 60,
+        "lr_milestones": (30, 45),
     },
     "n3500_aug_lr0.02": {"n_train": 3500, "n_val": 500, "augment": True, "lr": 0.02},
 }
@@ -102,15 +112,21 @@ def main() -> None:
     import torch
 
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "CPU"
-    meta = {"device": f"{args.device} ({device_name})", "torch": torch.__version__, "workers": args.workers,
-            "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    meta = {
+        "device": f"{args.device} ({device_name})",
+        "torch": torch.__version__,
+        "workers": args.workers,
+        "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     jobs = [(name, seed, args.device) for seed in args.seeds for name in args.only]
     results: list[dict] = []
     with mp.get_context("spawn").Pool(args.workers) as pool:
         for done in pool.imap_unordered(one, jobs):
             results.append(done)
             write(results, meta)
-            print(f"{len(results)}/{len(jobs)}: {done['name']} seed {done['seed']} ({done['seconds']:.0f} s)", flush=True)
+            print(
+                f"{len(results)}/{len(jobs)}: {done['name']} seed {done['seed']} ({done['seconds']:.0f} s)", flush=True
+            )
 
 
 if __name__ == "__main__":
