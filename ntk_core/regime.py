@@ -1,0 +1,222 @@
+r"""How far a trained network is from the NTK regime that the paper's theory assumes.
+
+The theory of Sections 3–5 holds for a network that stays close to its linearisation around the
+initialisation θ(0),
+
+.. math:: f_{\mathrm{lin}}(\theta, x) = f(\theta(0), x) + \langle \nabla_\theta f(\theta(0), x),\, \theta - \theta(0)\rangle,
+
+whose kernel is the NTK at θ(0) and does not move. Three measures of how far a training run left that
+regime, for any model and training loop:
+
+* :func:`kernel_drift`: the relative change of the empirical NTK on a probe set,
+  ‖K(θ_T) − K(θ(0))‖_F / ‖K(θ(0))‖_F (0 in the regime: the kernel is constant, Section 3.2);
+* :func:`parameter_movement`: the relative distance ‖θ_T − θ(0)‖ / ‖θ(0)‖ of each trained parameter
+  tensor and of all of them (Table 2 reports the absolute distance; the regime needs it small relative to
+  the initial weights);
+* :func:`linearised_outputs` with :func:`agreement`: the outputs of the linearised network trained on the
+  same objective (gradient descent on ½‖f − ỹ‖², with RDI's λ²/2 ‖θ − θ(0)‖² when λ > 0, Theorem 4.1),
+  in closed form through the NTK at θ(0) (:func:`ntk_core.krr.gd_kernel_closed_form`), and how often the
+  trained network's test predictions agree with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ._checks import check_count, check_positive
+from .krr import gd_kernel_closed_form
+from .ntk import InputsLike, NTKMethod, empirical_ntk
+
+__all__ = ["kernel_drift", "parameter_movement", "linearised_outputs", "agreement"]
+
+
+def _trained(model: nn.Module) -> dict[str, Tensor]:
+    return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _same_parameters(model: nn.Module, initial: Mapping[str, Tensor], what: str) -> dict[str, Tensor]:
+    now = _trained(model)
+    if set(now) != set(initial):
+        missing, extra = sorted(set(now) - set(initial)), sorted(set(initial) - set(now))
+        raise ValueError(
+            f"{what} must hold the same trained parameters as the model: missing {missing}, not in the model {extra}"
+        )
+    for name, p in now.items():
+        if tuple(initial[name].shape) != tuple(p.shape):
+            raise ValueError(
+                f"parameter {name!r} has shape {tuple(p.shape)} in the model and {tuple(initial[name].shape)} in {what}"
+            )
+    return now
+
+
+def kernel_drift(
+    model: nn.Module,
+    initial: nn.Module,
+    x: InputsLike,
+    *,
+    method: NTKMethod = "auto",
+    output: Literal["trace", "full"] = "trace",
+) -> float:
+    r"""Relative change of the empirical NTK on the probe inputs ``x``: ‖K(θ_T) − K(θ(0))‖_F / ‖K(θ(0))‖_F.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The trained network, at θ_T.
+    initial : torch.nn.Module
+        The same network at its initialisation θ(0) (e.g. a ``copy.deepcopy`` made before training), with the
+        same trained parameters (names and shapes).
+    x : InputsLike
+        Probe inputs (any layout :func:`ntk_core.ntk.empirical_ntk` takes); a few hundred suffice.
+    method, output
+        As for :func:`ntk_core.ntk.empirical_ntk`; both kernels are computed in float64.
+
+    Returns
+    -------
+    float
+        0 when the kernel did not move (a model linear in its parameters, or the infinite-width limit).
+
+    Raises
+    ------
+    ValueError
+        The two networks have different trained parameters, or the initial kernel is zero.
+
+    Examples
+    --------
+    A model linear in its parameters keeps its kernel however far its weights move:
+
+    >>> import copy, torch
+    >>> from torch import nn
+    >>> from ntk_core import kernel_drift
+    >>> net = nn.Linear(3, 1)
+    >>> start = copy.deepcopy(net)
+    >>> with torch.no_grad():
+    ...     _ = net.weight.add_(10.0)
+    >>> kernel_drift(net, start, torch.randn(5, 3))
+    0.0
+    """
+    _same_parameters(model, _trained(initial), "initial")
+    k0 = empirical_ntk(initial, x, method=method, output=output, out_dtype=torch.float64)
+    kt = empirical_ntk(model, x, method=method, output=output, out_dtype=torch.float64)
+    norm0 = float(torch.linalg.vector_norm(k0))
+    if norm0 == 0.0:
+        raise ValueError("the initial NTK is zero on the probe inputs: its relative drift is undefined")
+    return float(torch.linalg.vector_norm(kt - k0)) / norm0
+
+
+def parameter_movement(model: nn.Module, initial: Mapping[str, Tensor]) -> dict[str, float]:
+    r"""Relative movement ‖θ_T − θ(0)‖ / ‖θ(0)‖ of each trained parameter tensor, and of all of them (``"all"``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The trained network (only parameters with ``requires_grad`` count).
+    initial : mapping of str to torch.Tensor
+        θ(0) by parameter name, e.g. ``{n: p.detach().clone() for n, p in model.named_parameters()}`` taken
+        before training.
+
+    Returns
+    -------
+    dict of str to float
+        One entry per trained parameter and ``"all"``; NaN for a tensor that started at zero (a bias, say).
+    """
+    now = _same_parameters(model, initial, "initial")
+    out: dict[str, float] = {}
+    moved_sq = start_sq = 0.0
+    for name, p in now.items():
+        p0 = initial[name].detach().to(p.device, torch.float64)
+        d = float(torch.linalg.vector_norm(p.double() - p0))
+        n0 = float(torch.linalg.vector_norm(p0))
+        out[name] = d / n0 if n0 > 0 else float("nan")
+        moved_sq += d * d
+        start_sq += n0 * n0
+    out["all"] = float(np.sqrt(moved_sq / start_sq)) if start_sq > 0 else float("nan")
+    return out
+
+
+def _outputs(model: nn.Module, x: Tensor) -> np.ndarray:
+    """The model's outputs as float64, shape (n,) for one output per example, else (n, K)."""
+    with torch.no_grad():
+        out = model(x).detach().double().cpu().numpy()
+    out = out.reshape(len(out), -1)
+    return out[:, 0] if out.shape[1] == 1 else out
+
+
+def linearised_outputs(
+    initial: nn.Module,
+    x_train: Tensor,
+    y: np.ndarray | Tensor,
+    x_test: Tensor,
+    *,
+    eta: float,
+    steps: int,
+    lam: float = 0.0,
+    method: NTKMethod = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Training and test outputs of the linearised network after ``steps`` of full-batch gradient descent.
+
+    The linearisation around θ(0) trained by GD on ½‖f(X) − ỹ‖² (+ λ²/2 ‖θ − θ(0)‖², RDI, Theorem 4.1) with
+    step η moves its training outputs by f(t+1) = f(t) − η K (f(t) − ỹ) − ηλ² K α(t), i.e.
+
+    .. math:: f_{\mathrm{lin}}(t) = f(\theta(0), X) + K\,\alpha(t), \qquad
+              \alpha(t+1) = \alpha(t) - \eta\big((K + \lambda^2 I)\alpha(t) - (\tilde y - f(\theta(0), X))\big),
+
+    with K the empirical NTK at θ(0) (:func:`ntk_core.krr.gd_kernel_closed_form` gives α(t) in closed form);
+    test outputs are f(θ(0), x) + k(x, X)ᵀα(t).
+
+    Parameters
+    ----------
+    initial : torch.nn.Module
+        The network at θ(0), one output per example (binary labels ±1 or regression targets).
+    x_train, x_test : torch.Tensor
+        Training and test inputs, examples along dimension 0.
+    y : array, shape (n,)
+        Training targets ỹ.
+    eta : float
+        Step size η in the convention above (one step multiplies the residual by I − ηK); a training loop on
+        the *mean* squared loss ½/n ‖f − ỹ‖² with learning rate lr has η = lr / n.
+    steps : int
+        Number of GD steps, ≥ 0.
+    lam : float
+        RDI's λ (0: plain GD).
+    method
+        As for :func:`ntk_core.ntk.empirical_ntk`.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Training outputs (n,) and test outputs (m,) of the linearised network, float64.
+    """
+    eta = check_positive(eta, "eta")
+    steps = check_count(steps, "steps", 0)
+    f0 = _outputs(initial, x_train)
+    if f0.ndim != 1:
+        raise ValueError(f"linearised_outputs needs a network with one output per example, got {f0.shape[1]}")
+    yy = np.asarray(y.detach().cpu() if isinstance(y, Tensor) else y, dtype=np.float64).reshape(-1)
+    if yy.shape != f0.shape:
+        raise ValueError(f"y must hold one target per training example ({len(f0)}), got shape {np.shape(y)}")
+    f0_test = _outputs(initial, x_test)
+    K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
+    K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
+    residual = yy - f0
+    train = f0 + gd_kernel_closed_form(K, residual, eta, steps, lam=lam)
+    test = f0_test + gd_kernel_closed_form(K, residual, eta, steps, lam=lam, K_test_train=K_test)
+    return train, test
+
+
+def agreement(a: np.ndarray | Tensor, b: np.ndarray | Tensor) -> float:
+    """Fraction of examples on which two sets of outputs predict the same label: the same sign for one output
+    per example (binary, labels ±1), the same arg-max for several."""
+    aa = np.asarray(a.detach().cpu() if isinstance(a, Tensor) else a, dtype=np.float64)
+    bb = np.asarray(b.detach().cpu() if isinstance(b, Tensor) else b, dtype=np.float64)
+    if aa.shape != bb.shape or aa.ndim not in (1, 2) or len(aa) == 0:
+        raise ValueError(
+            f"agreement needs two non-empty output arrays of one shape (n,) or (n, K), got {aa.shape}, {bb.shape}"
+        )
+    same = np.sign(aa) == np.sign(bb) if aa.ndim == 1 else aa.argmax(1) == bb.argmax(1)
+    return float(np.mean(same))
