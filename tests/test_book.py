@@ -65,6 +65,23 @@ def test_every_chapter_is_built(site):
     assert "url=book/intro.html" in (site / "index.html").read_text()
 
 
+#: The paper's figures, each shown by an experiment chapter under a caption that names it.
+PAPER_FIGURES = ("1a", "1b", "2", "3", "4", "5", "6", "7", "8")
+
+
+def test_every_paper_figure_is_captioned_with_its_paper_number(site):
+    """Each of the paper's figures is a captioned figure with an image (not a placeholder's page only) whose
+    caption starts with its paper number, and carries no book number ("Book fig."), which is for the book's own."""
+    import re
+
+    html = "".join((site / "book" / f"experiments_{c}.html").read_text(encoding="utf-8") for c in ("mnist", "cifar"))
+    figures = re.findall(r"<figure[^>]*>(.*?)</figure>", html, flags=re.S)
+    for number in PAPER_FIGURES:
+        found = [f for f in figures if re.search(rf"<strong>Paper Figure {number}</strong>", f)]
+        assert len(found) == 1, f"paper Figure {number}: {len(found)} captioned figures"
+        assert "<img" in found[0] and "Book fig" not in found[0], f"paper Figure {number}: no image or a book number"
+
+
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
 def test_pages_in_headless_chromium(site):
     pages = content_pages(site)

@@ -129,6 +129,9 @@ def test_glue_figure_hands_the_figure_over_and_closes_it(monkeypatch):
     fig, ax = plt.subplots()
     plots.glue_figure("fig_x", fig)
     assert glued["fig_x"] == (fig, False) and not plt.fignum_exists(fig.number)
+    plots.glue_placeholder("fig_y", "not computed: no CIFAR-10")
+    placeholder, display = glued["fig_y"]
+    assert not display and [t.get_text() for t in placeholder.texts] == ["not computed: no CIFAR-10"]
 
 
 def test_no_figure_text_below_the_browser_checks_floor():

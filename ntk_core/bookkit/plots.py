@@ -37,6 +37,7 @@ __all__ = [
     "readable_log_axes",
     "displayed_font_scale",
     "glue_figure",
+    "glue_placeholder",
 ]
 
 #: Okabe & Ito's colour-blind-safe palette, by name.
@@ -131,6 +132,16 @@ def glue_figure(name: str, fig: Any) -> None:
     readable_log_axes(fig)
     myst_nb.glue(name, fig, display=False)
     plt.close(fig)
+
+
+def glue_placeholder(name: str, why: str) -> None:
+    """Glue a small figure that only says ``why`` under ``name``, for a ``{glue:figure}`` whose computation was
+    skipped (data not on this machine, say): the page builds and says what is missing."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(6, 0.8))
+    fig.text(0.5, 0.5, why, ha="center", va="center")
+    glue_figure(name, fig)
 
 
 def image_grid(
