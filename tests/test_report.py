@@ -143,3 +143,24 @@ def test_claims_on_a_stale_record_are_stale_whatever_their_verdict():
     assert [c.scale for c in ledger.claims] == ["medium", "medium", "medium", "", "medium", ""]
     with pytest.raises(ValueError, match="on_record"):
         ledger.check("Figure 1a", "x", True, value="1", status="stale")  # type: ignore[arg-type]
+
+
+def test_the_checks_list_writes_a_recurring_reason_and_paper_quote_once():
+    """Shown to a reader, a reason that recurs becomes a numbered note and a paper quote equal to the row
+    above's becomes "as above"; nested brackets stay whole; the saved ledger keeps every value in full."""
+    ledger = Ledger("t")
+    why = "differences of the size of the seed-to-seed noise (they change with the threads)"
+    ledger.inconclusive("Table 1", "claim a", value="+1.0 ± 2.0 points", why=why, paper="87.81 vs 86.35 %")
+    ledger.inconclusive("Table 1", "claim b", value="-0.5 ± 1.0 points", why=why, paper="87.81 vs 86.35 %")
+    ledger.check("Table 1", "claim c", True, value="holds (short)", paper="another quote")
+    ledger.inconclusive("Figure 1b", "claim d", value="+0.1 ± 0.2", why="a reason given once, long enough to count")
+    rows, notes = ledger.compact_table()
+    assert [r["this build"] for r in rows] == [
+        "+1.0 ± 2.0 points [note 1]",
+        "-0.5 ± 1.0 points [note 1]",
+        "holds (short)",
+        "+0.1 ± 0.2 (a reason given once, long enough to count)",
+    ]
+    assert notes == [f"[note 1] {why}"]
+    assert [r["paper's number"] for r in rows] == ["87.81 vs 86.35 %", "as above", "another quote", ""]
+    assert ledger.claims[1].value.endswith(f"({why})")  # what is saved is not shortened

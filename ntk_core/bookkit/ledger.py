@@ -220,11 +220,40 @@ class Ledger:
             for c in self.claims
         ]
 
+    def compact_table(self, min_length: int = 40) -> tuple[list[dict[str, str]], list[str]]:
+        """:meth:`table` for a reader: a text that recurs is written out once.
+
+        A "paper's number" equal to the row above's becomes "as above"; a bracketed reason at the end of a
+        value ("… (why)", at least ``min_length`` characters) that an earlier row already gave becomes a note
+        marker "[note k]". Returns the rows and the notes ("[note k] why"), in order of first use.
+        """
+        rows = self.table()
+        whys = [_trailing_reason(c.value) for c in self.claims]
+        repeated = {w for w in whys if len(w) >= min_length and whys.count(w) > 1}
+        notes: list[str] = []
+        previous_paper = None
+        for row, why in zip(rows, whys):
+            if why in repeated:
+                if why not in notes:
+                    notes.append(why)
+                row["this build"] = f"{row['this build'][: -len(why) - 3]} [note {notes.index(why) + 1}]"
+            paper = row["paper's number"]
+            if paper and paper == previous_paper:
+                row["paper's number"] = "as above"
+            previous_paper = paper
+        return rows, [f"[note {k}] {why}" for k, why in enumerate(notes, 1)]
+
     def show(self) -> None:
-        """Display the chapter's "Checks" list (one row per claim) and save it (see :meth:`save`)."""
+        """Display the chapter's "Checks" list (one row per claim, :meth:`compact_table`, its notes below) and save
+        it in full (see :meth:`save`)."""
         from .plots import show_table
 
-        show_table(self.table())
+        rows, notes = self.compact_table()
+        show_table(rows)
+        if notes:
+            from IPython.display import Markdown, display
+
+            display(Markdown("\n\n".join(notes)))
         self.save()
 
     def save(self, folder: str | os.PathLike[str] | None = None) -> Path | None:
@@ -236,6 +265,18 @@ class Ledger:
         payload = {"chapter": self.chapter, "claims": [asdict(c) for c in self.claims]}
         _store.atomic_write_bytes(path, (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode())
         return path
+
+
+def _trailing_reason(value: str) -> str:
+    """The text of the bracket that ends ``value`` ("… (why)" gives "why", brackets inside it kept), or ""."""
+    if not value.endswith(")"):
+        return ""
+    depth = 0
+    for i in range(len(value) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(value[i], 0)
+        if depth == 0:
+            return value[i + 1 : -1] if i > 0 and value[i - 1] == " " else ""
+    return ""
 
 
 def load_ledgers(folder: str | os.PathLike[str]) -> dict[str, list[Claim]]:
