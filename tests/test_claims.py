@@ -297,6 +297,9 @@ def test_table_1_aux_claims_wait_for_appendix_d_premise():
     assert v["CCE over-fits"] == "holds"
     assert v["CCE+AUX beats early stopping"] == "premise not met (the opposite holds by the rule)"
     assert [c.status for c in ledger.claims] == ["medium", "premise not met", "premise not met"]
+    # the curves' claims are Figure 2's (AUX does not over-fit), the comparison with early stopping is Table 1's
+    assert [c.ref for c in ledger.claims] == ["Figure 2", "Table 1", "Figure 2"]
+    assert ledger.claims[2].paper == claims.PAPER["Figure 2"]
     # little over-fitting in the first stage: judged by the rule (here the opposite holds: a finding)
     q = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.005, 0.01, 0.0]))
     assert claims.first_stage_premise(q["losses"]["CCE"]["first_stage"]) is None
