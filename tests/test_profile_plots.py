@@ -48,17 +48,27 @@ def test_book_threads_and_workers_come_from_the_environment(monkeypatch):
         monkeypatch.delenv("NTK_BOOK_THREADS", raising=False)
         monkeypatch.delenv("NTK_BOOK_WORKERS", raising=False)
         assert book_threads() == 1 and 1 <= book_workers() <= 2
+        from threadpoolctl import threadpool_info
+
+        RunInfo()
+        blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+        assert torch.get_num_threads() == 1 and blas and all(p["num_threads"] == 1 for p in blas)
         monkeypatch.setenv("NTK_BOOK_THREADS", "2")
         monkeypatch.setenv("NTK_BOOK_WORKERS", "3")
         run = RunInfo()
         assert (run.threads, run.workers) == (2, 3) and torch.get_num_threads() == 2
+        blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(p["num_threads"] == 2 for p in blas)  # numpy's BLAS follows
         assert "2 torch thread(s) per process, 3 worker process(es)" in run.summary()
         for bad in ("0", "two", "-1"):
             monkeypatch.setenv("NTK_BOOK_WORKERS", bad)
             with pytest.raises(ValueError, match="NTK_BOOK_WORKERS must be a positive whole number"):
                 book_workers()
     finally:
+        from threadpoolctl import threadpool_limits
+
         torch.set_num_threads(before)
+        threadpool_limits(before)
 
 
 def test_image_grid_shows_grey_and_rgb_images():

@@ -75,9 +75,10 @@ def book_threads() -> int:
     """Torch threads of a chapter's process: ``$NTK_BOOK_THREADS``, else 1.
 
     One thread, because a chapter must not thrash on a busy machine: with two threads on two cores beside two
-    busy processes, a quick Setting 2 run took 4.5 times as long as with one, while on idle cores two threads
-    saved at most 28 % (``benchmarks/bench_threads.py``, README "Threads and workers"). The cores are used by
-    worker processes instead (:func:`book_workers`).
+    busy processes, a quick Setting 2 run took 4.5 times as long as with one (numpy's OpenBLAS: an
+    eigendecomposition and solves 6.2 times), while on idle cores two threads saved at most 28 % (37 % for
+    OpenBLAS; ``benchmarks/bench_threads.py``, README "Threads and workers"). The cores are used by worker
+    processes instead (:func:`book_workers`).
     """
     return _positive_env("NTK_BOOK_THREADS", 1)
 
@@ -93,7 +94,8 @@ class RunInfo:
     """What a reader needs to judge a computed result: profile, data, device, wall time.
 
     Create it at the start of a chapter or experiment; :meth:`summary` at the end
-    reports the wall time since creation. Creating it sets torch's thread count to ``threads``.
+    reports the wall time since creation. Creating it sets the thread count of torch and of numpy's BLAS to
+    ``threads``.
 
     Attributes
     ----------
@@ -120,8 +122,10 @@ class RunInfo:
 
     def __post_init__(self) -> None:
         import torch
+        from threadpoolctl import threadpool_limits
 
         torch.set_num_threads(self.threads)
+        threadpool_limits(self.threads)  # numpy's BLAS (OpenBLAS) as well: it thrashes beside busy processes too
 
     def add_data(self, description: str) -> None:
         """Record one data source (for example ``ImageDataset.describe()``); one already recorded is not
