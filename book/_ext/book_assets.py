@@ -1,12 +1,7 @@
-"""Sphinx extension for this book: its stylesheet, the paper's exhibits without book numbers, and the script tags
-that sphinx-thebe adds twice removed.
+"""Sphinx extension for this book: its stylesheet, and the script tags that sphinx-thebe adds twice removed.
 
 Every page gets ``book.css`` (from ``book/_static``): output text that wraps, MathJax displays sized to fit
 a phone's column.
-
-A figure of class ``paper-exhibit`` (``:figclass: paper-exhibit``: one of the paper's Figures 1a-8, whose
-caption names its paper number) gets no "Book fig." number: Sphinx numbers every captioned figure that has an
-id, and gives one to each (``AutoNumbering``), so the ids of these figures are taken away right after.
 
 With Sphinx 7 (pinned by Jupyter Book 1.x), sphinx-thebe 0.3.1 registers its
 configuration script on every ``env-before-read-docs`` event, so each page
@@ -18,22 +13,6 @@ of every identical script tag fixes that without touching anything else.
 from __future__ import annotations
 
 from typing import Any
-
-from docutils import nodes
-from sphinx.transforms import SphinxTransform
-
-
-class UnnumberedPaperExhibits(SphinxTransform):
-    """Take the ids of ``paper-exhibit`` figures away after ``AutoNumbering`` (priority 210) gave them one."""
-
-    default_priority = 211
-
-    def apply(self, **kwargs: Any) -> None:
-        for figure in self.document.findall(nodes.figure):
-            if "paper-exhibit" in figure["classes"]:
-                for node_id in figure["ids"]:
-                    self.document.ids.pop(node_id, None)
-                figure["ids"] = []
 
 
 def _script_key(js: Any) -> tuple[str, str]:
@@ -59,5 +38,4 @@ def drop_duplicate_scripts(app: Any, pagename: str, templatename: str, context: 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
     app.add_css_file("book.css")
-    app.add_transform(UnnumberedPaperExhibits)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
