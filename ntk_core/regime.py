@@ -161,13 +161,14 @@ def linearised_outputs(
     r"""Training and test outputs of the linearised network after ``steps`` of full-batch gradient descent.
 
     The linearisation around θ(0) trained by GD on ½‖f(X) − ỹ‖² (+ λ²/2 ‖θ − θ(0)‖², RDI, Theorem 4.1) with
-    step η moves its training outputs by f(t+1) = f(t) − η K (f(t) − ỹ) − ηλ² K α(t), i.e.
+    step η has, with K the empirical NTK at θ(0) and r = ỹ − f(θ(0), X) the initial residual,
 
-    .. math:: f_{\mathrm{lin}}(t) = f(\theta(0), X) + K\,\alpha(t), \qquad
-              \alpha(t+1) = \alpha(t) - \eta\big((K + \lambda^2 I)\alpha(t) - (\tilde y - f(\theta(0), X))\big),
+    .. math:: f_{\mathrm{lin}}(t) = f(\theta(0), X) + K\,\alpha(t),
 
-    with K the empirical NTK at θ(0) (:func:`ntk_core.krr.gd_kernel_closed_form` gives α(t) in closed form);
-    test outputs are f(θ(0), x) + k(x, X)ᵀα(t).
+    .. math:: \alpha(t+1) = \alpha(t) - \eta\big((K + \lambda^2 I)\,\alpha(t) - r\big),
+
+    α(0) = 0 (:func:`ntk_core.krr.gd_kernel_closed_form` gives α(t) in closed form); test outputs are
+    f(θ(0), x) + k(x, X)ᵀα(t).
 
     Parameters
     ----------
