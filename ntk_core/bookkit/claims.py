@@ -235,7 +235,7 @@ def first_stage_premise(first: dict | None) -> str | None:
     )
 
 
-def _premise_verdict(mean: float, sem: float, ok: bool, failed: bool) -> str:
+def _premise_verdict(ok: bool, failed: bool) -> str:
     return "holds" if ok else ("fails" if failed else "not resolved")
 
 
@@ -305,8 +305,6 @@ def premise_trials(trials: dict, medium_seconds: float, medium_config: dict) -> 
                 "first_stage_drop": drop["mean"],
                 "first_stage_sem": drop["sem"],
                 "little_overfitting": _premise_verdict(
-                    drop["mean"],
-                    sem,
                     drop["mean"] + 2 * sem <= FIRST_STAGE_DROP,
                     drop["mean"] - 2 * sem > FIRST_STAGE_DROP,
                 ),
