@@ -90,18 +90,22 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
     K, K_eval = K_all[:n, :n], K_all[n:, :n]
     norm_K = float(np.linalg.norm(K, 2))
     y_val, y_test = split.y_val.numpy(), split.y_test.numpy()
+    # the validation labels carry the training labels' noise, flipped on their own seed
+    y_val_noisy = noise.flip_binary(y_val, p, seed=1000 * seed + 500, exact=True)
+    assert int((y_val_noisy != y_val).sum()) == round(p * nv) == 12
     krr = table[table.method == "KRR"].set_index("lam")
     assert sorted(krr.index) == sorted(config.lams)
     differs_from_clean = False
     for lam in config.lams:
         pred = K_eval @ np.linalg.solve(K + lam**2 * np.eye(n), y_noisy.astype(float))
         row = krr.loc[lam]
-        assert row["val_error"] == pytest.approx(_errors(pred[:nv], y_val), abs=1e-6), lam
+        assert row["val_error"] == pytest.approx(_errors(pred[:nv], y_val_noisy), abs=1e-6), lam
+        assert row["val_error_clean"] == pytest.approx(_errors(pred[:nv], y_val), abs=1e-6), lam
         assert row["test_error"] == pytest.approx(_errors(pred[nv:], y_test), abs=1e-6), lam
         assert row["norm_K"] == pytest.approx(norm_K, rel=1e-6)
         clean = K_eval @ np.linalg.solve(K + lam**2 * np.eye(n), y_train.astype(float))
         differs_from_clean |= (_errors(clean[:nv], y_val), _errors(clean[nv:], y_test)) != (
-            row["val_error"],
+            row["val_error_clean"],
             row["test_error"],
         )
     assert differs_from_clean  # the check has power: fitting the clean labels gives other errors
@@ -115,6 +119,14 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
         assert group.loc[group["selected"], "val_error"].tolist() == [group["val_error"].min()]
     es = trained[trained.method == "GD+ES"].iloc[0]
     assert es["stopped_at"] % config.eval_every == 0 or es["stopped_at"] == config.steps
+    # the linearised network, by explicit GD steps: with the difference trick f(θ(0)) = 0 and θ(t) − θ(0) = Jᵀα(t),
+    # α(t+1) = α(t) − η((K + λ²I)α(t) − ỹ) for RDI (λ = 0: GD) and for AUX's network (b(t) = λα(t)); f = Kα
+    for _, row in trained[trained.method.isin(["GD", "GD+RDI", "GD+AUX"])].iterrows():
+        alpha = np.zeros(n)
+        for _ in range(config.steps):
+            alpha = alpha - row["lr"] * ((K + row["lam"] ** 2 * np.eye(n)) @ alpha - y_noisy)
+        lin_test = K_eval[nv:] @ alpha
+        assert row["lin_test_error"] == pytest.approx(_errors(lin_test, y_test), abs=1e-6), row["method"]
 
 
 def test_distance_prediction_and_schedule_by_value(shared_data, monkeypatch):

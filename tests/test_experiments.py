@@ -48,18 +48,39 @@ def test_setting1_end_to_end(cache):
     assert set(t["method"]) == {"GD", "GD+ES", "GD+RDI", "GD+AUX", "KRR"}
     assert set(t["noise"]) == {0.0, 0.4}
     assert t["test_error"].between(0, 1).all() and t["val_error"].between(0, 1).all()
-    # exactly one selected λ per (seed, noise, method): lowest validation error, ties to the lowest validation MSE
-    for _, g in t.groupby(["seed", "noise", "method"]):
-        assert g["selected"].sum() == 1
-        chosen = g[g["selected"]].iloc[0]
-        ties = g[g["val_error"] == g["val_error"].min()]
-        assert chosen["val_error"] == g["val_error"].min() and chosen["val_mse"] == ties["val_mse"].min()
+    # one row per (seed, noise, method) kept by each protocol: least validation error (noisy labels for
+    # `selected`, clean ones for `selected_oracle`), ties to the least validation MSE of the same labels
+    for flag, err, mse in (
+        ("selected", "val_error", "val_mse"),
+        ("selected_oracle", "val_error_clean", "val_mse_clean"),
+    ):
+        for _, g in t.groupby(["seed", "noise", "method"]):
+            assert g[flag].sum() == 1, (flag, g)
+            if g["method"].iloc[0] in ("GD+RDI", "GD+AUX", "KRR"):
+                chosen = g[g[flag]].iloc[0]
+                ties = g[g[err] == g[err].min()]
+                assert chosen[err] == g[err].min() and chosen[mse] == ties[mse].min()
+    # the validation labels are as noisy as the training labels: the noisy and clean validation errors differ
+    noisy_val = t[(t.noise == 0.4) & (t.method == "KRR")]
+    assert (noisy_val["val_error"] != noisy_val["val_error_clean"]).any()
+    clean_val = t[t.noise == 0.0]
+    np.testing.assert_array_equal(clean_val["val_error"], clean_val["val_error_clean"])
+    # the NTK regime, measured in every training run: drift and movement positive and growing along the run
+    # for vanilla GD, predictions agreeing with the linearised network's on most test images
+    runs = t[t.method.isin(["GD", "GD+RDI", "GD+AUX"])]
+    assert (runs["kernel_drift"] > 0).all() and (runs["movement"] > 0).all()
+    assert runs["lin_agreement"].between(0.5, 1.0).all() and runs["lin_test_error"].between(0, 1).all()
+    gd = runs[runs.method == "GD"]
+    assert (gd["kernel_drift_quarter"] <= gd["kernel_drift"]).all()
     # the network alone is the network: for GD and RDI (no auxiliary variables) it scores as the trainer did
     plain = t[t.method.isin(["GD", "GD+RDI"])]
     np.testing.assert_array_equal(plain["train_error_net"], plain["train_error_noisy"])
     # early stopping picks an evaluated step of the run
     es = t[t.method == "GD+ES"]
     assert ((es["stopped_at"] % TINY["setting1"]["eval_every"] == 0) & es["stopped_at"].between(1, 30)).all()
+    for flag, err in (("selected", "val_error"), ("selected_oracle", "val_error_clean")):  # ES on each protocol
+        picked = es[es[flag]]
+        assert len(picked) == 2 and (picked[err] <= es.groupby("noise")[err].transform("min")[picked.index]).all()
     # AUX's training error is measured with its auxiliary variables and fits the noisy labels better
     noisy = t[(t.noise == 0.4) & t.method.isin(["GD+AUX", "GD+RDI"])]
     for lam, g in noisy.groupby("lam"):
@@ -78,8 +99,12 @@ def test_selection_brackets_only_strictly_inside_the_grid():
     rows = []
     for method in ("GD+RDI", "KRR"):
         for lam, err, mse in ((0.5, 0.2, 0.9), (1.0, 0.1, 0.5), (2.0, 0.1, 0.4), (4.0, 0.3, 1.0)):
-            rows.append({"seed": 0, "noise": 0.2, "method": method, "lam": lam, "val_error": err, "val_mse": mse})
+            row = {"method": method, "lam": lam, "val_error": err, "val_mse": mse}
+            rows.append({"seed": 0, "noise": 0.2, **row, "val_error_clean": err / 2, "val_mse_clean": -mse})
     t = setting1._mark_selected(pd.DataFrame(rows))
+    # the oracle reads the clean columns only: least clean error at λ = 1 and 2, the tie to λ = 1's lower MSE
+    oracle = setting1.selection(t, oracle=True)
+    assert list(oracle["lam"]) == [1.0, 1.0] and oracle["bracketed"].all()
     chosen = setting1.selection(t)
     assert list(chosen["lam"]) == [2.0, 2.0] and chosen["bracketed"].all()  # the tie goes to the lower MSE
     edge = t.assign(val_mse=np.where(t["lam"] == 4.0, 0.0, t["val_mse"]), val_error=0.1)

@@ -1,5 +1,12 @@
 """What the experiments share besides the runner: the config base with its checks, data splits, training on a
-split, and the paired statistics their tables are summarised by.
+split, measurements taken along a run (:class:`EpochProbe`, :func:`regime_measures`), the selection protocol
+(:func:`mark_selected`) and the paired statistics their tables are summarised by.
+
+**The selection protocol** (the same for every method of every experiment): a hyper-parameter (the
+early-stopping step, RDI's and AUX's λ) is chosen on a validation split held out of the training data whose
+labels carry the *same noise* as the training labels, which is what a user has (``selected``); the same
+choice on the clean validation labels (``selected_oracle``) is reported beside it as the oracle the paper may
+have used. Ties of the (coarse) validation error are broken by the validation mean squared error.
 
 An experiment module defines ``Config``, a frozen dataclass derived from :class:`ExperimentConfig` (the fields
 ``profile``, ``seeds`` and ``device``, checked on construction by :func:`check_common` with the experiment's own
@@ -29,6 +36,9 @@ __all__ = [
     "memorised_fraction",
     "check_one_row_per_seed",
     "paired_stats",
+    "EpochProbe",
+    "mark_selected",
+    "regime_measures",
 ]
 
 
@@ -215,4 +225,52 @@ def paired_stats(differences: Any) -> dict[str, Any]:
         "std": std,
         "sem": std / math.sqrt(diff.size) if diff.size > 1 else math.nan,
         "seeds": int(diff.size),
+    }
+
+
+class EpochProbe:
+    """An ``on_epoch_end`` callback for :func:`ntk_core.train.train` that measures the model at chosen epochs.
+
+    ``measure(epoch)`` returns a dict of numbers; after training, :meth:`frame` holds one row per measured
+    epoch (column ``epoch`` first). The callback only reads the model (under ``torch.no_grad`` where the
+    measure needs it), so the training run is the same with or without it.
+    """
+
+    def __init__(self, measure: Callable[[int], dict[str, float]], epochs: Any) -> None:
+        self.measure = measure
+        self.epochs = frozenset(int(e) for e in epochs)
+        self.rows: list[dict[str, float]] = []
+
+    def __call__(self, epoch: int) -> None:
+        if epoch in self.epochs:
+            self.rows.append({"epoch": epoch, **self.measure(epoch)})
+
+    def frame(self) -> pd.DataFrame:
+        """The measurements so far, one row per measured epoch."""
+        return pd.DataFrame(self.rows)
+
+
+def mark_selected(table: pd.DataFrame, groups: list[str], order: list[str], flag: str) -> pd.DataFrame:
+    """``table`` with a boolean column ``flag``: True on the row with the lowest ``order`` (compared in turn:
+    the first column, ties broken by the next) within each group of ``groups``, the first such row on a tie.
+    """
+    table = table.copy()
+    table[flag] = False
+    for _, group in table.groupby(groups, sort=False):
+        table.loc[group.sort_values(order, kind="stable").index[0], flag] = True
+    return table
+
+
+def regime_measures(model: Any, initial: Any, probe: Any) -> dict[str, float]:
+    """How far a trained network has left the NTK regime (:mod:`ntk_core.regime`), on the inputs ``probe``.
+
+    ``kernel_drift`` is ‖K(θ_T) − K(θ(0))‖_F / ‖K(θ(0))‖_F on the probe and ``movement`` the relative movement
+    ‖θ_T − θ(0)‖ / ‖θ(0)‖ of all trained parameters; ``initial`` is the network at θ(0).
+    """
+    from ..regime import kernel_drift, parameter_movement
+
+    start = {name: p.detach() for name, p in initial.named_parameters() if p.requires_grad}
+    return {
+        "kernel_drift": kernel_drift(model, initial, probe),
+        "movement": parameter_movement(model, start)["all"],
     }

@@ -19,13 +19,28 @@ whose Hessian has norm ‖K‖ + λ², for RDI and AUX alike) stable and converg
 rate ``max(1 − ηλ², |1 − lr_scale|)`` per step. The λ of each regularised method is chosen by validation
 error, ties broken by validation mean squared error (``selected``), as a practitioner would; the paper reports the best test
 accuracy over its grid, which the table also allows (``test_error`` per λ).
+
+**Selection** (:mod:`ntk_core.experiments._shared`): the validation labels carry the training labels' noise
+(an exact fraction ``p`` flipped, on a seed of their own), as a user's would; ``val_error`` and ``val_mse``
+are measured against them and choose the stopping step and λ (``selected``), ``val_error_clean`` and
+``val_mse_clean`` against the clean labels choose the oracle's (``selected_oracle``). Early stopping has one
+row per protocol.
+
+**The NTK regime**, in every training run (:mod:`ntk_core.regime`): ``kernel_drift`` (at the last step,
+``kernel_drift_quarter`` and ``kernel_drift_half`` along the way) is the relative change of the empirical NTK
+on the first ``n_probe`` test images, ``movement`` the relative movement of the trained weights, and
+``lin_agreement`` the fraction of test images on which the network predicts the label that its
+linearisation around θ(0), trained the same way (the closed form of :func:`ntk_core.krr.gd_kernel_closed_form`
+with the NTK at initialisation; for AUX the network part, which follows RDI's path), predicts;
+``lin_test_error`` is the linearisation's test error.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import cast
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -34,14 +49,25 @@ import torch
 from .. import data, noise
 from .._checks import check_choice, check_each_in, check_interval
 from ..data import mnist_features
-from ..krr import krr_path
+from ..krr import gd_kernel_closed_form, krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..train import TrainConfig, TrainingMethod, classification_error, predict
+from ..regime import agreement
+from ..train import TrainConfig, TrainingMethod, classification_error, predict, train
 from ._runner import ExperimentConfig, RunContext
-from ._shared import Splits, load_features, make_split, train_on
+from ._shared import EpochProbe, Splits, load_features, make_split, mark_selected, regime_measures
 
-__all__ = ["Config", "compute", "input_dim", "check_pool", "mnist_5_vs_8_features", "selection", "figure_table"]
+__all__ = [
+    "Config",
+    "compute",
+    "input_dim",
+    "check_pool",
+    "mnist_5_vs_8_features",
+    "chosen",
+    "regime_table",
+    "selection",
+    "figure_table",
+]
 
 
 @dataclass(frozen=True)
@@ -56,26 +82,28 @@ class Config(ExperimentConfig):
     width: int = 512
     pool: int = 2
     noise_levels: tuple[float, ...] = (0.0, 0.2, 0.4)
-    lams: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
+    lams: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
     steps: int = 400
     lr_scale: float = 1.8
     eval_every: int = 10
     difference_trick: bool = True
+    n_probe: int = 128
     seeds: tuple[int, ...] = (0,)
     device: str = "cpu"
 
     @classmethod
     def quick(cls) -> "Config":
         """Width 512 on 400 training / 200 validation images pooled to 14×14 and the whole test split, noise
-        0, 0.2, 0.4, λ ∈ {1/8, …, 4}, 400 GD steps at η = 1.8 / (‖K‖ + λ²) (close to the stability limit
+        0, 0.2, 0.4, λ ∈ {1/8, …, 8} (on the noisy validation labels the best λ at noise 0.4 is 4), 400 GD steps at η = 1.8 / (‖K‖ + λ²) (close to the stability limit
         2 / (‖K‖ + λ²), so that vanilla GD gets far enough to memorise most flipped labels)."""
         return cls()
 
     @classmethod
     def medium(cls) -> "Config":
         """Width 1,000 on 1,000 training / 500 validation images pooled to 14×14 and the whole test split
-        (1,866), all five noise levels 0–40 %, the paper's λ grid {1/4, …, 8}, 800 GD steps at η = 1.8 / (‖K‖ +
-        λ²), 3 seeds: 195 training runs (per seed and noise: GD, 6 RDI, 6 AUX) plus KRR.
+        (1,866), all five noise levels 0–40 %, the paper's λ grid {1/4, …, 8} and 1/8 (so that the grid
+        brackets the λ chosen on noisy validation labels at low noise too), 800 GD steps at η = 1.8 / (‖K‖ +
+        λ²), 3 seeds: 225 training runs (per seed and noise: GD, 7 RDI, 7 AUX) plus KRR.
 
         How it was sized (trials, timings): ``results/medium/README.md``.
         """
@@ -87,7 +115,7 @@ class Config(ExperimentConfig):
             width=1_000,
             pool=2,
             noise_levels=(0.0, 0.1, 0.2, 0.3, 0.4),
-            lams=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+            lams=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
             steps=800,
             lr_scale=1.8,
             eval_every=20,
@@ -119,7 +147,7 @@ class Config(ExperimentConfig):
             device="cuda",
         )
 
-    counts = {"n_train": 1, "n_val": 1, "width": 1, "steps": 1, "eval_every": 1, "n_test": 0}
+    counts = {"n_train": 1, "n_val": 1, "width": 1, "steps": 4, "eval_every": 1, "n_test": 0, "n_probe": 1}
 
     def _check(self) -> None:
         check_pool(self.pool)
@@ -179,13 +207,33 @@ def _train_rows(
     config: Config,
     split: Splits,
     y_noisy: torch.Tensor,
+    y_val_noisy: torch.Tensor,
     method: str,
     lam: float | None,
     lr: float,
     seed: int,
+    lin_test: np.ndarray,
     progress: bool,
 ) -> list[dict]:
     model = _network(config, seed).to(config.device)
+    initial = copy.deepcopy(model)
+    probe = split.x_test[: config.n_probe]
+    y_val = split.y_val.to(torch.float32)
+
+    def measure(epoch: int) -> dict[str, float]:
+        out = predict(model, split.x_val).reshape(-1)
+        row = {
+            "val_error_clean": classification_error(out, split.y_val),
+            "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
+            "val_mse_clean": float(((out - y_val) ** 2).mean()),
+        }
+        if epoch in drift_at:
+            row["kernel_drift"] = regime_measures(model, initial, probe)["kernel_drift"]
+        return row
+
+    drift_at = {config.steps // 4, config.steps // 2}
+    evals = [e for e in range(1, config.steps + 1) if e % config.eval_every == 0 or e == config.steps]
+    tracked = EpochProbe(measure, [*evals, *drift_at])
     cfg = TrainConfig(
         method=cast(TrainingMethod, "early_stopping" if method == "GD" else method),
         lam=lam,
@@ -195,8 +243,22 @@ def _train_rows(
         eval_every=config.eval_every,
         seed=seed,
     )
-    result = train_on(model, split, y_noisy, cfg, progress=progress)
-    last = result.final
+    result = train(
+        model,
+        split.x_train,
+        y_noisy,
+        cfg,
+        y_clean=split.y_train,
+        val=(split.x_val, y_val_noisy),  # the validation labels a user has: as noisy as the training labels
+        test=(split.x_test, split.y_test),
+        progress=progress,
+        on_epoch_end=tracked,
+    )
+    measured = tracked.frame()
+    history = result.history.merge(measured.drop(columns="kernel_drift"), on="epoch", validate="one_to_one")
+    last = history.iloc[-1]
+    test_out = predict(result.model, split.x_test).reshape(-1).double().cpu().numpy()
+    drift = measured.set_index("epoch")["kernel_drift"]
     base = {
         "lam": lam if lam is not None else 0.0,
         "steps": config.steps,
@@ -207,28 +269,46 @@ def _train_rows(
         "train_loss": float(last["loss"]),
         "train_error_clean": float(last["train_error_clean"]),
     }
-    # validation mean squared error of the last step: breaks ties of the (coarse) validation error in selection
-    base["val_mse"] = float(
-        ((predict(result.model, split.x_val).reshape(-1) - split.y_val.to(torch.float32)) ** 2).mean()
-    )
+    run = {
+        **regime_measures(result.model, initial, probe),
+        "kernel_drift_quarter": float(drift[config.steps // 4]),
+        "kernel_drift_half": float(drift[config.steps // 2]),
+        "lin_agreement": agreement(test_out, lin_test),
+        "lin_test_error": classification_error(torch.as_tensor(lin_test), split.y_test.cpu()),
+    }
+
+    def at(row: pd.Series) -> dict:
+        return {
+            "val_error": float(row["val_error"]),
+            "val_error_clean": float(row["val_error_clean"]),
+            "val_mse": float(row["val_mse"]),
+            "val_mse_clean": float(row["val_mse_clean"]),
+            "test_error": float(row["test_error"]),
+        }
+
     if method == "GD":
-        best = result.best
-        return [
-            {**base, "method": "GD", "val_error": float(last["val_error"]), "test_error": float(last["test_error"])},
-            {
-                **base,
-                "method": "GD+ES",
-                "val_error": float(best["val_error"]),
-                "test_error": float(best["test_error"]),
-                "stopped_at": int(result.best_epoch or config.steps),
-            },
-        ]
+        rows = [{**base, **run, "method": "GD", **at(last), "selected": True, "selected_oracle": True}]
+        # early stopping: the first step of least validation error, on the noisy and on the clean labels
+        for column, flags in (("val_error", (True, False)), ("val_error_clean", (False, True))):
+            stop = history.loc[history[column].idxmin()]
+            rows.append(
+                {
+                    **base,
+                    "method": "GD+ES",
+                    **at(stop),
+                    "stopped_at": int(stop["epoch"]),
+                    "selected": flags[0],
+                    "selected_oracle": flags[1],
+                }
+            )
+        return rows
     label = {"rdi": "GD+RDI", "aux": "GD+AUX"}[method]
-    return [{**base, "method": label, "val_error": float(last["val_error"]), "test_error": float(last["test_error"])}]
+    return [{**base, **run, "method": label, **at(last)}]
 
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
-    """The table behind Figure 1a: one row per (seed, noise, method, λ)."""
+    """The table behind Figure 1a: one row per (seed, noise, method, λ), two for early stopping (its step
+    chosen on the noisy and on the clean validation labels)."""
     rows: list[dict] = []
     for seed in config.seeds:
         split = _load(config, seed, ctx).to(config.device)
@@ -239,18 +319,32 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         n, nv = len(split.x_train), len(split.x_val)
         K, K_eval = K_all[:n, :n], K_all[n:, :n]
         norm_K = float(np.linalg.eigvalsh(K)[-1])
+        f0 = predict(model, x_all).reshape(-1).double().cpu().numpy()  # 0 with the difference trick
         for p_index, p in enumerate(config.noise_levels):
             y_noisy = torch.as_tensor(
                 noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index, exact=True)
+            ).to(config.device)
+            y_val_noisy = torch.as_tensor(
+                noise.flip_binary(split.y_val.cpu().numpy(), p, seed=1000 * seed + 500 + p_index, exact=True)
             ).to(config.device)
             common = {"seed": seed, "noise": p}
             runs = [("GD", None)] + [(m, lam) for m in ("rdi", "aux") for lam in config.lams]
             for method, lam in runs:
                 lr = config.lr_scale / (norm_K + (lam or 0.0) ** 2)
-                key = {**common, "method": method, "lam": lam}
-                unit = ctx.unit(key, lambda: _train_rows(config, split, y_noisy, method, lam, lr, seed, ctx.progress))
+
+                def work(method: str = method, lam: float | None = lam, lr: float = lr) -> list[dict]:
+                    # the linearised network trained the same way (GD, RDI's λ; AUX's network follows RDI's
+                    # linearised path, Theorem 4.1's proof): its test outputs, to compare predictions with
+                    residual = y_noisy.cpu().numpy().astype(np.float64) - f0[:n]
+                    lin = f0[n + nv :] + gd_kernel_closed_form(
+                        K, residual, lr, config.steps, lam=lam or 0.0, K_test_train=K_eval[nv:]
+                    )
+                    return _train_rows(config, split, y_noisy, y_val_noisy, method, lam, lr, seed, lin, ctx.progress)
+
+                unit = ctx.unit({**common, "method": method, "lam": lam}, work)
                 rows += [{**common, **r} for r in unit]
-            preds = krr_path(K, y_noisy.cpu().numpy().astype(np.float64), config.lams, K_eval)
+            y_krr = y_noisy.cpu().numpy().astype(np.float64)
+            preds = krr_path(K, y_krr, config.lams, K_eval)
             for lam, pred_np in zip(config.lams, preds):
                 pred = torch.as_tensor(pred_np)
                 rows.append(
@@ -258,55 +352,85 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
                         **common,
                         "method": "KRR",
                         "lam": lam,
-                        "val_error": classification_error(pred[:nv], split.y_val.cpu()),
-                        "val_mse": float(((pred[:nv] - split.y_val.cpu().to(pred.dtype)) ** 2).mean()),
+                        "val_error": classification_error(pred[:nv], y_val_noisy.cpu()),
+                        "val_error_clean": classification_error(pred[:nv], split.y_val.cpu()),
+                        "val_mse": float(((pred[:nv] - y_val_noisy.cpu().to(pred.dtype)) ** 2).mean()),
+                        "val_mse_clean": float(((pred[:nv] - split.y_val.cpu().to(pred.dtype)) ** 2).mean()),
                         "test_error": classification_error(pred[nv:], split.y_test.cpu()),
                         "norm_K": norm_K,
                     }
                 )
-    table = pd.DataFrame(rows)
-    return _mark_selected(table)
+    return _mark_selected(pd.DataFrame(rows))
+
+
+_TUNED = ["GD+RDI", "GD+AUX", "KRR"]  # the methods whose λ is chosen on validation
 
 
 def _mark_selected(table: pd.DataFrame) -> pd.DataFrame:
-    """``selected`` is True on the λ with the lowest validation error, per (seed, noise, method); ties (the
-    validation error moves in steps of 1/n_val) are broken by the lower validation mean squared error."""
+    """``selected`` (noisy validation labels) and ``selected_oracle`` (clean ones) mark the λ of least
+    validation error per (seed, noise, method) of RDI, AUX and KRR, ties broken by the validation mean squared
+    error; GD and GD+ES rows carry the flags their unit gave them (GD has nothing to choose)."""
+    tuned = table["method"].isin(_TUNED)
+    picked = mark_selected(table[tuned], ["seed", "noise", "method"], ["val_error", "val_mse"], "selected")
+    picked = mark_selected(picked, ["seed", "noise", "method"], ["val_error_clean", "val_mse_clean"], "selected_oracle")
     table = table.copy()
-    table["selected"] = False
-    for _, group in table.groupby(["seed", "noise", "method"]):
-        table.loc[group.sort_values(["val_error", "val_mse"]).index[0], "selected"] = True
+    for flag in ("selected", "selected_oracle"):
+        table[flag] = table.get(flag, pd.Series(False, index=table.index)).astype("boolean").fillna(False).astype(bool)
+        table.loc[tuned, flag] = picked[flag]
     return table
 
 
-def figure_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Figure 1a's numbers: mean and spread over seeds of the selected rows, per noise level and method."""
-    chosen = table[table["selected"]]
-    return chosen.groupby(["noise", "method"])["test_error"].agg(["mean", "std", "count"]).reset_index()
+def chosen(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
+    """The rows the selection protocol keeps: one per (seed, noise, method), chosen on the noisy validation
+    labels (``oracle=False``, what a user has) or on the clean ones (the oracle)."""
+    return table[table["selected_oracle" if oracle else "selected"]]
 
 
-def selection(table: pd.DataFrame) -> pd.DataFrame:
+def figure_table(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
+    """Figure 1a's numbers: mean and spread over seeds of the :func:`chosen` rows, per noise level and method."""
+    rows = chosen(table, oracle)
+    return rows.groupby(["noise", "method"])["test_error"].agg(["mean", "std", "count"]).reset_index()
+
+
+def regime_table(table: pd.DataFrame) -> pd.DataFrame:
+    """How far the trained networks leave the NTK regime: mean over seeds, per noise level, of GD's last step and
+    of RDI and AUX at the λ chosen on noisy validation labels (the columns of the module's docstring)."""
+    runs = chosen(table)
+    runs = runs[runs["method"].isin(["GD", "GD+RDI", "GD+AUX"])]
+    columns = [
+        "kernel_drift_quarter",
+        "kernel_drift_half",
+        "kernel_drift",
+        "movement",
+        "lin_agreement",
+        "lin_test_error",
+    ]
+    return runs.groupby(["noise", "method"])[columns].mean().reset_index()
+
+
+def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     """Does the λ grid bracket the best λ? One row per (seed, noise, method) of GD+RDI, GD+AUX and KRR.
 
-    ``lam`` is the selected λ (lowest validation error, ties broken by the validation mean squared error);
-    ``bracketed`` is True when the validation error at *both* ends of the grid is strictly above its
-    minimum, so that the best λ lies strictly inside the grid whichever way ties are broken.
+    ``lam`` is the λ the protocol selects (least validation error on the noisy validation labels, or on the
+    clean ones with ``oracle``; ties broken by the validation mean squared error); ``bracketed`` is True when
+    that validation error at *both* ends of the grid is strictly above its minimum, so that the best λ lies
+    strictly inside the grid whichever way ties are broken.
     """
+    flag, column = ("selected_oracle", "val_error_clean") if oracle else ("selected", "val_error")
     out = []
-    for (seed, p, method), g in table[table["method"].isin(["GD+RDI", "GD+AUX", "KRR"])].groupby(
-        ["seed", "noise", "method"]
-    ):
+    for (seed, p, method), g in table[table["method"].isin(_TUNED)].groupby(["seed", "noise", "method"]):
         g = g.sort_values("lam")
-        lam = float(g.loc[g["selected"], "lam"].iloc[0])
+        errors = g[column]
         out.append(
             {
                 "seed": seed,
                 "noise": p,
                 "method": method,
-                "lam": lam,
-                "val_error": float(g["val_error"].min()),
-                "val_error_low_end": float(g["val_error"].iloc[0]),
-                "val_error_high_end": float(g["val_error"].iloc[-1]),
-                "bracketed": bool(min(g["val_error"].iloc[0], g["val_error"].iloc[-1]) > g["val_error"].min()),
+                "lam": float(g.loc[g[flag], "lam"].iloc[0]),
+                "val_error": float(errors.min()),
+                "val_error_low_end": float(errors.iloc[0]),
+                "val_error_high_end": float(errors.iloc[-1]),
+                "bracketed": bool(min(errors.iloc[0], errors.iloc[-1]) > errors.min()),
             }
         )
     return pd.DataFrame(out)
