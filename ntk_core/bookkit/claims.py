@@ -38,6 +38,8 @@ __all__ = [
     "FIT_PREMISE",
     "premise_trials",
     "check_figure_1a",
+    "check_regime",
+    "REGIME_DRIFT",
     "check_figure_1b",
     "check_figure_4",
     "check_table_1",
@@ -67,29 +69,34 @@ def figure_1a(table: pd.DataFrame) -> dict:
     """The numbers behind Figure 1a's claims, from a result table of any profile (quick, medium, full).
 
     At the largest noise level ``noise`` of the table: the mean test error of each method (``GD``, ``GD+ES``,
-    ``GD+RDI``, ``GD+AUX``, ``KRR``, the regularised ones at their selected λ); ``gd_memorised``, the smallest
-    fraction of flipped labels that vanilla GD reproduces over the seeds (the paper's precondition: GD fits the
-    noisy labels); ``es_stops_early``, whether early stopping stopped before the last step in every seed.
-    Over every λ and noise level: ``rdi_aux``, the largest |test error of RDI − that of AUX| (Theorem 4.1 on
-    real networks); ``krr_gap``, the largest |RDI − KRR| where gradient descent has converged
-    (``(1 − ηλ²)^t < 1 %``; ``converged`` runs counted, ``lam_converged`` the smallest such λ);
-    ``aux_fits``, whether AUX *with* its auxiliary variables fits the noisy labels wherever it converged;
-    ``aux_net``, the largest fraction of flipped labels its network alone reproduces at the λ selected by
-    validation (the AUX of Figure 1a), where converged, and ``aux_net_all`` the same over every converged λ
-    (a small ridge λ² lets the network itself interpolate, as kernel regression with a small ridge does). ``clean_max``: the
-    largest mean test error of any method with clean labels.
+    ``GD+RDI``, ``GD+AUX``, ``KRR``; the stopping step and λ chosen on the noisy validation labels, the
+    protocol a user can follow) and under ``"oracle"`` the same with the choices made on the clean validation
+    labels; ``gd_memorised``, the smallest fraction of flipped labels that vanilla GD reproduces over the seeds
+    (the paper's precondition: GD fits the noisy labels); ``es_stops_early``, whether early stopping (noisy
+    validation) stopped before the last step in every seed. Over every λ and noise level: ``rdi_aux``, the
+    largest |test error of RDI − that of AUX| (Theorem 4.1 on real networks); ``krr_gap``, the largest
+    |RDI − KRR| where gradient descent has converged (``(1 − ηλ²)^t < 1 %``; ``converged`` runs counted,
+    ``lam_converged`` the smallest such λ); ``aux_fits``, whether AUX *with* its auxiliary variables fits the
+    noisy labels wherever it converged; ``aux_net``, the largest fraction of flipped labels its network alone
+    reproduces at the λ chosen on noisy validation labels (the AUX of Figure 1a), where converged, and
+    ``aux_net_all`` the same over every converged λ (a small ridge λ² lets the network itself interpolate, as
+    kernel regression with a small ridge does). ``clean_max``: the largest mean test error of any method with
+    clean labels.
     """
     fig = setting1.figure_table(table).pivot(index="noise", columns="method", values="mean")
+    oracle = setting1.figure_table(table, oracle=True).pivot(index="noise", columns="method", values="mean")
     worst = float(fig.index.max())
     out: dict = {"noise": worst, **{m: float(fig.loc[worst, m]) for m in fig.columns}}
+    out["oracle"] = {m: float(oracle.loc[worst, m]) for m in oracle.columns}
     gd = table[(table["noise"] == worst) & (table["method"] == "GD")]
     out["gd_memorised"] = min(
         memorised_fraction(r.train_error_noisy, r.train_error_clean, worst) for r in gd.itertuples()
     )
-    es = table[(table["noise"] == worst) & (table["method"] == "GD+ES")]
+    picked = setting1.chosen(table)
+    es = picked[(picked["noise"] == worst) & (picked["method"] == "GD+ES")]
     out["es_stops_early"] = bool((es["stopped_at"] < es["steps"]).all())
-    chosen = table[table["method"].isin(["GD+RDI", "GD+AUX", "KRR"])]
-    by_lam = chosen.pivot_table(index=["seed", "noise", "lam"], columns="method", values="test_error")
+    tuned = table[table["method"].isin(["GD+RDI", "GD+AUX", "KRR"])]
+    by_lam = tuned.pivot_table(index=["seed", "noise", "lam"], columns="method", values="test_error")
     out["rdi_aux"] = float((by_lam["GD+RDI"] - by_lam["GD+AUX"]).abs().max())
     trained = table[table["method"] == "GD+AUX"].set_index(["seed", "noise", "lam"])
     converged = (1 - trained["lr"] * trained.index.get_level_values("lam") ** 2) ** trained["steps"] < 0.01
@@ -395,7 +402,9 @@ def check_figure_1a(ledger: Ledger, numbers: dict, status: Status, anchor: str =
     """Check Figure 1a's claims on :func:`figure_1a`'s ``numbers`` into ``ledger`` (``status``: quick/medium).
 
     The precondition comes first and is a plain assertion (without it the comparison means nothing): vanilla
-    GD reproduces more than 75 % of the flipped labels at the largest noise level, in every seed.
+    GD reproduces more than 75 % of the flipped labels at the largest noise level, in every seed. The claims
+    are judged on the choices made on noisy validation labels; "RDI and AUX match early stopping" beyond the
+    book's 5-point margin is recorded as a finding, with the oracle's clean-label numbers beside it.
     """
     q, p = numbers, numbers["noise"]
     assert q["gd_memorised"] > 0.75, f"precondition: GD reproduces only {q['gd_memorised']:.0%} of the flips"
@@ -411,16 +420,25 @@ def check_figure_1a(ledger: Ledger, numbers: dict, status: Status, anchor: str =
     )
     ledger.check(
         "Figure 1a",
-        f"GD+RDI and GD+AUX beat GD at noise {p:.0%} and match GD+ES within 5 points",
-        q["GD+RDI"] < q["GD"]
-        and q["GD+AUX"] < q["GD"]
-        and abs(q["GD+RDI"] - q["GD+ES"]) <= 0.05
-        and abs(q["GD+AUX"] - q["GD+ES"]) <= 0.05,
-        value=f"GD+RDI {q['GD+RDI']:.1%}, GD+AUX {q['GD+AUX']:.1%}, GD+ES {q['GD+ES']:.1%}",
+        f"GD+RDI and GD+AUX have much lower test error than vanilla GD at noise {p:.0%}",
+        q["GD+RDI"] < q["GD"] and q["GD+AUX"] < q["GD"],
+        value=f"GD+RDI {q['GD+RDI']:.1%}, GD+AUX {q['GD+AUX']:.1%}, GD {q['GD']:.1%}",
         paper=paper,
         anchor=anchor,
         status=status,
     )
+    # "they match GD with early stopping": the book's margin for "match" is 5 points of test error
+    o = q["oracle"]
+    match = "GD+RDI and GD+AUX match GD+ES (within 5 points, the book's margin)"
+    value = (
+        f"noisy validation: GD+RDI {q['GD+RDI']:.1%}, GD+AUX {q['GD+AUX']:.1%}, GD+ES {q['GD+ES']:.1%}; "
+        f"the oracle's clean validation: {o['GD+RDI']:.1%}, {o['GD+AUX']:.1%}, {o['GD+ES']:.1%}"
+    )
+    gaps = max(abs(q["GD+RDI"] - q["GD+ES"]), abs(q["GD+AUX"] - q["GD+ES"]))
+    if gaps <= 0.05:
+        ledger.check("Figure 1a", match, True, value=value, paper=paper, anchor=anchor, status=status)
+    else:  # measured beyond the margin, with the choices a user can make: a finding, shown with the oracle's
+        ledger.finding("Figure 1a", match, gaps > 0.05, value=value, paper=paper, anchor=anchor)
     ledger.check(
         "Theorem 4.1",
         "trained RDI and AUX networks have the same test error within 1 point, at every λ and noise level",
@@ -454,6 +472,26 @@ def check_figure_1a(ledger: Ledger, numbers: dict, status: Status, anchor: str =
         "with clean labels every method has test error below 10 %",
         q["clean_max"] < 0.1,
         value=f"at most {q['clean_max']:.1%}",
+        anchor=anchor,
+        status=status,
+    )
+
+
+#: the largest relative kernel drift on the probe that counts as "in the NTK regime"
+REGIME_DRIFT = 0.1
+
+
+def check_regime(ledger: Ledger, runs: pd.DataFrame, status: Status, anchor: str) -> None:
+    """Check the premise of Theorem 4.1's comparisons on trained runs (rows with ``kernel_drift``, the relative
+    change of the empirical NTK on the probe, :func:`ntk_core.regime.kernel_drift`): every run stays in the NTK
+    regime, its kernel moving by under :data:`REGIME_DRIFT`."""
+    drift = float(runs["kernel_drift"].max())
+    ledger.check(
+        "Theorem 4.1",
+        f"premise: every trained network stays in the NTK regime (its kernel moves by under {REGIME_DRIFT:.0%} on "
+        "the probe)",
+        drift < REGIME_DRIFT,
+        value=f"largest kernel drift {drift:.3f} over {len(runs)} runs",
         anchor=anchor,
         status=status,
     )

@@ -20,11 +20,11 @@ rate ``max(1 − ηλ², |1 − lr_scale|)`` per step. The λ of each regularise
 error, ties broken by validation mean squared error (``selected``), as a practitioner would; the paper reports the best test
 accuracy over its grid, which the table also allows (``test_error`` per λ).
 
-**Selection** (:mod:`ntk_core.experiments._shared`): the validation labels carry the training labels' noise
-(an exact fraction ``p`` flipped, on a seed of their own), as a user's would; ``val_error`` and ``val_mse``
-are measured against them and choose the stopping step and λ (``selected``), ``val_error_clean`` and
-``val_mse_clean`` against the clean labels choose the oracle's (``selected_oracle``). Early stopping has one
-row per protocol.
+**Selection** (the protocol of every experiment, ``experiments._shared``): the validation labels carry the
+training labels' noise (an exact fraction ``p`` flipped, on a seed of their own), as a user's would;
+``val_error`` and ``val_mse`` are measured against them and choose the stopping step and λ (``selected``),
+``val_error_clean`` and ``val_mse_clean`` against the clean labels choose the oracle's (``selected_oracle``).
+Early stopping has one row per protocol.
 
 **The NTK regime**, in every training run (:mod:`ntk_core.regime`): ``kernel_drift`` (at the last step,
 ``kernel_drift_quarter`` and ``kernel_drift_half`` along the way) is the relative change of the empirical NTK
@@ -64,6 +64,7 @@ __all__ = [
     "check_pool",
     "mnist_5_vs_8_features",
     "chosen",
+    "protocol_table",
     "regime_table",
     "selection",
     "figure_table",
@@ -390,6 +391,14 @@ def figure_table(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     """Figure 1a's numbers: mean and spread over seeds of the :func:`chosen` rows, per noise level and method."""
     rows = chosen(table, oracle)
     return rows.groupby(["noise", "method"])["test_error"].agg(["mean", "std", "count"]).reset_index()
+
+
+def protocol_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Figure 1a's mean test errors under both protocols: ``noisy`` (stopping step and λ chosen on the noisy
+    validation labels, what a user has) and ``oracle`` (chosen on the clean ones), per noise level and method."""
+    noisy = figure_table(table).rename(columns={"mean": "noisy"})[["noise", "method", "noisy"]]
+    oracle = figure_table(table, oracle=True).rename(columns={"mean": "oracle"})[["noise", "method", "oracle"]]
+    return noisy.merge(oracle, on=["noise", "method"], validate="one_to_one")
 
 
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
