@@ -70,8 +70,8 @@ PAPER_FIGURES = ("1a", "1b", "2", "3", "4", "5", "6", "7", "8")
 
 
 def test_every_paper_figure_is_captioned_with_its_paper_number(site):
-    """Each of the paper's figures is a captioned figure with an image whose caption names its paper number.
-    (Sphinx still gives each a "Book fig." number before that name, as it does every captioned figure.)"""
+    """Each of the paper's figures is a captioned figure with an image whose caption names its paper number, and
+    no book number; the book's own figures are "Book fig. 1", "Book fig. 2", ... without gaps."""
     import re
 
     html = "".join((site / "book" / f"experiments_{c}.html").read_text(encoding="utf-8") for c in ("mnist", "cifar"))
@@ -80,6 +80,12 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
         found = [f for f in figures if re.search(rf"<strong>Paper Figure {number}</strong>", f)]
         assert len(found) == 1, f"paper Figure {number}: {len(found)} captioned figures"
         assert "<img" in found[0], f"paper Figure {number}: no image"
+        # the paper's number only: no "Book fig. N" beside it (book/_ext/paper_exhibits.py)
+        assert "caption-number" not in found[0], f"paper Figure {number} carries a book number"
+    # the book's own figures are numbered 1, 2, ... without the gaps the exhibits would leave
+    every = "".join(page.read_text(encoding="utf-8") for page in (site / "book").glob("*.html"))
+    numbers = [int(n) for n in re.findall(r'caption-number">Book fig\. (\d+)', every)]
+    assert sorted(numbers) == list(range(1, len(numbers) + 1)), sorted(numbers)
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
