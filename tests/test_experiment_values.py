@@ -202,3 +202,40 @@ def test_setting3_network_augments_in_training_mode_only():
     assert not torch.equal(seen[-1], x) and seen[-1].shape == x.shape
     plain = setting3.network(setting3.Config(augment=False), seed=0)
     assert not any(type(m).__name__ == "RandomCropFlip" for m in plain.modules())
+
+
+def test_difference_trick_regime_columns_by_value(cache):
+    """The linearised network's test error, recomputed from explicit Jacobians and explicit GD steps (its initial
+    output is not 0 at α = 0), and the drift measured along the run."""
+    from ntk_core.experiments import difference_trick
+    from ntk_core.nets import DifferenceTrick, TwoLayerNet
+
+    cfg = dict(n_train=30, n_test=50, width=24, steps=12, alphas=(0.0, 0.5), seeds=(0,), n_probe=20)
+    config = experiments.make_config("difference_trick", "quick", **cfg)
+    table = experiments.run("difference_trick", "quick", use_cache=False, **cfg).table
+    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
+    split = make_split(
+        _features(train_task.x, config),
+        train_task.y,
+        _features(test_task.x, config),
+        test_task.y,
+        n_train=30,
+        n_val=0,
+        n_test=50,
+        seed=0,
+        what="test",
+    )
+    x_all = torch.cat([split.x_train, split.x_test])
+    y = split.y_train.numpy().astype(float)
+    for _, row in table.iterrows():
+        g = TwoLayerNet(setting1.input_dim(config.pool), config.width, seed=0, train_second=True)
+        model = DifferenceTrick(g, alpha=row["alpha"]).double()
+        with torch.no_grad():
+            f0 = model(x_all.double()).reshape(-1).numpy()
+        K = _explicit_ntk(model, x_all)
+        alpha = np.zeros(30)
+        for _ in range(config.steps):
+            alpha = alpha - row["lr"] * (K[:30, :30] @ alpha - (y - f0[:30]))
+        lin_test = f0[30:] + K[30:, :30] @ alpha
+        assert row["lin_test_error"] == pytest.approx(_errors(lin_test, split.y_test.numpy()), abs=1e-6)
+        assert 0 < row["kernel_drift_quarter"] and row["kernel_drift"] > 0 and 0.5 <= row["lin_agreement"] <= 1
