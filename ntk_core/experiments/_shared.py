@@ -39,7 +39,19 @@ __all__ = [
     "EpochProbe",
     "mark_selected",
     "regime_measures",
+    "REGIME_COLUMNS",
 ]
+
+#: the NTK-regime columns of every training run in an experiment's table (:func:`regime_measures` and the
+#: linearisation's agreement), in the order they are shown
+REGIME_COLUMNS = (
+    "kernel_drift_quarter",
+    "kernel_drift_half",
+    "kernel_drift",
+    "movement",
+    "lin_agreement",
+    "lin_test_error",
+)
 
 
 @dataclass

@@ -55,7 +55,7 @@ from ..ntk import empirical_ntk
 from ..regime import agreement
 from ..train import TrainConfig, TrainingMethod, classification_error, predict, train
 from ._runner import ExperimentConfig, RunContext
-from ._shared import EpochProbe, Splits, load_features, make_split, mark_selected, regime_measures
+from ._shared import REGIME_COLUMNS, EpochProbe, Splits, load_features, make_split, mark_selected, regime_measures
 
 __all__ = [
     "Config",
@@ -406,15 +406,7 @@ def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     of RDI and AUX at the λ chosen on noisy validation labels (the columns of the module's docstring)."""
     runs = chosen(table)
     runs = runs[runs["method"].isin(["GD", "GD+RDI", "GD+AUX"])]
-    columns = [
-        "kernel_drift_quarter",
-        "kernel_drift_half",
-        "kernel_drift",
-        "movement",
-        "lin_agreement",
-        "lin_test_error",
-    ]
-    return runs.groupby(["noise", "method"])[columns].mean().reset_index()
+    return runs.groupby(["noise", "method"])[list(REGIME_COLUMNS)].mean().reset_index()
 
 
 def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
