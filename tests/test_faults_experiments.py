@@ -438,7 +438,7 @@ def test_run_names_an_unreadable_data_folder(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr("ntk_core.data.resolve_data_dir", lambda data_dir=None: _raise_permission())
-    assert main(["run", "setting1", "--profile", "quick", "--set", "steps=1"]) == 2
+    assert main(["run", "setting1", "--profile", "quick", "--set", "steps=4"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Permission denied: '/data/mnist'" in err and "Traceback" not in err
 

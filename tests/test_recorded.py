@@ -580,7 +580,7 @@ def test_records_are_never_written_into_an_installed_package(tmp_path, monkeypat
     monkeypatch.delenv("NTK_CORE_RECORDS", raising=False)
     with pytest.raises(RecordMissing, match="installed outside a project checkout.*NTK_CORE_RECORDS"):
         _record.records_root()
-    assert main(["run", "setting1", "--profile", "quick", "--record", "--set", "steps=1"]) == 2
+    assert main(["run", "setting1", "--profile", "quick", "--record", "--set", "steps=4"]) == 2
     assert "NTK_CORE_RECORDS" in capsys.readouterr().err
     assert sorted(p.name for p in installed.iterdir()) == ["ntk_core"]
     monkeypatch.setenv("NTK_CORE_RECORDS", str(tmp_path / "mine"))
