@@ -207,7 +207,6 @@ def test_setting3_network_augments_in_training_mode_only():
 def test_difference_trick_regime_columns_by_value(cache):
     """The linearised network's test error, recomputed from explicit Jacobians and explicit GD steps (its initial
     output is not 0 at α = 0), and the drift measured along the run."""
-    from ntk_core.experiments import difference_trick
     from ntk_core.nets import DifferenceTrick, TwoLayerNet
 
     cfg = dict(n_train=30, n_test=50, width=24, steps=12, alphas=(0.0, 0.5), seeds=(0,), n_probe=20)
