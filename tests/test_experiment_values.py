@@ -48,6 +48,13 @@ def _features(images: np.ndarray, config) -> np.ndarray:
     return data.mnist_features(images) if pool == 1 else data.mnist_features(images, pool)
 
 
+def _mnist_split(config, n_train: int, n_val: int, n_test: int, seed: int):
+    """The MNIST 5-vs-8 split an experiment with ``config`` draws (its features, :func:`make_split`)."""
+    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
+    features = (_features(train_task.x, config), train_task.y, _features(test_task.x, config), test_task.y)
+    return make_split(*features, n_train=n_train, n_val=n_val, n_test=n_test, seed=seed, what="test")
+
+
 def _errors(pred: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.where(pred >= 0, 1, -1) != y))
 
@@ -69,18 +76,7 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
     config = experiments.make_config("setting1", "quick", **SETTING1)
     table = experiments.run("setting1", "quick", use_cache=False, **SETTING1).table
     seed, p = config.seeds[0], config.noise_levels[0]
-    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    split = make_split(
-        _features(train_task.x, config),
-        train_task.y,
-        _features(test_task.x, config),
-        test_task.y,
-        n_train=config.n_train,
-        n_val=config.n_val,
-        n_test=config.n_test,
-        seed=seed,
-        what="test",
-    )
+    split = _mnist_split(config, config.n_train, config.n_val, config.n_test, seed)
     y_train = split.y_train.numpy()
     y_noisy = noise.flip_binary(y_train, p, seed=1000 * seed, exact=True)  # noise level index 0
     assert int((y_noisy != y_train).sum()) == round(p * config.n_train) == 25  # 24.6 -> 25
@@ -212,18 +208,7 @@ def test_difference_trick_regime_columns_by_value(cache):
     cfg = dict(n_train=30, n_test=50, width=24, steps=12, alphas=(0.0, 0.5), seeds=(0,), n_probe=20)
     config = experiments.make_config("difference_trick", "quick", **cfg)
     table = experiments.run("difference_trick", "quick", use_cache=False, **cfg).table
-    train_task, test_task = data.mnist_5_vs_8("train"), data.mnist_5_vs_8("test")
-    split = make_split(
-        _features(train_task.x, config),
-        train_task.y,
-        _features(test_task.x, config),
-        test_task.y,
-        n_train=30,
-        n_val=0,
-        n_test=50,
-        seed=0,
-        what="test",
-    )
+    split = _mnist_split(config, 30, 0, 50, 0)
     x_all = torch.cat([split.x_train, split.x_test])
     y = split.y_train.numpy().astype(float)
     for _, row in table.iterrows():
