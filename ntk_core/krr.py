@@ -39,11 +39,11 @@ Only NumPy and SciPy are imported; torch tensors are accepted through
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ._checks import as_float64_array, check_count, check_lam, check_positive, check_rows
+from ._checks import as_float64_array, check_choice, check_count, check_lam, check_positive, check_rows
 from ._typing import ArrayLike
 from .kernel_matrix import (
     IllConditionedWarning,
@@ -66,6 +66,7 @@ __all__ = [
     "gd_rdi_params",
     "gd_steps_to_fit",
     "gd_unregularized_kernel",
+    "sgd_kernel_outputs",
     "krr_coefficients",
     "krr_path",
     "krr_predict",
@@ -884,6 +885,78 @@ def gd_kernel_closed_form(
     if K_test_train is None:
         return Km @ alpha
     return _check_cross_kernel(K_test_train, Km.shape[0]) @ alpha
+
+
+def sgd_kernel_outputs(
+    K: ArrayLike,
+    residual: ArrayLike,
+    batches: Iterable[ArrayLike],
+    lr: float,
+    *,
+    lam: float = 0.0,
+    regularizer: str = "none",
+    K_test_train: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    r"""Mini-batch SGD on the linearised network, in function space: the change of its outputs after the batches.
+
+    The loss of a batch B is summed, ½ Σ_{i∈B} (g_i − ỹ_i)², as in :func:`ntk_core.train.train`. With
+    θ − θ(0) = Zᵀα (K = ZZᵀ) and the residual r = ỹ − f(θ(0), X), one step on B is
+
+    * ``"none"`` (plain SGD): :math:`e_B = (K\alpha)_B - r_B`, :math:`\alpha_B \leftarrow \alpha_B - \eta e_B`;
+    * ``"rdi"``: the penalty of eq. (3) carried by a batch in the share :math:`|B|/n`
+      (:class:`ntk_core.regularizers.RDIPenalty` with ``reduction="sum"``) first shrinks every coefficient,
+      :math:`\alpha \leftarrow (1 - \eta\lambda^2 |B|/n)\,\alpha`, then :math:`\alpha_B \leftarrow
+      \alpha_B - \eta e_B` (e_B taken before the shrink);
+    * ``"aux"`` (eq. (4)): :math:`e_B = (K\alpha)_B + \lambda b_B - r_B`, :math:`\alpha_B \leftarrow \alpha_B -
+      \eta e_B`, :math:`b_B \leftarrow b_B - \eta\lambda e_B`.
+
+    A full batch every step is gradient descent (:func:`gd_kernel_closed_form` for ``"none"`` and ``"rdi"``).
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        The NTK at θ(0) on the training inputs.
+    residual : ArrayLike, shape (n,)
+        ỹ − f(θ(0), X).
+    batches : iterable of index arrays
+        The batches in the order SGD visits them (e.g. :func:`ntk_core.train.batch_order`).
+    lr : float
+        The learning rate η > 0.
+    lam : float
+        λ of RDI or AUX (ignored for ``"none"``).
+    regularizer : {"none", "rdi", "aux"}
+        The method.
+    K_test_train : ArrayLike, shape (m, n), optional
+        Kernel values of test inputs against the training inputs.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray or None)
+        The change of the network's outputs on the training inputs, Kα (n,), and on the test inputs, k(x, X)ᵀα
+        (m,) (``None`` without ``K_test_train``); AUX's λb is not part of the network's outputs.
+    """
+    Km = _dense_array(K, "K")
+    n = Km.shape[0]
+    r = check_rows(residual, n, "residual")
+    if r.ndim != 1:
+        raise ValueError(f"residual must have shape (n,) = ({n},), got {r.shape}")
+    lr = check_positive(lr, "lr")
+    lam = check_lam(lam)
+    check_choice(regularizer, "regularizer", ("none", "rdi", "aux"))
+    alpha, b = np.zeros(n), np.zeros(n)
+    for batch in batches:
+        idx = np.asarray(batch, dtype=np.int64).reshape(-1)
+        if idx.size == 0 or idx.min() < 0 or idx.max() >= n:
+            raise ValueError(f"every batch must hold indices in [0, {n}), got {idx.tolist()[:8]}")
+        e = Km[idx] @ alpha - r[idx]
+        if regularizer == "aux":
+            e += lam * b[idx]
+            b[idx] -= lr * lam * e
+        elif regularizer == "rdi":
+            alpha *= 1.0 - lr * lam**2 * idx.size / n
+        alpha[idx] -= lr * e
+    test = None if K_test_train is None else _check_cross_kernel(K_test_train, n) @ alpha
+    return Km @ alpha, test
 
 
 def gd_steps_to_fit(

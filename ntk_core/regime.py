@@ -16,12 +16,13 @@ regime, for any model and training loop:
 * :func:`linearised_outputs` with :func:`agreement`: the outputs of the linearised network trained on the
   same objective (gradient descent on ½‖f − ỹ‖², with RDI's λ²/2 ‖θ − θ(0)‖² when λ > 0, Theorem 4.1),
   in closed form through the NTK at θ(0) (:func:`ntk_core.krr.gd_kernel_closed_form`), and how often the
-  trained network's test predictions agree with them.
+  trained network's test predictions agree with them; :func:`linearised_sgd_outputs` does the same for
+  mini-batch SGD (plain, RDI or AUX) visiting the same batches as the network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import numpy as np
@@ -29,10 +30,10 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_count, check_positive
-from .krr import gd_kernel_closed_form
+from .krr import gd_kernel_closed_form, sgd_kernel_outputs
 from .ntk import InputsLike, NTKMethod, empirical_ntk
 
-__all__ = ["kernel_drift", "parameter_movement", "linearised_outputs", "agreement"]
+__all__ = ["kernel_drift", "parameter_movement", "linearised_outputs", "linearised_sgd_outputs", "agreement"]
 
 
 def _trained(model: nn.Module) -> dict[str, Tensor]:
@@ -147,6 +148,19 @@ def _outputs(model: nn.Module, x: Tensor) -> np.ndarray:
     return out[:, 0] if out.shape[1] == 1 else out
 
 
+def _initial_and_targets(
+    initial: nn.Module, x_train: Tensor, y: np.ndarray | Tensor, x_test: Tensor
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """f(θ(0), X), the targets as float64 and f(θ(0), x_test), checked: one output per example, one target each."""
+    f0 = _outputs(initial, x_train)
+    if f0.ndim != 1:
+        raise ValueError(f"the linearised network needs one output per example, got {f0.shape[1]}")
+    yy = np.asarray(y.detach().cpu() if isinstance(y, Tensor) else y, dtype=np.float64).reshape(-1)
+    if yy.shape != f0.shape:
+        raise ValueError(f"y must hold one target per training example ({len(f0)}), got shape {np.shape(y)}")
+    return f0, yy, _outputs(initial, x_test)
+
+
 def linearised_outputs(
     initial: nn.Module,
     x_train: Tensor,
@@ -195,19 +209,63 @@ def linearised_outputs(
     """
     eta = check_positive(eta, "eta")
     steps = check_count(steps, "steps", 0)
-    f0 = _outputs(initial, x_train)
-    if f0.ndim != 1:
-        raise ValueError(f"linearised_outputs needs a network with one output per example, got {f0.shape[1]}")
-    yy = np.asarray(y.detach().cpu() if isinstance(y, Tensor) else y, dtype=np.float64).reshape(-1)
-    if yy.shape != f0.shape:
-        raise ValueError(f"y must hold one target per training example ({len(f0)}), got shape {np.shape(y)}")
-    f0_test = _outputs(initial, x_test)
+    f0, yy, f0_test = _initial_and_targets(initial, x_train, y, x_test)
     K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
     K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
     residual = yy - f0
     train = f0 + gd_kernel_closed_form(K, residual, eta, steps, lam=lam)
     test = f0_test + gd_kernel_closed_form(K, residual, eta, steps, lam=lam, K_test_train=K_test)
     return train, test
+
+
+def linearised_sgd_outputs(
+    initial: nn.Module,
+    x_train: Tensor,
+    y: np.ndarray | Tensor,
+    x_test: Tensor,
+    *,
+    lr: float,
+    batches: Iterable[np.ndarray | Tensor],
+    regularizer: Literal["none", "rdi", "aux"] = "none",
+    lam: float = 0.0,
+    method: NTKMethod = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Training and test outputs of the linearised network after mini-batch SGD over ``batches``.
+
+    The linearisation around θ(0) is trained on the summed batch loss ½ Σ_{i∈B} (f_i − ỹ_i)² by SGD with
+    learning rate ``lr`` (no momentum, no weight decay), plain or with RDI's penalty (its share |B|/n per
+    batch) or AUX's variables (:func:`ntk_core.krr.sgd_kernel_outputs`, through the empirical NTK at θ(0)).
+    Given the batches a training loop visited (for :func:`ntk_core.train.train`,
+    :func:`ntk_core.train.batch_order`), it is the network the NTK regime predicts for that run.
+
+    Parameters
+    ----------
+    initial : torch.nn.Module
+        The network at θ(0), one output per example.
+    x_train, x_test : torch.Tensor
+        Training and test inputs, examples along dimension 0.
+    y : array, shape (n,)
+        Training targets ỹ.
+    lr : float
+        The learning rate of the summed batch loss.
+    batches : iterable of index arrays
+        The batches in the order SGD visits them.
+    regularizer : {"none", "rdi", "aux"}
+        The method; ``lam`` is its λ.
+    method
+        As for :func:`ntk_core.ntk.empirical_ntk`.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Training outputs (n,) and test outputs (m,) of the linearised network (AUX: without λb), float64.
+    """
+    f0, yy, f0_test = _initial_and_targets(initial, x_train, y, x_test)
+    K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
+    K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
+    batch_list = [np.asarray(b.detach().cpu() if isinstance(b, Tensor) else b) for b in batches]
+    train, test = sgd_kernel_outputs(K, yy - f0, batch_list, lr, lam=lam, regularizer=regularizer, K_test_train=K_test)
+    return f0 + train, f0_test + test  # type: ignore[operator]
 
 
 def agreement(a: np.ndarray | Tensor, b: np.ndarray | Tensor) -> float:

@@ -47,7 +47,7 @@ from . import _store
 from ._checks import check_choice, check_count, check_interval, check_positive
 from .regularizers import AuxiliaryVariables, RDIPenalty
 
-__all__ = ["TrainingMethod", "TrainConfig", "TrainResult", "train", "predict", "classification_error"]
+__all__ = ["TrainingMethod", "TrainConfig", "TrainResult", "train", "predict", "classification_error", "batch_order"]
 
 #: A training method, plain GD/SGD (``"vanilla"``), early stopping, RDI (eq. 3) or AUX (eq. 4).
 TrainingMethod = Literal["vanilla", "early_stopping", "rdi", "aux"]
@@ -404,6 +404,22 @@ def _load_checkpoint(
 
 
 # --------------------------------------------------------------------------- the trainer
+
+
+def batch_order(n: int, config: TrainConfig, epochs: int | None = None) -> list[torch.Tensor]:
+    """The mini-batches :func:`train` visits with ``config`` on ``n`` examples, in order (its first ``epochs``
+    epochs; default all): each epoch is a permutation of the examples drawn with the seed
+    ``config.seed · 100003 + epoch``, cut into batches of ``config.batch_size`` (the last one shorter).
+
+    With :func:`ntk_core.regime.linearised_sgd_outputs` it gives the linearised network of a run.
+    """
+    check_count(n, "n")
+    batch = n if config.batch_size is None else min(config.batch_size, n)
+    out = []
+    for epoch in range(config.epochs if epochs is None else check_count(epochs, "epochs", 0)):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(config.seed * 100_003 + epoch))
+        out += [order[start : start + batch] for start in range(0, n, batch)]
+    return out
 
 
 def train(

@@ -12,6 +12,9 @@ from torch import nn
 from torch.func import functional_call, jvp
 
 from ntk_core import agreement, kernel_drift, linearised_outputs, parameter_movement
+from ntk_core.krr import gd_kernel_closed_form, sgd_kernel_outputs
+from ntk_core.regime import linearised_sgd_outputs
+from ntk_core.train import TrainConfig, batch_order, train
 from ntk_oracle import reference_ntk
 
 
@@ -122,3 +125,99 @@ def test_agreement_counts_same_sign_or_same_class():
     assert agreement(a, b) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="one shape"):
         agreement(np.ones(3), np.ones(4))
+
+
+def _train_linearised_sgd(model, x, y, x_test, lr, batches, regularizer, lam):
+    """Mini-batch SGD on the linearised network in parameter space (torch.func.jvp), the reference for
+    linearised_sgd_outputs: the summed batch loss, RDI's penalty in the share |B|/n, AUX's λ·b_i."""
+    theta0 = {n: p.detach().clone() for n, p in model.named_parameters()}
+    delta = {n: torch.zeros_like(p) for n, p in theta0.items()}
+    b = torch.zeros(len(x), dtype=torch.float64)
+
+    def lin(d, inputs):
+        f = lambda p: functional_call(model, p, (inputs,)).reshape(-1)  # noqa: E731
+        out, tangent = jvp(f, (theta0,), (d,))
+        return out + tangent
+
+    for idx in batches:
+        d = {n: v.detach().requires_grad_(True) for n, v in delta.items()}
+        bb = b.detach().requires_grad_(True)
+        out = lin(d, x[idx]) + (lam * bb[idx] if regularizer == "aux" else 0.0)
+        loss = 0.5 * ((out - y[idx]) ** 2).sum()
+        if regularizer == "rdi":
+            loss = loss + len(idx) / len(x) * 0.5 * lam**2 * sum((v**2).sum() for v in d.values())
+        grads = torch.autograd.grad(loss, [*d.values(), bb], allow_unused=True)
+        delta = {n: v.detach() - lr * g for (n, v), g in zip(d.items(), grads)}
+        b = bb.detach() - lr * grads[-1] if grads[-1] is not None else bb.detach()
+    with torch.no_grad():
+        return lin(delta, x).numpy(), lin(delta, x_test).numpy()
+
+
+@pytest.mark.parametrize("regularizer", ["none", "rdi", "aux"])
+def test_linearised_sgd_outputs_match_sgd_on_the_linearised_network(regularizer):
+    model, x, x_test = _mlp(), _data(12), _data(20, seed=3)
+    y = torch.sign(torch.randn(12, generator=torch.Generator().manual_seed(5), dtype=torch.float64))
+    rng = np.random.default_rng(0)
+    batches = [rng.permutation(12)[:k] for k in (3, 3, 5, 1, 12, 4) * 6]
+    lam, lr = 0.8, 0.05
+    train, test = linearised_sgd_outputs(model, x, y, x_test, lr=lr, batches=batches, regularizer=regularizer, lam=lam)
+    ref_train, ref_test = _train_linearised_sgd(model, x, y, x_test, lr, batches, regularizer, lam)
+    np.testing.assert_allclose(train, ref_train, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(test, ref_test, rtol=1e-9, atol=1e-10)
+    f0 = model(x).detach().numpy()[:, 0]
+    assert np.linalg.norm(train - y.numpy()) < 0.8 * np.linalg.norm(f0 - y.numpy())  # it trained
+
+
+@pytest.mark.parametrize("regularizer", ["none", "rdi"])
+def test_full_batch_sgd_is_the_closed_form_of_gradient_descent(regularizer):
+    rng = np.random.default_rng(1)
+    Z = rng.standard_normal((10, 6))
+    K, r, K_test = Z @ Z.T, rng.standard_normal(10), rng.standard_normal((4, 6)) @ Z.T
+    lam = 0.6 if regularizer == "rdi" else 0.0
+    train, test = sgd_kernel_outputs(
+        K, r, [np.arange(10)] * 25, 0.02, lam=lam, regularizer=regularizer, K_test_train=K_test
+    )
+    np.testing.assert_allclose(train, gd_kernel_closed_form(K, r, 0.02, 25, lam=lam), rtol=1e-10)
+    np.testing.assert_allclose(test, gd_kernel_closed_form(K, r, 0.02, 25, lam=lam, K_test_train=K_test), rtol=1e-10)
+
+
+@pytest.fixture
+def float64_default():
+    """train() keeps its targets and AUX's b in torch's default dtype: float64 here, for an exact comparison."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("method", ["vanilla", "rdi", "aux"])
+def test_train_on_a_model_linear_in_its_parameters_is_its_linearisation(method, float64_default):
+    """f(θ, x) = θᵀx is its own linearisation: train() with mini-batches, RDI or AUX must give exactly the
+    outputs of linearised_sgd_outputs over batch_order's batches (which are therefore train()'s)."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1, bias=False).double()
+    start = copy.deepcopy(model)
+    x, x_test = _data(13), _data(7, seed=4)
+    y = torch.sign(torch.randn(13, generator=torch.Generator().manual_seed(2), dtype=torch.float64))
+    config = TrainConfig(
+        method=method, lam=None if method == "vanilla" else 0.9, loss="l2", epochs=4, lr=0.05, batch_size=4, seed=3
+    )
+    train(model, x, y, config)
+    regularizer = {"vanilla": "none", "rdi": "rdi", "aux": "aux"}[method]
+    lin_train, lin_test = linearised_sgd_outputs(
+        start, x, y, x_test, lr=0.05, batches=batch_order(13, config), regularizer=regularizer, lam=config.lam or 0.0
+    )
+    with torch.no_grad():
+        np.testing.assert_allclose(model(x).numpy()[:, 0], lin_train, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(model(x_test).numpy()[:, 0], lin_test, rtol=1e-10, atol=1e-12)
+    assert len(batch_order(13, config)) == 4 * 4 and [len(b) for b in batch_order(13, config, epochs=1)] == [4, 4, 4, 1]
+
+
+def test_sgd_kernel_outputs_refuse_bad_input():
+    K = np.eye(4)
+    with pytest.raises(ValueError, match="regularizer"):
+        sgd_kernel_outputs(K, np.ones(4), [[0, 1]], 0.1, regularizer="ridge")
+    with pytest.raises(ValueError, match="indices in \\[0, 4\\)"):
+        sgd_kernel_outputs(K, np.ones(4), [[0, 4]], 0.1)
+    with pytest.raises(ValueError, match="residual must have shape"):
+        sgd_kernel_outputs(K, np.ones((4, 2)), [[0, 1]], 0.1)
