@@ -21,12 +21,12 @@ __all__ = ["medium", "trials", "record_line", "side_by_side", "config_table", "a
 
 #: the NTK-regime columns of the experiments' tables (``experiments._shared.REGIME_COLUMNS``), as a table names them
 REGIME_COLUMNS = {
-    "kernel_drift_quarter": "kernel drift, ¼ of the run",
+    "kernel_drift_quarter": "kernel drift at ¼",
     "kernel_drift_half": "at ½",
     "kernel_drift": "at the end",
-    "movement": "weight movement",
-    "lin_agreement": "agrees with linearisation",
-    "lin_test_error": "linearisation's test error",
+    "movement": "weights moved",
+    "lin_agreement": "agreement with linearised",
+    "lin_test_error": "linearised test error",
 }
 
 # readable names of config fields, for config_table (fields not listed keep their own name)

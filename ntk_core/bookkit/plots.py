@@ -245,16 +245,25 @@ def weight_panels(curves, layer: int, suptitle: str | None = None):
     return fig
 
 
-def show_table(rows, digits: int = 3) -> None:
+def show_table(rows, digits: int = 3, caption: str | None = None) -> None:
     """Display a table for a reader: a DataFrame or a list of dicts (one per row), floats rounded to
-    ``digits``, without the pandas index (in a notebook, as HTML; elsewhere, as text)."""
+    ``digits``, without the pandas index, under a ``caption`` if given (in a notebook, as HTML; elsewhere, as
+    text)."""
     import pandas as pd
     from IPython.display import display
 
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     cells = [("padding", "0.2em 0.9em"), ("text-align", "right")]
-    display(
+    title = [("text-align", "left"), ("font-weight", "bold"), ("padding", "0.8em 0 0.3em")]
+    styled = (
         df.style.hide(axis="index")
         .format(precision=digits, thousands=",")
-        .set_table_styles([{"selector": "th", "props": cells}, {"selector": "td", "props": cells}])
+        .set_table_styles(
+            [
+                {"selector": "th", "props": cells},
+                {"selector": "td", "props": cells},
+                {"selector": "caption", "props": title},
+            ]
+        )
     )
+    display(styled.set_caption(caption) if caption else styled)
