@@ -591,8 +591,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "s1-krr-clean-labels",
         S1,
-        "preds = krr_path(K, y_noisy.cpu().numpy().astype(np.float64), config.lams, K_eval)",
-        "preds = krr_path(K, split.y_train.cpu().numpy().astype(np.float64), config.lams, K_eval)",
+        "y_krr = y_noisy.cpu().numpy().astype(np.float64)",
+        "y_krr = split.y_train.cpu().numpy().astype(np.float64)",
         "Setting 1 KRR baseline fitted on the clean labels",
     ),
     Mutant(
