@@ -223,3 +223,91 @@ def test_difference_trick_regime_columns_by_value(cache):
         lin_test = f0[30:] + K[30:, :30] @ alpha
         assert row["lin_test_error"] == pytest.approx(_errors(lin_test, split.y_test.numpy()), abs=1e-6)
         assert 0 < row["kernel_drift_quarter"] and row["kernel_drift"] > 0 and 0.5 <= row["lin_agreement"] <= 1
+
+
+def test_setting2_protocol_and_linearisation_by_value(cache, monkeypatch):
+    """Setting 2's labels (training and validation equally noisy, on seeds of their own), its selection protocol, and
+    the linearised network's test error recomputed from explicit Jacobians and explicit SGD steps over the batches
+    that train() visits (plain, RDI with its |B|/n share of the penalty, AUX with its variables)."""
+    from ntk_core.experiments import setting2
+    from ntk_core.train import TrainConfig, batch_order
+
+    seen = []
+    real_train = setting2.train
+
+    def spy(model, x, y, config, **kwargs):
+        seen.append((config.method, config.lam, y.clone(), kwargs["val"][1].clone()))
+        return real_train(model, x, y, config, **kwargs)
+
+    linearised = []
+    real_lin = setting2.linearised_sgd_outputs
+
+    def spy_lin(initial, x_train, y, x_test, **kwargs):
+        linearised.append((np.asarray(y).copy(), kwargs))
+        return real_lin(initial, x_train, y, x_test, **kwargs)
+
+    monkeypatch.setattr(setting2, "train", spy)
+    monkeypatch.setattr(setting2, "linearised_sgd_outputs", spy_lin)
+    cfg = dict(
+        n_train=24, n_val=20, n_test=30, depth=4, channels=3, pool=8, epochs=10, eval_every=1, batch_size=5,
+        lr=0.05, lams=(0.5, 2.0, 6.0), curve_lam=0.5, clean_lams=(), noise=0.2, spectrum=False, n_probe=10,
+        seeds=(0,), download=False,
+    )  # fmt: skip
+    config = experiments.make_config("setting2", "quick", **cfg)
+    table = experiments.run("setting2", "quick", use_cache=False, **cfg).table
+    train_set = data.cifar_airplane_vs_automobile("train", download=False)
+    test_set = data.cifar_airplane_vs_automobile("test", download=False)
+    feats = setting2.features(config)
+    split = make_split(
+        feats(train_set.x), train_set.y, feats(test_set.x), test_set.y, n_train=24, n_val=20, n_test=30, seed=0,
+        what="test",
+    )  # fmt: skip
+    y_noisy = noise.flip_binary(split.y_train.numpy(), 0.2, seed=0, exact=True)
+    y_val_noisy = noise.flip_binary(split.y_val.numpy(), 0.2, seed=500, exact=True)
+    assert int((y_val_noisy != split.y_val.numpy()).sum()) == 4  # an exact fraction 0.2 of 20
+    assert len(seen) == len(linearised) == 1 + 2 * 3
+    for (method, lam, y, y_val), (y_lin, lin) in zip(seen, linearised):
+        np.testing.assert_array_equal(y.numpy(), y_noisy)
+        np.testing.assert_array_equal(y_val.numpy(), y_val_noisy)
+        # the linearisation is trained like the network: same labels, method, λ, learning rate and batches
+        np.testing.assert_array_equal(np.asarray(y_lin), y_noisy)
+        assert lin["regularizer"] == {"early_stopping": "none"}.get(method, method) and lin["lam"] == (lam or 0.0)
+        tc = TrainConfig(method=method, lam=lam, loss="l2", epochs=10, lr=0.05, batch_size=5, seed=0)
+        assert lin["lr"] == 0.05 and [b.tolist() for b in lin["batches"]] == [b.tolist() for b in batch_order(24, tc)]
+    # the linearisation: K from explicit Jacobians at θ(0), then SGD on ½ Σ_B (Kα + λb − ỹ)² batch by batch
+    model = setting2.network(config, 0)
+    K = _explicit_ntk(model, torch.cat([split.x_train, split.x_test]))
+    s = table[table["part"] == "summary"]
+    runs = s[s["method"].isin(["SGD", "SGD+AUX", "SGD+RDI"])]
+    assert len(runs) == 7
+    for _, row in runs.iterrows():
+        method = {"SGD": "early_stopping", "SGD+AUX": "aux", "SGD+RDI": "rdi"}[row["method"]]
+        tc = TrainConfig(method=method, lam=row["lam"] or None, loss="l2", epochs=10, lr=0.05, batch_size=5, seed=0)
+        alpha, b, lam = np.zeros(24), np.zeros(24), row["lam"]
+        for batch in batch_order(24, tc):
+            i = batch.numpy()
+            e = K[i, :24] @ alpha + (lam * b[i] if method == "aux" else 0.0) - y_noisy[i]
+            if method == "aux":
+                b[i] -= 0.05 * lam * e
+            if method == "rdi":
+                alpha *= 1 - 0.05 * lam**2 * len(i) / 24
+            alpha[i] -= 0.05 * e
+        lin_test = K[24:, :24] @ alpha
+        assert row["lin_test_error"] == pytest.approx(_errors(lin_test, split.y_test.numpy()), abs=1e-6), row
+        assert 0.0 <= row["lin_agreement"] <= 1.0 and row["kernel_drift"] > 0 and row["movement"] > 0
+    # the protocol: λ of least validation error (MSE breaks ties) on the noisy labels, and on the clean ones
+    tuned = s[s["method"].isin(["SGD+AUX", "SGD+RDI"])]
+    for flag, err, mse in (
+        ("selected", "val_error", "val_mse"),
+        ("selected_oracle", "val_error_clean", "val_mse_clean"),
+    ):
+        for _, g in tuned.groupby("method"):
+            best = g.sort_values([err, mse]).iloc[0]
+            assert g[flag].sum() == 1 and bool(g.loc[best.name, flag]), (flag, g)
+    # early stopping, once per protocol: the evaluated epoch of SGD's least validation error of each label set
+    curves = table[(table["part"] == "curves") & (table["method"] == "SGD")].set_index("epoch")
+    es = s[s["method"] == "SGD+ES"]
+    assert curves["val_error"].idxmin() != curves["val_error_clean"].idxmin()  # the two protocols stop apart here
+    for flag, err in (("selected", "val_error"), ("selected_oracle", "val_error_clean")):
+        stop = es[es[flag]].iloc[0]
+        assert stop["epoch"] == curves[err].idxmin() and stop["test_error"] == curves.loc[stop["epoch"], "test_error"]

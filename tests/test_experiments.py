@@ -12,6 +12,7 @@ import pytest
 from ntk_core import data, experiments
 from ntk_core.__main__ import main
 from ntk_core.experiments import difference_trick, distance, setting1
+from ntk_core.experiments._shared import mark_protocol
 
 TINY = {
     "setting1": dict(
@@ -101,14 +102,15 @@ def test_selection_brackets_only_strictly_inside_the_grid():
         for lam, err, mse in ((0.5, 0.2, 0.9), (1.0, 0.1, 0.5), (2.0, 0.1, 0.4), (4.0, 0.3, 1.0)):
             row = {"method": method, "lam": lam, "val_error": err, "val_mse": mse}
             rows.append({"seed": 0, "noise": 0.2, **row, "val_error_clean": err / 2, "val_mse_clean": -mse})
-    t = setting1._mark_selected(pd.DataFrame(rows))
+    frame = pd.DataFrame(rows)
+    t = mark_protocol(frame, frame["method"].isin(["GD+RDI", "KRR"]))
     # the oracle reads the clean columns only: least clean error at λ = 1 and 2, the tie to λ = 1's lower MSE
     oracle = setting1.selection(t, oracle=True)
     assert list(oracle["lam"]) == [1.0, 1.0] and oracle["bracketed"].all()
     chosen = setting1.selection(t)
     assert list(chosen["lam"]) == [2.0, 2.0] and chosen["bracketed"].all()  # the tie goes to the lower MSE
     edge = t.assign(val_mse=np.where(t["lam"] == 4.0, 0.0, t["val_mse"]), val_error=0.1)
-    assert not setting1.selection(setting1._mark_selected(edge))["bracketed"].any()
+    assert not setting1.selection(mark_protocol(edge, edge["method"].isin(["GD+RDI", "KRR"])))["bracketed"].any()
 
 
 def test_memorised_fraction_counts_reproduced_flips():

@@ -18,7 +18,7 @@ TINY = {
         n_test=40,
         depth=4,
         channels=4,
-        epochs=2,
+        epochs=4,
         eval_every=1,
         batch_size=10,
         lams=(0.3, 3.0),
@@ -223,7 +223,7 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
     for p in (0.0, 0.2):
         assert set(summary[summary["noise"] == p]["method"]) == {"SGD", "SGD+ES", "SGD+AUX", "SGD+RDI"}
     curves = t[t["part"] == "curves"]
-    assert len(curves) == (1 + 2 * 2 + 3) * 2  # noise 0.2: SGD + 2 λ x (AUX, RDI); noise 0: 3 runs; 2 epochs
+    assert len(curves) == (1 + 2 * 2 + 3) * 4  # noise 0.2: SGD + 2 λ x (AUX, RDI); noise 0: 3 runs; 4 epochs
     for col in ("train_error", "train_error_clean", "val_error", "test_error"):
         assert curves[col].between(0, 1).all(), col
     # AUX: the training error measured with the auxiliary variables is at most that of the network alone

@@ -16,6 +16,7 @@ checks; ``quick()``, ``medium()`` and ``full()`` class methods), and ``compute(c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -37,7 +38,13 @@ __all__ = [
     "check_one_row_per_seed",
     "paired_stats",
     "EpochProbe",
+    "RegimeTracker",
+    "on_epoch_end",
     "mark_selected",
+    "mark_protocol",
+    "chosen",
+    "protocol_means",
+    "bracket",
     "regime_measures",
     "REGIME_COLUMNS",
 ]
@@ -286,3 +293,130 @@ def regime_measures(model: Any, initial: Any, probe: Any) -> dict[str, float]:
         "kernel_drift": kernel_drift(model, initial, probe),
         "movement": parameter_movement(model, start)["all"],
     }
+
+
+def on_epoch_end(*callbacks: Callable[[int], None]) -> Callable[[int], None]:
+    """One ``on_epoch_end`` callback for :func:`ntk_core.train.train` that calls each of ``callbacks`` in turn."""
+
+    def call(epoch: int) -> None:
+        for callback in callbacks:
+            callback(epoch)
+
+    return call
+
+
+class RegimeTracker:
+    """The NTK-regime columns (:data:`REGIME_COLUMNS`) of one training run, on a fixed probe set.
+
+    Made before training (it keeps a copy of the network at θ(0)), passed to the trainer as an ``on_epoch_end``
+    callback (alone or through :func:`on_epoch_end`), it measures the kernel drift on ``probe`` after a quarter
+    and after half of the ``epochs`` (steps, for full-batch GD); :meth:`columns` then adds the drift and the
+    parameter movement at the end (:func:`regime_measures`) and the agreement of the network's test predictions
+    with those of its linearisation. It only reads the network, so the run is the same with or without it.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network that will be trained, still at θ(0).
+    probe : torch.Tensor
+        The inputs on which the kernel drift is measured.
+    epochs : int
+        The number of epochs (or steps) of the run, at least 4.
+    """
+
+    def __init__(self, model: Any, probe: Any, epochs: int) -> None:
+        if epochs < 4:
+            raise ValueError(
+                f"the kernel drift is measured after a quarter of the run: it needs ≥ 4 epochs, got {epochs}"
+            )
+        self.model = model
+        self.initial = copy.deepcopy(model)
+        self.probe = probe
+        self.at = {epochs // 4: "kernel_drift_quarter", epochs // 2: "kernel_drift_half"}
+        self.along: dict[str, float] = {}
+
+    def __call__(self, epoch: int) -> None:
+        from ..regime import kernel_drift
+
+        if epoch in self.at:
+            self.along[self.at[epoch]] = kernel_drift(self.model, self.initial, self.probe)
+
+    def columns(self, x_test: Any, y_test: Any, lin_test: Any) -> dict[str, float]:
+        """The regime columns of the trained network: ``kernel_drift`` (at the end, a quarter and half way),
+        ``movement``, and, with ``lin_test`` the linearised network's outputs on ``x_test``, ``lin_agreement``
+        (the fraction of ``x_test`` on which both predict the same label) and ``lin_test_error`` (the
+        linearisation's error against ``y_test``)."""
+        import torch
+
+        from ..regime import agreement
+        from ..train import classification_error, predict
+
+        missing = sorted(set(self.at.values()) - set(self.along))
+        if missing:
+            raise RuntimeError(f"the run never reached the epochs of {missing}: was the tracker passed to the trainer?")
+        test_out = predict(self.model, x_test).reshape(-1).double().cpu().numpy()
+        return {
+            **regime_measures(self.model, self.initial, self.probe),
+            **self.along,
+            "lin_agreement": agreement(test_out, lin_test),
+            "lin_test_error": classification_error(torch.as_tensor(lin_test), y_test.cpu()),
+        }
+
+
+#: the groups within which the protocol chooses a hyper-parameter: one choice per seed, noise level and method
+PROTOCOL_GROUPS = ["seed", "noise", "method"]
+
+
+def mark_protocol(table: pd.DataFrame, tuned: pd.Series) -> pd.DataFrame:
+    """``table`` with the selection protocol's flags: on the rows ``tuned`` (a boolean mask: the runs of the
+    methods whose λ is chosen), ``selected`` marks the λ of least ``val_error`` (noisy validation labels; ties
+    broken by ``val_mse``) per (seed, noise, method), ``selected_oracle`` that of least ``val_error_clean`` (ties:
+    ``val_mse_clean``); the other rows keep the flags they carry (a missing flag is False)."""
+    picked = mark_selected(table[tuned], PROTOCOL_GROUPS, ["val_error", "val_mse"], "selected")
+    picked = mark_selected(picked, PROTOCOL_GROUPS, ["val_error_clean", "val_mse_clean"], "selected_oracle")
+    table = table.copy()
+    for flag in ("selected", "selected_oracle"):
+        table[flag] = table.get(flag, pd.Series(False, index=table.index)).astype("boolean").fillna(False).astype(bool)
+        table.loc[tuned, flag] = picked[flag]
+    return table
+
+
+def chosen(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
+    """The rows the selection protocol keeps (:func:`mark_protocol`): one per (seed, noise, method), chosen on the
+    noisy validation labels (``oracle=False``, what a user has) or on the clean ones (the oracle)."""
+    return table[table["selected_oracle" if oracle else "selected"]]
+
+
+def protocol_means(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean test error over seeds per (noise, method) under both protocols: ``noisy`` (choices made on the noisy
+    validation labels) and ``oracle`` (on the clean ones)."""
+    noisy = chosen(table).groupby(["noise", "method"])["test_error"].mean().rename("noisy")
+    oracle = chosen(table, oracle=True).groupby(["noise", "method"])["test_error"].mean().rename("oracle")
+    return pd.concat([noisy, oracle], axis=1).reset_index()
+
+
+def bracket(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
+    """Does the λ grid bracket the best λ? One row per (seed, noise, method) of the tuned rows ``table``.
+
+    ``lam`` is the λ the protocol selects (on the noisy validation labels, or on the clean ones with
+    ``oracle``); ``bracketed`` is True when the validation error at *both* ends of the grid is strictly above
+    its minimum, so that the best λ lies strictly inside the grid whichever way ties are broken.
+    """
+    flag, column = ("selected_oracle", "val_error_clean") if oracle else ("selected", "val_error")
+    out = []
+    for (seed, p, method), g in table.groupby(PROTOCOL_GROUPS):
+        g = g.sort_values("lam")
+        errors = g[column]
+        out.append(
+            {
+                "seed": seed,
+                "noise": p,
+                "method": method,
+                "lam": float(g.loc[g[flag], "lam"].iloc[0]),
+                "val_error": float(errors.min()),
+                "val_error_low_end": float(errors.iloc[0]),
+                "val_error_high_end": float(errors.iloc[-1]),
+                "bracketed": bool(min(errors.iloc[0], errors.iloc[-1]) > errors.min()),
+            }
+        )
+    return pd.DataFrame(out)

@@ -24,7 +24,6 @@ chosen: every α runs the same steps.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -35,10 +34,10 @@ import torch
 from .._checks import check_each_in, check_interval
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..regime import agreement, linearised_outputs
-from ..train import TrainConfig, classification_error, predict, train
+from ..regime import linearised_outputs
+from ..train import TrainConfig, predict, train
 from ._runner import ExperimentConfig, RunContext
-from ._shared import EpochProbe, make_split, paired_stats, regime_measures
+from ._shared import RegimeTracker, make_split, paired_stats
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "paired_effect"]
@@ -120,15 +119,12 @@ class Config(ExperimentConfig):
 def _run(config: Config, split, alpha: float, seed: int, lr: float, progress: bool) -> dict:
     g = TwoLayerNet(input_dim(config.pool), config.width, seed=seed, train_second=True)
     model = DifferenceTrick(g, alpha=alpha).to(config.device)
-    initial_model = copy.deepcopy(model)
+    regime = RegimeTracker(model, split.x_test[: config.n_probe], config.steps)
     initial = predict(model, split.x_test)
-    probe = split.x_test[: config.n_probe]
     # the linearised network trained the same way (plain GD, Theorem 4.1 with λ = 0), from the same θ(0)
     _, lin_test = linearised_outputs(
-        initial_model, split.x_train, split.y_train, split.x_test, eta=lr, steps=config.steps
+        regime.initial, split.x_train, split.y_train, split.x_test, eta=lr, steps=config.steps
     )
-    drift_at = {config.steps // 4, config.steps // 2}
-    tracked = EpochProbe(lambda epoch: regime_measures(model, initial_model, probe), drift_at)
     cfg = TrainConfig(method="vanilla", loss="l2", epochs=config.steps, lr=lr, eval_every=config.steps, seed=seed)
     result = train(
         model,
@@ -137,10 +133,8 @@ def _run(config: Config, split, alpha: float, seed: int, lr: float, progress: bo
         cfg,
         test=(split.x_test, split.y_test),
         progress=progress,
-        on_epoch_end=tracked,
+        on_epoch_end=regime,
     )
-    test_out = predict(result.model, split.x_test).reshape(-1).double().cpu().numpy()
-    drift = tracked.frame().set_index("epoch")["kernel_drift"]
     return {
         "initial_output_rms": float(initial.pow(2).mean().sqrt()),
         "initial_scale": abs(math.sqrt(alpha) - math.sqrt(1 - alpha)),
@@ -149,11 +143,7 @@ def _run(config: Config, split, alpha: float, seed: int, lr: float, progress: bo
         "test_error": float(result.final["test_error"]),
         "dist": float(result.final["dist/all"]),
         "lr": lr,
-        **regime_measures(result.model, initial_model, probe),
-        "kernel_drift_quarter": float(drift[config.steps // 4]),
-        "kernel_drift_half": float(drift[config.steps // 2]),
-        "lin_agreement": agreement(test_out, lin_test),
-        "lin_test_error": classification_error(torch.as_tensor(lin_test), split.y_test.cpu()),
+        **regime.columns(split.x_test, split.y_test, lin_test),
     }
 
 

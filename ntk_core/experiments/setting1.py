@@ -37,7 +37,6 @@ with the NTK at initialisation; for AUX the network part, which follows RDI's pa
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import cast
@@ -52,10 +51,21 @@ from ..data import mnist_features
 from ..krr import gd_kernel_closed_form, krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..regime import agreement
 from ..train import TrainConfig, TrainingMethod, classification_error, predict, train
+from . import _shared
 from ._runner import ExperimentConfig, RunContext
-from ._shared import REGIME_COLUMNS, EpochProbe, Splits, load_features, make_split, mark_selected, regime_measures
+from ._shared import (
+    REGIME_COLUMNS,
+    EpochProbe,
+    RegimeTracker,
+    Splits,
+    bracket,
+    load_features,
+    make_split,
+    mark_protocol,
+    on_epoch_end,
+    protocol_means,
+)
 
 __all__ = [
     "Config",
@@ -217,24 +227,19 @@ def _train_rows(
     progress: bool,
 ) -> list[dict]:
     model = _network(config, seed).to(config.device)
-    initial = copy.deepcopy(model)
-    probe = split.x_test[: config.n_probe]
+    regime = RegimeTracker(model, split.x_test[: config.n_probe], config.steps)
     y_val = split.y_val.to(torch.float32)
 
     def measure(epoch: int) -> dict[str, float]:
         out = predict(model, split.x_val).reshape(-1)
-        row = {
+        return {
             "val_error_clean": classification_error(out, split.y_val),
             "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
             "val_mse_clean": float(((out - y_val) ** 2).mean()),
         }
-        if epoch in drift_at:
-            row["kernel_drift"] = regime_measures(model, initial, probe)["kernel_drift"]
-        return row
 
-    drift_at = {config.steps // 4, config.steps // 2}
     evals = [e for e in range(1, config.steps + 1) if e % config.eval_every == 0 or e == config.steps]
-    tracked = EpochProbe(measure, [*evals, *drift_at])
+    tracked = EpochProbe(measure, evals)
     cfg = TrainConfig(
         method=cast(TrainingMethod, "early_stopping" if method == "GD" else method),
         lam=lam,
@@ -253,13 +258,10 @@ def _train_rows(
         val=(split.x_val, y_val_noisy),  # the validation labels a user has: as noisy as the training labels
         test=(split.x_test, split.y_test),
         progress=progress,
-        on_epoch_end=tracked,
+        on_epoch_end=on_epoch_end(tracked, regime),
     )
-    measured = tracked.frame()
-    history = result.history.merge(measured.drop(columns="kernel_drift"), on="epoch", validate="one_to_one")
+    history = result.history.merge(tracked.frame(), on="epoch", validate="one_to_one")
     last = history.iloc[-1]
-    test_out = predict(result.model, split.x_test).reshape(-1).double().cpu().numpy()
-    drift = measured.set_index("epoch")["kernel_drift"]
     base = {
         "lam": lam if lam is not None else 0.0,
         "steps": config.steps,
@@ -270,13 +272,7 @@ def _train_rows(
         "train_loss": float(last["loss"]),
         "train_error_clean": float(last["train_error_clean"]),
     }
-    run = {
-        **regime_measures(result.model, initial, probe),
-        "kernel_drift_quarter": float(drift[config.steps // 4]),
-        "kernel_drift_half": float(drift[config.steps // 2]),
-        "lin_agreement": agreement(test_out, lin_test),
-        "lin_test_error": classification_error(torch.as_tensor(lin_test), split.y_test.cpu()),
-    }
+    run = regime.columns(split.x_test, split.y_test, lin_test)
 
     def at(row: pd.Series) -> dict:
         return {
@@ -361,30 +357,17 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
                         "norm_K": norm_K,
                     }
                 )
-    return _mark_selected(pd.DataFrame(rows))
+    table = pd.DataFrame(rows)
+    return mark_protocol(table, table["method"].isin(_TUNED))
 
 
 _TUNED = ["GD+RDI", "GD+AUX", "KRR"]  # the methods whose λ is chosen on validation
 
 
-def _mark_selected(table: pd.DataFrame) -> pd.DataFrame:
-    """``selected`` (noisy validation labels) and ``selected_oracle`` (clean ones) mark the λ of least
-    validation error per (seed, noise, method) of RDI, AUX and KRR, ties broken by the validation mean squared
-    error; GD and GD+ES rows carry the flags their unit gave them (GD has nothing to choose)."""
-    tuned = table["method"].isin(_TUNED)
-    picked = mark_selected(table[tuned], ["seed", "noise", "method"], ["val_error", "val_mse"], "selected")
-    picked = mark_selected(picked, ["seed", "noise", "method"], ["val_error_clean", "val_mse_clean"], "selected_oracle")
-    table = table.copy()
-    for flag in ("selected", "selected_oracle"):
-        table[flag] = table.get(flag, pd.Series(False, index=table.index)).astype("boolean").fillna(False).astype(bool)
-        table.loc[tuned, flag] = picked[flag]
-    return table
-
-
 def chosen(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     """The rows the selection protocol keeps: one per (seed, noise, method), chosen on the noisy validation
     labels (``oracle=False``, what a user has) or on the clean ones (the oracle)."""
-    return table[table["selected_oracle" if oracle else "selected"]]
+    return _shared.chosen(table, oracle)
 
 
 def figure_table(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
@@ -396,9 +379,7 @@ def figure_table(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
 def protocol_table(table: pd.DataFrame) -> pd.DataFrame:
     """Figure 1a's mean test errors under both protocols: ``noisy`` (stopping step and λ chosen on the noisy
     validation labels, what a user has) and ``oracle`` (chosen on the clean ones), per noise level and method."""
-    noisy = figure_table(table).rename(columns={"mean": "noisy"})[["noise", "method", "noisy"]]
-    oracle = figure_table(table, oracle=True).rename(columns={"mean": "oracle"})[["noise", "method", "oracle"]]
-    return noisy.merge(oracle, on=["noise", "method"], validate="one_to_one")
+    return protocol_means(table)
 
 
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -410,28 +391,8 @@ def regime_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
-    """Does the λ grid bracket the best λ? One row per (seed, noise, method) of GD+RDI, GD+AUX and KRR.
-
-    ``lam`` is the λ the protocol selects (least validation error on the noisy validation labels, or on the
-    clean ones with ``oracle``; ties broken by the validation mean squared error); ``bracketed`` is True when
-    that validation error at *both* ends of the grid is strictly above its minimum, so that the best λ lies
-    strictly inside the grid whichever way ties are broken.
-    """
-    flag, column = ("selected_oracle", "val_error_clean") if oracle else ("selected", "val_error")
-    out = []
-    for (seed, p, method), g in table[table["method"].isin(_TUNED)].groupby(["seed", "noise", "method"]):
-        g = g.sort_values("lam")
-        errors = g[column]
-        out.append(
-            {
-                "seed": seed,
-                "noise": p,
-                "method": method,
-                "lam": float(g.loc[g[flag], "lam"].iloc[0]),
-                "val_error": float(errors.min()),
-                "val_error_low_end": float(errors.iloc[0]),
-                "val_error_high_end": float(errors.iloc[-1]),
-                "bracketed": bool(min(errors.iloc[0], errors.iloc[-1]) > errors.min()),
-            }
-        )
-    return pd.DataFrame(out)
+    """Does the λ grid bracket the best λ? One row per (seed, noise, method) of GD+RDI, GD+AUX and KRR
+    (:func:`ntk_core.experiments._shared.bracket`): ``lam`` is the λ the protocol selects (on the noisy
+    validation labels, or on the clean ones with ``oracle``; ties broken by the validation mean squared error),
+    ``bracketed`` whether the validation error at both ends of the grid is strictly above its minimum."""
+    return bracket(table[table["method"].isin(_TUNED)], oracle)

@@ -8,7 +8,7 @@ difference trick (:class:`ntk_core.nets.DifferenceTrick`, Appendix A), trained b
 mini-batch SGD with a fixed learning rate on the ℓ2 loss ``½ Σ (f − ỹ)²``
 (no momentum, no batch norm, no augmentation: Appendix D):
 
-* ``SGD``: vanilla; ``SGD+ES``: the same run at its epoch of best validation error;
+* ``SGD``: vanilla; ``SGD+ES``: the same run at its (evaluated) epoch of least validation error;
 * ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``lams`` (Figure 5: λ ∈ {0.25, 0.5, 1, 2, 4, 8};
   Figure 1b is λ = ``curve_lam`` = 4);
 * at noise 0, ``SGD``, ``SGD+AUX`` and ``SGD+RDI`` for every λ of ``clean_lams``
@@ -16,9 +16,10 @@ mini-batch SGD with a fixed learning rate on the ℓ2 loss ``½ Σ (f − ỹ)²
 
 The table (long format, column ``part``):
 
-* ``curves``: one row per (run, epoch): ``train_error`` against the noisy
+* ``curves``: one row per (run, evaluated epoch): ``train_error`` against the noisy
   labels (measured *with* the auxiliary variables for AUX, as in the paper's
-  figures), ``train_error_clean``, ``val_error``, ``test_error``, ``loss``, ``dist`` = ‖θ − θ(0)‖;
+  figures), ``train_error_clean``, ``val_error`` (noisy validation labels), ``val_error_clean``,
+  ``test_error``, ``loss``, ``dist`` = ‖θ − θ(0)‖;
 * ``layers``: one row per (run, epoch, layer, copy), epoch 0 being the initialisation: ``norm`` = ‖W^(l)‖_F and
   ``dist`` = ‖W^(l) − W^(l)(0)‖_F of every trained layer ``l`` (1-based, layer 1
   is the frozen first convolution; ``depth`` is the frozen readout) of both
@@ -29,9 +30,25 @@ The table (long format, column ``part``):
   initialisation and the share of the noisy labels' ‖ỹ‖² along each eigenvector
   (:func:`fitted_by_linear_sgd`: what linearised SGD can fit in the epochs given);
 * ``summary``: one row per (run, reported method): the last epoch's errors,
-  or for ``SGD+ES`` those at the best validation epoch (``epoch``);
+  or for ``SGD+ES`` those at its stopping epoch (``epoch``), one row per protocol (below);
   ``train_error_net`` is the last epoch's training error (noisy labels) of the
-  network alone, without auxiliary variables.
+  network alone, without auxiliary variables; the flags ``selected`` and ``selected_oracle``
+  and the NTK-regime columns (below) of every run.
+
+**Selection** (the protocol of every experiment, ``experiments._shared``): the validation labels carry the
+training labels' noise (an exact fraction ``p`` flipped, on a seed of their own), as a user's would;
+``val_error`` and ``val_mse`` are measured against them and choose the early-stopping epoch and the λ of
+SGD+AUX and SGD+RDI (``selected``), ``val_error_clean`` and ``val_mse_clean`` against the clean labels choose
+the oracle's (``selected_oracle``). The choice is made at the evaluated epochs (every ``eval_every``).
+
+**The NTK regime**, in every training run (:class:`~ntk_core.experiments._shared.RegimeTracker`):
+``kernel_drift`` (at the last epoch; ``kernel_drift_quarter`` and ``kernel_drift_half`` along the way) is the
+relative change of the empirical NTK of f on the first ``n_probe`` test images, ``movement`` the relative
+movement of all trained weights (part ``layers`` has it per layer), and ``lin_agreement`` the fraction of test
+images on which the network predicts the label that its linearisation around θ(0), trained by the same SGD steps
+on the same batches (:func:`ntk_core.regime.linearised_sgd_outputs` over :func:`ntk_core.train.batch_order`;
+RDI with its |B|/n share of the penalty, AUX's network part), predicts; ``lin_test_error`` is the
+linearisation's test error.
 
 Choices the paper does not state (it gives neither learning rate, batch size,
 number of epochs nor input normalisation for Setting 2):
@@ -56,7 +73,7 @@ number of epochs nor input normalisation for Setting 2):
   for every λ of the grid (λ = 8: lr < 1/32); ``batch_size`` 128 at lr 0.01 (full;
   λ_max(K_batch) ≈ 120 at depth 11) and 4 at lr 0.025 (quick; λ_max(K_batch) ≈ 4 · 0.87 · 16 ≈ 56 at
   depth 8, 16 channels, 8×8 inputs, output scale 4);
-* a validation split held out of training (for ``SGD+ES``).
+* a validation split held out of training, its labels as noisy as the training labels (for the protocol).
 """
 
 from __future__ import annotations
@@ -64,7 +81,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import Callable, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -75,9 +92,22 @@ from .. import data, noise
 from .._checks import check_choice, check_each_in, check_interval
 from ..nets import ConvNet, DifferenceTrick, OutputScale
 from ..ntk import empirical_ntk
-from ..train import TrainConfig, TrainingMethod, TrainResult
+from ..regime import linearised_sgd_outputs
+from ..train import TrainConfig, TrainingMethod, TrainResult, batch_order, classification_error, predict, train
+from . import _shared
 from ._runner import ExperimentConfig, RunContext
-from ._shared import Splits, memorised_fraction, split_from, train_on
+from ._shared import (
+    REGIME_COLUMNS,
+    EpochProbe,
+    RegimeTracker,
+    Splits,
+    bracket,
+    mark_protocol,
+    memorised_fraction,
+    on_epoch_end,
+    protocol_means,
+    split_from,
+)
 
 __all__ = [
     "Config",
@@ -89,10 +119,15 @@ __all__ = [
     "sweep",
     "memorised_fraction",
     "fitted_by_linear_sgd",
+    "chosen",
+    "protocol_table",
+    "selection",
+    "regime_table",
     "seed_verdict",
 ]
 
 _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
+_TUNED = ["SGD+AUX", "SGD+RDI"]  # the methods whose λ is chosen on validation
 
 
 @dataclass(frozen=True)
@@ -115,6 +150,7 @@ class Config(ExperimentConfig):
     lr: float = 0.025
     eval_every: int = 10
     spectrum: bool = True
+    n_probe: int = 128
     relu_gain: bool = True
     output_scale: float = 4.0
     download: bool = True
@@ -200,11 +236,12 @@ class Config(ExperimentConfig):
         "n_train": 1,
         "n_val": 1,
         "channels": 1,
-        "epochs": 1,
+        "epochs": 4,  # the kernel drift is measured after a quarter of the run
         "batch_size": 1,
         "eval_every": 1,
         "n_test": 0,
         "depth": 3,
+        "n_probe": 1,
     }
 
     def _check(self) -> None:
@@ -296,12 +333,32 @@ def _layer_rows(result: TrainResult, initial: dict[str, float]) -> list[dict]:
 
 
 def _run(
-    config: Config, split: Splits, y_noisy: torch.Tensor, method: str, lam: float | None, seed: int, progress: bool
+    config: Config,
+    split: Splits,
+    y_noisy: torch.Tensor,
+    y_val_noisy: torch.Tensor,
+    method: str,
+    lam: float | None,
+    seed: int,
+    progress: bool,
 ) -> list[dict]:
     model = network(config, seed).to(config.device)
     initial = {
         name: float(torch.linalg.vector_norm(p.detach())) for name, p in model.named_parameters() if p.requires_grad
     }
+    regime = RegimeTracker(model, split.x_test[: config.n_probe], config.epochs)
+    y_val = split.y_val.to(torch.float32)
+
+    def measure(epoch: int) -> dict[str, float]:
+        out = predict(model, split.x_val).reshape(-1)
+        return {
+            "val_error_clean": classification_error(out, split.y_val),
+            "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
+            "val_mse_clean": float(((out - y_val.to(out.dtype)) ** 2).mean()),
+        }
+
+    evals = [e for e in range(1, config.epochs + 1) if e % config.eval_every == 0 or e == config.epochs]
+    tracked = EpochProbe(measure, evals)
     cfg = TrainConfig(
         method=cast(TrainingMethod, method),
         lam=lam,
@@ -312,8 +369,29 @@ def _run(
         seed=seed,
         eval_every=config.eval_every,
     )
-    result = train_on(model, split, y_noisy, cfg, progress=progress)
-    h = result.history
+    result = train(
+        model,
+        split.x_train,
+        y_noisy,
+        cfg,
+        y_clean=split.y_train,
+        val=(split.x_val, y_val_noisy),  # the validation labels a user has: as noisy as the training labels
+        test=(split.x_test, split.y_test),
+        progress=progress,
+        on_epoch_end=on_epoch_end(tracked, regime),
+    )
+    # the linearised network trained by the same SGD steps (same batches, same objective; AUX: its network part)
+    _, lin_test = linearised_sgd_outputs(
+        regime.initial,
+        split.x_train,
+        y_noisy,
+        split.x_test,
+        lr=config.lr,
+        batches=batch_order(len(split.x_train), cfg),
+        regularizer="none" if method == "early_stopping" else cast(Literal["rdi", "aux"], method),
+        lam=lam or 0.0,
+    )
+    h = result.history.merge(tracked.frame(), on="epoch", validate="one_to_one")
     rows: list[dict] = []
     for _, r in h.iterrows():
         rows.append(
@@ -323,6 +401,7 @@ def _run(
                 "train_error": float(r["train_error_noisy"]),
                 "train_error_clean": float(r["train_error_clean"]),
                 "val_error": float(r["val_error"]),
+                "val_error_clean": float(r["val_error_clean"]),
                 "test_error": float(r["test_error"]),
                 "loss": float(r["loss"]),
                 "dist": float(r["dist/all"]),
@@ -330,33 +409,36 @@ def _run(
         )
     rows += [{"part": "layers", **r} for r in _layer_rows(result, initial)]
     label = _LABELS[method]
-    last = result.final
+
+    def at(row: pd.Series) -> dict:
+        return {
+            "part": "summary",
+            "epoch": int(row["epoch"]),
+            "train_error": float(row["train_error_noisy"]),
+            "train_error_clean": float(row["train_error_clean"]),
+            "val_error": float(row["val_error"]),
+            "val_error_clean": float(row["val_error_clean"]),
+            "val_mse": float(row["val_mse"]),
+            "val_mse_clean": float(row["val_mse_clean"]),
+            "test_error": float(row["test_error"]),
+            "dist": float(row["dist/all"]),
+        }
+
+    last = h.iloc[-1]
     summary = {
-        "part": "summary",
-        "epoch": int(last["epoch"]),
-        "train_error": float(last["train_error_noisy"]),
+        **at(last),
+        "method": label,
         "train_error_net": float(last["train_error_net"]),
-        "train_error_clean": float(last["train_error_clean"]),
-        "val_error": float(last["val_error"]),
-        "test_error": float(last["test_error"]),
-        "dist": float(last["dist/all"]),
+        **regime.columns(split.x_test, split.y_test, lin_test),
     }
-    rows.append({**summary, "method": label})
+    if method == "early_stopping":  # vanilla SGD has nothing to choose
+        summary.update(selected=True, selected_oracle=True)
+    rows.append(summary)
     if method == "early_stopping":
-        best = result.best
-        rows.append(
-            {
-                **summary,
-                "method": "SGD+ES",
-                "epoch": int(result.best_epoch or last["epoch"]),
-                "train_error_net": math.nan,
-                "train_error": float(best["train_error_noisy"]),
-                "train_error_clean": float(best["train_error_clean"]),
-                "val_error": float(best["val_error"]),
-                "test_error": float(best["test_error"]),
-                "dist": float(best["dist/all"]),
-            }
-        )
+        # early stopping: the first evaluated epoch of least validation error, on the noisy and on the clean labels
+        for column, flags in (("val_error", (True, False)), ("val_error_clean", (False, True))):
+            stop = h.loc[h[column].idxmin()]
+            rows.append({**at(stop), "method": "SGD+ES", "selected": flags[0], "selected_oracle": flags[1]})
     for r in rows:
         r.setdefault("method", label)
     return rows
@@ -416,6 +498,9 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
             y_noisy = torch.as_tensor(
                 noise.flip_binary(split.y_train.cpu().numpy(), p, seed=1000 * seed + p_index, exact=True)
             ).to(config.device)
+            y_val_noisy = torch.as_tensor(
+                noise.flip_binary(split.y_val.cpu().numpy(), p, seed=1000 * seed + 500 + p_index, exact=True)
+            ).to(config.device)
             if config.spectrum and p_index == 0:
                 unit = ctx.unit(
                     {"seed": seed, "noise": p, "spectrum": True}, lambda: _spectrum(config, split, y_noisy, seed)
@@ -424,7 +509,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
             runs = [("early_stopping", None)] + [(m, lam) for lam in lams for m in ("aux", "rdi")]
             for method, lam in runs:
                 key = {"seed": seed, "noise": p, "method": method, "lam": lam}
-                unit = ctx.unit(key, lambda: _run(config, split, y_noisy, method, lam, seed, ctx.progress))
+                unit = ctx.unit(key, lambda: _run(config, split, y_noisy, y_val_noisy, method, lam, seed, ctx.progress))
                 rows += [{"seed": seed, "noise": p, "lam": lam if lam is not None else 0.0, **r} for r in unit]
     columns = [
         "part",
@@ -436,10 +521,16 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         "train_error",
         "train_error_clean",
         "val_error",
+        "val_error_clean",
+        "val_mse",
+        "val_mse_clean",
         "test_error",
         "train_error_net",
         "loss",
         "dist",
+        *REGIME_COLUMNS,
+        "selected",
+        "selected_oracle",
         "layer",
         "copy",
         "norm",
@@ -448,6 +539,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         "energy",
     ]
     table = pd.DataFrame(rows)
+    table = mark_protocol(table, (table["part"] == "summary") & table["method"].isin(_TUNED))
     return table[[c for c in columns if c in table.columns]]
 
 
@@ -494,6 +586,34 @@ def sweep(table: pd.DataFrame, noise_rate: float) -> pd.DataFrame:
     ]
     cols = ["train_error", "train_error_net", "train_error_clean", "test_error", "dist"]
     return s.groupby(["method", "lam"])[cols].mean().reset_index()
+
+
+def chosen(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
+    """The summary rows the selection protocol keeps: one per (seed, noise, method), SGD+ES's epoch and the λ
+    of SGD+AUX and SGD+RDI chosen on the noisy validation labels (``oracle=False``, what a user has) or on the
+    clean ones (the oracle); SGD's last epoch under both."""
+    return _shared.chosen(table[table["part"] == "summary"], oracle)
+
+
+def protocol_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean test error over seeds per noise level and method under both protocols: ``noisy`` (early-stopping
+    epoch and λ chosen on the noisy validation labels) and ``oracle`` (chosen on the clean ones)."""
+    return protocol_means(table[table["part"] == "summary"])
+
+
+def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
+    """Does the λ grid bracket the best λ? One row per (seed, noise, method) of SGD+AUX and SGD+RDI
+    (:func:`ntk_core.experiments._shared.bracket`: ``lam`` the λ the protocol selects, ``bracketed`` whether the
+    validation error at both ends of the grid is strictly above its minimum)."""
+    s = table[(table["part"] == "summary") & table["method"].isin(_TUNED)]
+    return bracket(s, oracle)
+
+
+def regime_table(table: pd.DataFrame) -> pd.DataFrame:
+    """How far the trained networks leave the NTK regime: the regime columns (module docstring) of every run's
+    last epoch, mean over seeds, per noise level, method and λ (vanilla SGD: λ = 0)."""
+    s = table[(table["part"] == "summary") & table["method"].isin(["SGD", *_TUNED])]
+    return s.groupby(["noise", "method", "lam"])[list(REGIME_COLUMNS)].mean().reset_index()
 
 
 def seed_verdict(differences: np.ndarray) -> str:
