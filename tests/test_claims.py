@@ -7,6 +7,7 @@ import pytest
 
 from ntk_core import experiments
 from ntk_core.experiments import difference_trick
+from ntk_core.experiments._shared import mark_protocol
 from ntk_core.bookkit.ledger import Ledger
 from ntk_core.bookkit import claims
 
@@ -123,39 +124,38 @@ def test_table_1_puts_the_paper_beside_each_scale():
 
 
 def _setting2_summary(gains: dict[str, list[float]], sgd_train: float = 0.0, seeds=(0, 1, 2)) -> pd.DataFrame:
-    """Summary rows of Setting 2 at noise 0.2: SGD's test error 0.30 and each method 0.30 − gain per seed;
-    AUX/RDI at λ = 1 and 4, λ = 1 with the lower validation error."""
+    """Summary rows of Setting 2 at noise 0.2: SGD's test error 0.30 and each method 0.30 − gain per seed
+    (``"SGD+ES oracle"``: early stopping on the clean validation labels); AUX/RDI at λ = 1 and 4, λ = 1 with the
+    lower noisy validation error and λ = 4 with the lower clean one, flagged by the selection protocol."""
     rows = []
     for i, seed in enumerate(seeds):
+        base = {"part": "summary", "seed": seed, "noise": 0.2, "train_error_clean": 0.2, "val_mse": 1.0}
         rows.append(
-            {
-                "part": "summary",
-                "seed": seed,
-                "noise": 0.2,
-                "method": "SGD",
-                "lam": 0.0,
-                "train_error": sgd_train,
-                "train_error_clean": 0.2,
-                "val_error": 0.3,
-                "test_error": 0.30,
-            }
+            {**base, "method": "SGD", "lam": 0.0, "train_error": sgd_train, "val_error": 0.3, "test_error": 0.30}
+            | {"selected": True, "selected_oracle": True}
         )
-        for method, lam in (("SGD+ES", 0.0), ("SGD+AUX", 1.0), ("SGD+AUX", 4.0), ("SGD+RDI", 1.0), ("SGD+RDI", 4.0)):
+        for key, flags in (("SGD+ES", (True, False)), ("SGD+ES oracle", (False, True))):
+            gain = gains.get(key, [0.0] * len(seeds))[i]
+            rows.append(
+                {**base, "method": "SGD+ES", "lam": 0.0, "train_error": 0.3, "test_error": 0.30 - gain}
+                | {"selected": flags[0], "selected_oracle": flags[1]}
+            )
+        for method, lam in (("SGD+AUX", 1.0), ("SGD+AUX", 4.0), ("SGD+RDI", 1.0), ("SGD+RDI", 4.0)):
             key = method if lam != 1.0 else f"{method} λ1"
             rows.append(
                 {
-                    "part": "summary",
-                    "seed": seed,
-                    "noise": 0.2,
+                    **base,
                     "method": method,
                     "lam": lam,
                     "train_error": 0.3,
-                    "train_error_clean": 0.2,
                     "val_error": 0.2 if lam == 1.0 else 0.25,
+                    "val_error_clean": 0.2 if lam == 1.0 else 0.1,
+                    "val_mse_clean": 1.0,
                     "test_error": 0.30 - gains.get(key, [0.0] * len(seeds))[i],
                 }
             )
-    return pd.DataFrame(rows)
+    t = pd.DataFrame(rows)
+    return mark_protocol(t, t["method"].isin(["SGD+AUX", "SGD+RDI"]))
 
 
 def test_figure_1b_numbers_pair_by_seed_and_select_lambda_by_validation():
@@ -166,8 +166,14 @@ def test_figure_1b_numbers_pair_by_seed_and_select_lambda_by_validation():
     assert q["noise"] == 0.2 and q["seeds"] == 3 and q["sgd_train_max"] == 0.0
     assert q["memorised_min"] == pytest.approx(1.0)  # err_noisy 0, err_clean 0.2 at p = 0.2: every flip fitted
     assert q["SGD+ES"]["mean"] == pytest.approx(0.05) and q["SGD+AUX"]["lam"] == 4.0
-    assert q["SGD+AUX (selected λ)"]["lam"] == 1.0 and q["SGD+AUX (selected λ)"]["mean"] == pytest.approx(0.10 / 3)
+    assert q["SGD+AUX (selected λ)"]["lams"] == [1.0] * 3 and q["SGD+AUX (selected λ)"]["mean"] == pytest.approx(
+        0.10 / 3
+    )
     assert q["test"]["SGD+ES"] == pytest.approx(0.25)
+    # the oracle chooses on the clean validation labels: its own early stop, and λ = 4 (clean error 0.1)
+    o = q["oracle"]
+    assert o["SGD+ES"]["mean"] == pytest.approx(0.0) and o["SGD+AUX (selected λ)"]["lams"] == [4.0] * 3
+    assert o["SGD+AUX (selected λ)"]["mean"] == pytest.approx(0.0)
     with pytest.raises(ValueError, match="seeds"):
         claims.figure_1b(t[~((t["method"] == "SGD+RDI") & (t["seed"] == 2))], curve_lam=4.0)
 
@@ -191,7 +197,7 @@ def test_figure_1b_check_asserts_the_precondition_then_judges_each_claim():
         "SGD+RDI (selected λ)": "inconclusive",
     }
     status = {
-        c.statement.split(" ")[0] + (" sel" if "selected" in c.statement else ""): c.status for c in ledger.claims
+        c.statement.split(" ")[0] + (" sel" if "λ chosen" in c.statement else ""): c.status for c in ledger.claims
     }
     assert status == {
         "SGD+ES": "medium",
