@@ -552,3 +552,13 @@ def test_regime_premise_holds_below_the_drift_limit_and_fails_above_it():
     assert claim.status == "medium" and "0.099 over 3 runs" in claim.value
     with pytest.raises(AssertionError, match="NTK regime"):
         claims.check_regime(Ledger("t"), runs.assign(kernel_drift=[0.01, 0.2, 0.05]), "quick", anchor="a")
+
+
+def test_regime_claim_holds_under_the_drift_threshold_and_is_a_finding_above_it():
+    runs = pd.DataFrame({"kernel_drift": [0.02, 0.05], "movement": [0.01, 0.03]})
+    ledger = Ledger("t")
+    assert claims.regime_claim(ledger, runs, "Setting 1", "medium", anchor="a") == "in the regime"
+    assert [c.status for c in ledger.claims] == ["medium"] and "0.020–0.050" in ledger.claims[0].value
+    far = runs.assign(kernel_drift=[0.05, claims.REGIME_DRIFT])  # small weight movement, a kernel that moved
+    assert claims.regime_claim(ledger, far, "Setting 2", "medium", anchor="a") == "leaves the regime"
+    assert ledger.claims[-1].status == "not reproduced" and "1.0%–3.0%" in ledger.claims[-1].value

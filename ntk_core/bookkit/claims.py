@@ -41,6 +41,7 @@ __all__ = [
     "check_regime",
     "REGIME_DRIFT",
     "check_figure_1b",
+    "regime_claim",
     "check_figure_4",
     "check_table_1",
     "check_table_2",
@@ -62,6 +63,8 @@ PAPER = {
     "performs similarly to the best epoch)",
     "Table 1": "AUX's last epoch is about as good as its best, and beats normal training with early stopping "
     "(e.g. 87.81 vs 86.35 % with CCE at noise 0.4)",
+    "Section 6.2": "for Settings 1 and 2 the networks are likely in or close to the NTK regime because the weight "
+    "movements are small during training",
 }
 
 
@@ -499,6 +502,29 @@ def check_regime(ledger: Ledger, runs: pd.DataFrame, status: Status, anchor: str
         anchor=anchor,
         status=status,
     )
+
+
+def regime_claim(ledger: Ledger, runs: pd.DataFrame, setting: str, status: Status, anchor: str) -> str:
+    """Judge Section 6.2's reading of the weight movement: the networks of ``setting`` are in or close to the NTK
+    regime. ``runs`` are trained runs with the regime columns (``kernel_drift``, ``movement``); the claim holds
+    when every run's kernel moves by under :data:`REGIME_DRIFT` on the probe, and is a finding, with the measured
+    drift and weight movement, when the kernel of some run moves further although its weights move little.
+    Returns ``"in the regime"`` or ``"leaves the regime"``."""
+    drift, move = runs["kernel_drift"], runs["movement"]
+    value = (
+        f"kernel drift {drift.min():.3f}–{drift.max():.3f} on the probe, weights moved "
+        f"{move.min():.1%}–{move.max():.1%} of their initial norm, over {len(runs)} runs"
+    )
+    statement = f"{setting}: the trained networks are in or close to the NTK regime (every kernel moves by under "
+    statement += f"{REGIME_DRIFT:.0%} on the probe)"
+    if drift.max() < REGIME_DRIFT:
+        ledger.check(
+            "Section 6.2", statement, True, value=value, paper=PAPER["Section 6.2"], anchor=anchor, status=status
+        )
+        return "in the regime"
+    ledger.finding("Section 6.2", statement, drift.max() >= REGIME_DRIFT, value=value, paper=PAPER["Section 6.2"],
+                   anchor=anchor)  # fmt: skip
+    return "leaves the regime"
 
 
 def figure_4_precondition(numbers: dict) -> str | None:

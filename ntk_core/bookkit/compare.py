@@ -4,7 +4,9 @@ The live ``quick`` run, the recorded ``medium`` run (``results/medium/``, see
 ``ntk_core/experiments/_record.py``) and the paper's own numbers go in one table, and the reader is told where
 each number comes from: :func:`medium` loads a record (``None`` when there is none yet), :func:`record_line`
 says in one line what the record is (or how to make it), :func:`side_by_side` joins per-scale summaries, and
-:func:`config_table` shows a run's configuration as a small readable table rather than a hash.
+:func:`config_table` shows a run's configuration as a small readable table rather than a hash. Across the
+experiments, :func:`regime_gains` sets how far each regularised run leaves the NTK regime beside what it gains
+over vanilla training, and :func:`regime_ranges` how far the runs of each experiment leave it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,17 @@ import pandas as pd
 
 from ..experiments import RecordMissing, Result, recorded, records_root, refresh_command
 
-__all__ = ["medium", "trials", "record_line", "side_by_side", "config_table", "as_percent", "REGIME_COLUMNS"]
+__all__ = [
+    "medium",
+    "trials",
+    "record_line",
+    "side_by_side",
+    "config_table",
+    "as_percent",
+    "regime_gains",
+    "regime_ranges",
+    "REGIME_COLUMNS",
+]
 
 #: the NTK-regime columns of the experiments' tables (``experiments._shared.REGIME_COLUMNS``), as a table names them
 REGIME_COLUMNS = {
@@ -206,3 +218,41 @@ def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.D
     for column in columns:
         out[column] = [f"{100 * v:.{digits}f} %" if pd.notna(v) else "—" for v in out[column]]
     return out
+
+
+def regime_gains(table: pd.DataFrame, vanilla: str, methods: list[str]) -> pd.DataFrame:
+    """How far each regularised run leaves the NTK regime, beside what it gains over vanilla training.
+
+    ``table`` holds one row per training run (``seed``, ``noise``, ``method``, ``lam``, ``test_error`` and the
+    regime columns :data:`REGIME_COLUMNS`); ``vanilla`` names the unregularised method (its rows have λ = 0) and
+    ``methods`` the regularised ones. Returns one row per (noise, method, λ) of ``methods`` at noise > 0 and of
+    ``vanilla``: the regime columns averaged over the seeds, and ``gain``, the mean over seeds of vanilla's test
+    error minus the method's at the same seed and noise (positive: the method ends lower; 0 for ``vanilla``).
+    """
+    runs = table[table["method"].isin([vanilla, *methods]) & (table["noise"] > 0)]
+    base = runs[runs["method"] == vanilla].set_index(["seed", "noise"])["test_error"]
+    if base.index.has_duplicates:
+        raise ValueError(f"{vanilla} must have one run per (seed, noise); found repeated ones")
+    missing = runs.set_index(["seed", "noise"]).index.difference(base.index)
+    if len(missing):
+        raise ValueError(f"no {vanilla} run for (seed, noise) {sorted(missing)[:3]}: the gain needs one")
+    runs = runs.assign(
+        gain=base.reindex(pd.MultiIndex.from_frame(runs[["seed", "noise"]])).to_numpy() - runs["test_error"]
+    )
+    columns = [c for c in REGIME_COLUMNS if c in runs.columns] + ["gain", "test_error"]
+    out = runs.groupby(["noise", "method", "lam"])[columns].mean()
+    return out.join(runs.groupby(["noise", "method", "lam"]).size().rename("seeds")).reset_index()
+
+
+def regime_ranges(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """How far the runs of each experiment leave the NTK regime: per named table of training runs (rows with
+    ``kernel_drift``), the number of runs and the least and largest kernel drift at the end, weight movement and
+    agreement with the linearised network."""
+    out = []
+    for name, runs in tables.items():
+        runs = runs.dropna(subset=["kernel_drift"])
+        row: dict = {"experiment": name, "runs": len(runs)}
+        for column in ("kernel_drift", "movement", "lin_agreement"):
+            row[f"{column}_min"], row[f"{column}_max"] = float(runs[column].min()), float(runs[column].max())
+        out.append(row)
+    return pd.DataFrame(out)

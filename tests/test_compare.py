@@ -1,0 +1,50 @@
+"""The cross-experiment regime tables of ``ntk_core.bookkit.compare``, on small tables with known answers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ntk_core.bookkit import compare
+
+
+def _runs() -> pd.DataFrame:
+    rows = []
+    for seed in (0, 1):
+        for noise in (0.0, 0.2):
+            rows.append({"seed": seed, "noise": noise, "method": "GD", "lam": 0.0, "test_error": 0.30 + 0.02 * seed})
+            for lam, drop in ((1.0, 0.05), (4.0, -0.02)):
+                rows.append(
+                    {
+                        "seed": seed,
+                        "noise": noise,
+                        "method": "GD+RDI",
+                        "lam": lam,
+                        "test_error": 0.30 + 0.02 * seed - drop,
+                    }
+                )
+            rows.append({"seed": seed, "noise": noise, "method": "GD+ES", "lam": 0.0, "test_error": 0.1})
+    t = pd.DataFrame(rows)
+    t["kernel_drift"] = 0.01 + 0.1 * t["lam"] + 0.001 * t["seed"]
+    t["movement"], t["lin_agreement"] = 0.02, 0.99
+    return t
+
+
+def test_regime_gains_pair_each_run_with_vanilla_at_its_seed_and_noise():
+    g = compare.regime_gains(_runs(), "GD", ["GD+RDI"]).set_index(["method", "lam"])
+    assert set(g["noise"]) == {0.2}  # noise 0 has nothing to gain from
+    assert g.loc[("GD+RDI", 1.0), "gain"] == pytest.approx(0.05) and g.loc[("GD+RDI", 4.0), "gain"] == pytest.approx(
+        -0.02
+    )
+    assert g.loc[("GD", 0.0), "gain"] == 0.0 and "GD+ES" not in g.index.get_level_values("method")
+    assert g.loc[("GD+RDI", 4.0), "kernel_drift"] == pytest.approx(0.4105) and (g["seeds"] == 2).all()
+    t = _runs()
+    with pytest.raises(ValueError, match="no GD run"):
+        compare.regime_gains(t[~((t.method == "GD") & (t.seed == 1))], "GD", ["GD+RDI"])
+
+
+def test_regime_ranges_span_each_experiment():
+    t = _runs()
+    r = compare.regime_ranges({"a": t, "b": t[t.lam == 0]}).set_index("experiment")
+    assert r.loc["a", "runs"] == len(t) and r.loc["a", "kernel_drift_max"] == pytest.approx(0.411)
+    assert r.loc["b", "kernel_drift_min"] == pytest.approx(0.01) and r.loc["b", "lin_agreement_max"] == 0.99
