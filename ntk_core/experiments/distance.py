@@ -21,7 +21,7 @@ table also reports that closed form (``predicted``) from the empirical NTK:
 the measured distance approaches it as training converges. The per-layer weight
 movement during training (Figures 3, 6–8) is recorded by ``setting2``.
 
-**The NTK regime**, in every run (:class:`~ntk_core.experiments._shared.RegimeTracker`): ``kernel_drift`` (at the
+**The NTK regime**, in every run (``experiments._shared.RegimeTracker``): ``kernel_drift`` (at the
 end; ``kernel_drift_quarter`` and ``kernel_drift_half`` along the way) is the relative change of the empirical NTK
 on the first ``n_probe`` test images, ``movement`` the relative movement of the trained weights (the distance
 relative to ‖θ(0)‖), ``lin_agreement`` the fraction of test images on which the network predicts the label that

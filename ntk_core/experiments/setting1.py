@@ -392,7 +392,7 @@ def regime_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     """Does the λ grid bracket the best λ? One row per (seed, noise, method) of GD+RDI, GD+AUX and KRR
-    (:func:`ntk_core.experiments._shared.bracket`): ``lam`` is the λ the protocol selects (on the noisy
+    (``experiments._shared.bracket``): ``lam`` is the λ the protocol selects (on the noisy
     validation labels, or on the clean ones with ``oracle``; ties broken by the validation mean squared error),
     ``bracketed`` whether the validation error at both ends of the grid is strictly above its minimum."""
     return bracket(table[table["method"].isin(_TUNED)], oracle)

@@ -41,7 +41,7 @@ training labels' noise (an exact fraction ``p`` flipped, on a seed of their own)
 SGD+AUX and SGD+RDI (``selected``), ``val_error_clean`` and ``val_mse_clean`` against the clean labels choose
 the oracle's (``selected_oracle``). The choice is made at the evaluated epochs (every ``eval_every``).
 
-**The NTK regime**, in every training run (:class:`~ntk_core.experiments._shared.RegimeTracker`):
+**The NTK regime**, in every training run (``experiments._shared.RegimeTracker``):
 ``kernel_drift`` (at the last epoch; ``kernel_drift_quarter`` and ``kernel_drift_half`` along the way) is the
 relative change of the empirical NTK of f on the first ``n_probe`` test images, ``movement`` the relative
 movement of all trained weights (part ``layers`` has it per layer), and ``lin_agreement`` the fraction of test
@@ -603,7 +603,7 @@ def protocol_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     """Does the λ grid bracket the best λ? One row per (seed, noise, method) of SGD+AUX and SGD+RDI
-    (:func:`ntk_core.experiments._shared.bracket`: ``lam`` the λ the protocol selects, ``bracketed`` whether the
+    (``experiments._shared.bracket``: ``lam`` the λ the protocol selects, ``bracketed`` whether the
     validation error at both ends of the grid is strictly above its minimum)."""
     s = table[(table["part"] == "summary") & table["method"].isin(_TUNED)]
     return bracket(s, oracle)
