@@ -48,7 +48,10 @@ movement of all trained weights (part ``layers`` has it per layer), and ``lin_ag
 images on which the network predicts the label that its linearisation around θ(0), trained by the same SGD steps
 on the same batches (:func:`ntk_core.regime.linearised_sgd_outputs` over :func:`ntk_core.train.batch_order`;
 RDI with its |B|/n share of the penalty, AUX's network part), predicts; ``lin_test_error`` is the
-linearisation's test error.
+linearisation's test error. Where the linearisation diverges at the network's learning rate
+(``lin_diverged``: outputs not finite, or a training residual larger than at θ(0); the linearised SGD step on a
+batch B is stable only while ``lr · (λ_max(K_BB) + c) < 2``, with ``c = λ²`` for AUX, ``λ² |B| / n`` for RDI and
+0 for SGD, whereas the network can lower its own kernel as it trains) its two columns are NaN.
 
 Choices the paper does not state (it gives neither learning rate, batch size,
 number of epochs nor input normalisation for Setting 2):
@@ -381,15 +384,21 @@ def _run(
         on_epoch_end=on_epoch_end(tracked, regime),
     )
     # the linearised network trained by the same SGD steps (same batches, same objective; AUX: its network part)
-    _, lin_test = linearised_sgd_outputs(
-        regime.initial,
-        split.x_train,
-        y_noisy,
-        split.x_test,
-        lr=config.lr,
-        batches=batch_order(len(split.x_train), cfg),
-        regularizer="none" if method == "early_stopping" else cast(Literal["rdi", "aux"], method),
-        lam=lam or 0.0,
+    with np.errstate(over="ignore", invalid="ignore"):  # it may diverge where the network does not: said below
+        lin_train, lin_test = linearised_sgd_outputs(
+            regime.initial,
+            split.x_train,
+            y_noisy,
+            split.x_test,
+            lr=config.lr,
+            batches=batch_order(len(split.x_train), cfg),
+            regularizer="none" if method == "early_stopping" else cast(Literal["rdi", "aux"], method),
+            lam=lam or 0.0,
+        )
+    y_lin = y_noisy.double().cpu().numpy()
+    start = y_lin - predict(regime.initial, split.x_train).reshape(-1).double().cpu().numpy()
+    lin_diverged = not (np.isfinite(lin_train).all() and np.isfinite(lin_test).all()) or bool(
+        np.linalg.norm(y_lin - lin_train) > np.linalg.norm(start)
     )
     h = result.history.merge(tracked.frame(), on="epoch", validate="one_to_one")
     rows: list[dict] = []
@@ -430,7 +439,10 @@ def _run(
         "method": label,
         "train_error_net": float(last["train_error_net"]),
         **regime.columns(split.x_test, split.y_test, lin_test),
+        "lin_diverged": lin_diverged,
     }
+    if lin_diverged:  # no linearised network to compare with
+        summary.update(lin_agreement=math.nan, lin_test_error=math.nan)
     if method == "early_stopping":  # vanilla SGD has nothing to choose
         summary.update(selected=True, selected_oracle=True)
     rows.append(summary)
@@ -529,6 +541,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         "loss",
         "dist",
         *REGIME_COLUMNS,
+        "lin_diverged",
         "selected",
         "selected_oracle",
         "layer",
