@@ -48,3 +48,8 @@ def test_regime_ranges_span_each_experiment():
     r = compare.regime_ranges({"a": t, "b": t[t.lam == 0]}).set_index("experiment")
     assert r.loc["a", "runs"] == len(t) and r.loc["a", "kernel_drift_max"] == pytest.approx(0.411)
     assert r.loc["b", "kernel_drift_min"] == pytest.approx(0.01) and r.loc["b", "lin_agreement_max"] == 0.99
+    assert r.loc["a", "lin_diverged"] == 0  # a table without the column: none counted
+    t["lin_diverged"] = t["lam"] == 4.0
+    t.loc[t["lin_diverged"], "lin_agreement"] = float("nan")  # the experiments leave it NaN where it diverged
+    r = compare.regime_ranges({"a": t}).set_index("experiment")
+    assert r.loc["a", "lin_diverged"] == 4 and r.loc["a", "lin_agreement_min"] == 0.99

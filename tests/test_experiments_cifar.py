@@ -260,6 +260,14 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
     # λ sweep: a larger λ keeps θ closer to θ(0) for both regularisers
     sw = setting2.sweep(t, 0.2).set_index(["method", "lam"])["dist"]
     assert sw[("SGD+RDI", 3.0)] < sw[("SGD+RDI", 0.3)] and sw[("SGD+AUX", 3.0)] < sw[("SGD+AUX", 0.3)]
+    # the protocol's tables: one choice per (noise, method), a bracket row per tuned (seed, noise, method)
+    prot = setting2.protocol_table(t)
+    assert len(prot) == 2 * 4 and set(prot["method"]) == {"SGD", "SGD+ES", "SGD+AUX", "SGD+RDI"}
+    assert (prot.loc[prot["method"] == "SGD", "noisy"] == prot.loc[prot["method"] == "SGD", "oracle"]).all()
+    assert len(setting2.selection(t)) == 2 * 2 and len(setting2.chosen(t)) == 2 * 4
+    # the regime table: every run's regime columns, the linearisation's over the seeds where it converged
+    reg = setting2.regime_table(t)
+    assert len(reg) == (1 + 2 * 2) + 3 and reg["kernel_drift"].gt(0).all() and reg["lin_diverged"].between(0, 1).all()
     # spectrum of the training-set NTK: the labels' energy is split over the eigenvectors
     spec = t[t["part"] == "spectrum"]
     assert len(spec) == 40 and spec["energy"].sum() == pytest.approx(1.0)

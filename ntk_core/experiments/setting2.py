@@ -624,9 +624,14 @@ def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
 
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     """How far the trained networks leave the NTK regime: the regime columns (module docstring) of every run's
-    last epoch, mean over seeds, per noise level, method and λ (vanilla SGD: λ = 0)."""
+    last epoch, mean over seeds, per noise level, method and λ (vanilla SGD: λ = 0); the linearisation's
+    agreement and test error over the seeds where it did not diverge, and ``lin_diverged`` the number of seeds
+    where it did."""
     s = table[(table["part"] == "summary") & table["method"].isin(["SGD", *_TUNED])]
-    return s.groupby(["noise", "method", "lam"])[list(REGIME_COLUMNS)].mean().reset_index()
+    groups = s.groupby(["noise", "method", "lam"])
+    out = groups[list(REGIME_COLUMNS)].mean()  # the linearisation's columns over the seeds where it converged
+    out["lin_diverged"] = groups["lin_diverged"].apply(lambda v: int(v.astype(bool).sum()))
+    return out.reset_index()
 
 
 def seed_verdict(differences: np.ndarray) -> str:
