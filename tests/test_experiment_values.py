@@ -239,8 +239,10 @@ def test_setting2_protocol_and_linearisation_by_value(cache, monkeypatch):
     from ntk_core.experiments import setting2
     from ntk_core.train import TrainConfig, batch_order
 
+    import ntk_core.train as train_module
+
     seen = []
-    real_train = setting2.train
+    real_train = train_module.train
 
     def spy(model, x, y, config, **kwargs):
         seen.append((config.method, config.lam, y.clone(), kwargs["val"][1].clone()))
@@ -253,7 +255,7 @@ def test_setting2_protocol_and_linearisation_by_value(cache, monkeypatch):
         linearised.append((np.asarray(y).copy(), kwargs))
         return real_lin(initial, x_train, y, x_test, **kwargs)
 
-    monkeypatch.setattr(setting2, "train", spy)
+    monkeypatch.setattr(train_module, "train", spy)  # what the protocol's training calls
     monkeypatch.setattr(setting2, "linearised_sgd_outputs", spy_lin)
     cfg = dict(
         n_train=24, n_val=20, n_test=30, depth=4, channels=3, pool=8, epochs=10, eval_every=1, batch_size=5,

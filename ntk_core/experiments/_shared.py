@@ -38,8 +38,8 @@ __all__ = [
     "check_one_row_per_seed",
     "paired_stats",
     "EpochProbe",
+    "train_protocol",
     "RegimeTracker",
-    "on_epoch_end",
     "mark_selected",
     "mark_protocol",
     "chosen",
@@ -295,7 +295,7 @@ def regime_measures(model: Any, initial: Any, probe: Any) -> dict[str, float]:
     }
 
 
-def on_epoch_end(*callbacks: Callable[[int], None]) -> Callable[[int], None]:
+def _each(callbacks: tuple[Callable[[int], None], ...]) -> Callable[[int], None]:
     """One ``on_epoch_end`` callback for :func:`ntk_core.train.train` that calls each of ``callbacks`` in turn."""
 
     def call(epoch: int) -> None:
@@ -309,7 +309,7 @@ class RegimeTracker:
     """The NTK-regime columns (:data:`REGIME_COLUMNS`) of one training run, on a fixed probe set.
 
     Made before training (it keeps a copy of the network at θ(0)), passed to the trainer as an ``on_epoch_end``
-    callback (alone or through :func:`on_epoch_end`), it measures the kernel drift on ``probe`` after a quarter
+    callback (alone or through :func:`train_protocol`), it measures the kernel drift on ``probe`` after a quarter
     and after half of the ``epochs`` (steps, for full-batch GD); :meth:`columns` then adds the drift and the
     parameter movement at the end (:func:`regime_measures`) and the agreement of the network's test predictions
     with those of its linearisation. It only reads the network, so the run is the same with or without it.
@@ -361,6 +361,59 @@ class RegimeTracker:
             "lin_agreement": agreement(test_out, lin_test),
             "lin_test_error": classification_error(torch.as_tensor(lin_test), y_test.cpu()),
         }
+
+
+def train_protocol(
+    model: Any,
+    splits: Splits,
+    y_noisy: Any,
+    y_val_noisy: Any,
+    config: Any,
+    *,
+    progress: bool,
+    on_epoch_end: Callable[[int], None] | None = None,
+) -> tuple[Any, pd.DataFrame]:
+    """Train as :func:`train_on` does, with the validation labels of the selection protocol.
+
+    The trainer's ``val_error`` is measured against ``y_val_noisy`` (validation labels as noisy as the training
+    labels, what a user has); at every evaluated epoch an :class:`EpochProbe` adds ``val_error_clean`` (against
+    the clean ``splits.y_val``), ``val_mse`` and ``val_mse_clean`` (the validation mean squared errors, the
+    protocol's tie-break). ``on_epoch_end`` (e.g. a :class:`RegimeTracker`) is called after the probe.
+
+    Returns
+    -------
+    (ntk_core.train.TrainResult, pandas.DataFrame)
+        The result and its history (one row per evaluated epoch) with the three columns added.
+    """
+    import torch
+
+    from ..train import classification_error, predict, train
+
+    y_val = splits.y_val.to(torch.float32)
+
+    def measure(epoch: int) -> dict[str, float]:
+        out = predict(model, splits.x_val).reshape(-1)
+        return {
+            "val_error_clean": classification_error(out, splits.y_val),
+            "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
+            "val_mse_clean": float(((out - y_val.to(out.dtype)) ** 2).mean()),
+        }
+
+    epochs, every = config.epochs, config.eval_every
+    tracked = EpochProbe(measure, [e for e in range(1, epochs + 1) if e % every == 0 or e == epochs])
+    callbacks = (tracked,) if on_epoch_end is None else (tracked, on_epoch_end)
+    result = train(
+        model,
+        splits.x_train,
+        y_noisy,
+        config,
+        y_clean=splits.y_train,
+        val=(splits.x_val, y_val_noisy),
+        test=(splits.x_test, splits.y_test),
+        progress=progress,
+        on_epoch_end=_each(callbacks),
+    )
+    return result, result.history.merge(tracked.frame(), on="epoch", validate="one_to_one")
 
 
 #: the groups within which the protocol chooses a hyper-parameter: one choice per seed, noise level and method

@@ -51,20 +51,19 @@ from ..data import mnist_features
 from ..krr import gd_kernel_closed_form, krr_path
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
-from ..train import TrainConfig, TrainingMethod, classification_error, predict, train
+from ..train import TrainConfig, TrainingMethod, classification_error, predict
 from . import _shared
 from ._runner import ExperimentConfig, RunContext
 from ._shared import (
     REGIME_COLUMNS,
-    EpochProbe,
     RegimeTracker,
     Splits,
     bracket,
     load_features,
     make_split,
     mark_protocol,
-    on_epoch_end,
     protocol_means,
+    train_protocol,
 )
 
 __all__ = [
@@ -228,18 +227,6 @@ def _train_rows(
 ) -> list[dict]:
     model = _network(config, seed).to(config.device)
     regime = RegimeTracker(model, split.x_test[: config.n_probe], config.steps)
-    y_val = split.y_val.to(torch.float32)
-
-    def measure(epoch: int) -> dict[str, float]:
-        out = predict(model, split.x_val).reshape(-1)
-        return {
-            "val_error_clean": classification_error(out, split.y_val),
-            "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
-            "val_mse_clean": float(((out - y_val) ** 2).mean()),
-        }
-
-    evals = [e for e in range(1, config.steps + 1) if e % config.eval_every == 0 or e == config.steps]
-    tracked = EpochProbe(measure, evals)
     cfg = TrainConfig(
         method=cast(TrainingMethod, "early_stopping" if method == "GD" else method),
         lam=lam,
@@ -249,18 +236,7 @@ def _train_rows(
         eval_every=config.eval_every,
         seed=seed,
     )
-    result = train(
-        model,
-        split.x_train,
-        y_noisy,
-        cfg,
-        y_clean=split.y_train,
-        val=(split.x_val, y_val_noisy),  # the validation labels a user has: as noisy as the training labels
-        test=(split.x_test, split.y_test),
-        progress=progress,
-        on_epoch_end=on_epoch_end(tracked, regime),
-    )
-    history = result.history.merge(tracked.frame(), on="epoch", validate="one_to_one")
+    result, history = train_protocol(model, split, y_noisy, y_val_noisy, cfg, progress=progress, on_epoch_end=regime)
     last = history.iloc[-1]
     base = {
         "lam": lam if lam is not None else 0.0,

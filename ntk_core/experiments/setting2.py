@@ -96,19 +96,18 @@ from .._checks import check_choice, check_each_in, check_interval
 from ..nets import ConvNet, DifferenceTrick, OutputScale
 from ..ntk import empirical_ntk
 from ..regime import linearised_sgd_outputs
-from ..train import TrainConfig, TrainingMethod, TrainResult, batch_order, classification_error, predict, train
+from ..train import TrainConfig, TrainingMethod, TrainResult, batch_order, predict
 from . import _shared
 from ._runner import ExperimentConfig, RunContext
 from ._shared import (
     REGIME_COLUMNS,
-    EpochProbe,
     RegimeTracker,
     Splits,
     bracket,
     mark_protocol,
     memorised_fraction,
-    on_epoch_end,
     protocol_means,
+    train_protocol,
     split_from,
 )
 
@@ -350,18 +349,6 @@ def _run(
         name: float(torch.linalg.vector_norm(p.detach())) for name, p in model.named_parameters() if p.requires_grad
     }
     regime = RegimeTracker(model, split.x_test[: config.n_probe], config.epochs)
-    y_val = split.y_val.to(torch.float32)
-
-    def measure(epoch: int) -> dict[str, float]:
-        out = predict(model, split.x_val).reshape(-1)
-        return {
-            "val_error_clean": classification_error(out, split.y_val),
-            "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
-            "val_mse_clean": float(((out - y_val.to(out.dtype)) ** 2).mean()),
-        }
-
-    evals = [e for e in range(1, config.epochs + 1) if e % config.eval_every == 0 or e == config.epochs]
-    tracked = EpochProbe(measure, evals)
     cfg = TrainConfig(
         method=cast(TrainingMethod, method),
         lam=lam,
@@ -372,17 +359,7 @@ def _run(
         seed=seed,
         eval_every=config.eval_every,
     )
-    result = train(
-        model,
-        split.x_train,
-        y_noisy,
-        cfg,
-        y_clean=split.y_train,
-        val=(split.x_val, y_val_noisy),  # the validation labels a user has: as noisy as the training labels
-        test=(split.x_test, split.y_test),
-        progress=progress,
-        on_epoch_end=on_epoch_end(tracked, regime),
-    )
+    result, h = train_protocol(model, split, y_noisy, y_val_noisy, cfg, progress=progress, on_epoch_end=regime)
     # the linearised network trained by the same SGD steps (same batches, same objective; AUX: its network part)
     with np.errstate(over="ignore", invalid="ignore"):  # it may diverge where the network does not: said below
         lin_train, lin_test = linearised_sgd_outputs(
@@ -400,7 +377,6 @@ def _run(
     lin_diverged = not (np.isfinite(lin_train).all() and np.isfinite(lin_test).all()) or bool(
         np.linalg.norm(y_lin - lin_train) > np.linalg.norm(start)
     )
-    h = result.history.merge(tracked.frame(), on="epoch", validate="one_to_one")
     rows: list[dict] = []
     for _, r in h.iterrows():
         rows.append(
