@@ -53,3 +53,10 @@ def test_regime_ranges_span_each_experiment():
     t.loc[t["lin_diverged"], "lin_agreement"] = float("nan")  # the experiments leave it NaN where it diverged
     r = compare.regime_ranges({"a": t}).set_index("experiment")
     assert r.loc["a", "lin_diverged"] == 4 and r.loc["a", "lin_agreement_min"] == 0.99
+
+
+def test_regime_display_formats_for_a_narrow_page():
+    t = _runs().assign(lin_diverged=False)
+    shown = compare.regime_display(t[["lam", "kernel_drift", "movement", "lin_agreement", "lin_diverged"]].head(2))
+    assert list(shown.columns) == ["λ", "end", "moved", "agrees with lin.", "lin. diverged"]
+    assert shown["λ"].tolist() == ["0", "1"] and shown["end"].iloc[1] == "0.11" and shown["moved"].iloc[0] == "2 %"

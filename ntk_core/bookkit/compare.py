@@ -28,6 +28,7 @@ __all__ = [
     "as_percent",
     "regime_gains",
     "regime_ranges",
+    "regime_display",
     "REGIME_COLUMNS",
 ]
 
@@ -218,6 +219,29 @@ def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.D
     for column in columns:
         out[column] = [f"{100 * v:.{digits}f} %" if pd.notna(v) else "—" for v in out[column]]
     return out
+
+
+def regime_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """A regime table (the columns :data:`REGIME_COLUMNS`, ``lam``, ``lin_diverged`` where present) written for a
+    narrow page: drifts to two decimals, movement, agreement and test error as percentages, λ as given, and
+    short headers ("lin." is the linearised network)."""
+    out = as_percent(frame, [c for c in ("movement", "lin_agreement", "lin_test_error") if c in frame], digits=0)
+    for column in ("kernel_drift_quarter", "kernel_drift_half", "kernel_drift"):
+        if column in out:
+            out[column] = [f"{v:.2f}" for v in out[column]]
+    if "lam" in out:
+        out["lam"] = [f"{v:g}" for v in out["lam"]]
+    short = {
+        "lam": "λ",
+        "kernel_drift_quarter": "kernel drift ¼",
+        "kernel_drift_half": "½",
+        "kernel_drift": "end",
+        "movement": "moved",
+        "lin_agreement": "agrees with lin.",
+        "lin_test_error": "lin. test error",
+        "lin_diverged": "lin. diverged",
+    }
+    return out.rename(columns=short)
 
 
 def regime_gains(table: pd.DataFrame, vanilla: str, methods: list[str]) -> pd.DataFrame:
