@@ -158,11 +158,11 @@ def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(d
     assert meta["attested_by"]["tolerance"] == _record.LEGACY_ATTEST_RTOL  # recorded without the pins
     assert {unit_class(k) for k in meta["attested_by"]["replayed"]} == {unit_class(c.key) for c in checks}
     # a change that moves one number of the record in its last bits is not a refactor
-    import ntk_core.experiments.setting1 as setting1
+    import ntk_core.train as train_module  # the protocol's validation probe predicts through it
 
-    predict = setting1.predict
+    predict = train_module.predict
     monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "feedfeedfeed")
-    monkeypatch.setattr(setting1, "predict", lambda *a, **k: predict(*a, **k) * (1 + 2**-10))  # 0.1 %
+    monkeypatch.setattr(train_module, "predict", lambda *a, **k: predict(*a, **k) * (1 + 2**-10))  # 0.1 %
     refused = _record.attest("setting1", "quick", root=root)
     assert all(any("val_mse" in p for p in c.problems) for c in refused), [c.problems for c in refused]
     after = recorded("setting1", "quick", root=root).meta
