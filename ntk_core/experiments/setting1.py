@@ -75,6 +75,7 @@ __all__ = [
     "chosen",
     "protocol_table",
     "regime_table",
+    "training_runs",
     "selection",
     "figure_table",
 ]
@@ -358,11 +359,15 @@ def protocol_table(table: pd.DataFrame) -> pd.DataFrame:
     return protocol_means(table)
 
 
+def training_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of trained networks (GD, GD+RDI, GD+AUX at every λ): the rows with the regime columns."""
+    return table[table["method"].isin(["GD", "GD+RDI", "GD+AUX"])]
+
+
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     """How far the trained networks leave the NTK regime: mean over seeds, per noise level, of GD's last step and
     of RDI and AUX at the λ chosen on noisy validation labels (the columns of the module's docstring)."""
-    runs = chosen(table)
-    runs = runs[runs["method"].isin(["GD", "GD+RDI", "GD+AUX"])]
+    runs = training_runs(chosen(table))
     return runs.groupby(["noise", "method"])[list(REGIME_COLUMNS)].mean().reset_index()
 
 

@@ -125,6 +125,7 @@ __all__ = [
     "protocol_table",
     "selection",
     "regime_table",
+    "training_runs",
     "seed_verdict",
 ]
 
@@ -598,13 +599,18 @@ def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     return bracket(s, oracle)
 
 
+def training_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows of trained networks at their last epoch (SGD, SGD+AUX, SGD+RDI at every λ): the rows with
+    the regime columns."""
+    return table[(table["part"] == "summary") & table["method"].isin(["SGD", *_TUNED])]
+
+
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     """How far the trained networks leave the NTK regime: the regime columns (module docstring) of every run's
     last epoch, mean over seeds, per noise level, method and λ (vanilla SGD: λ = 0); the linearisation's
     agreement and test error over the seeds where it did not diverge, and ``lin_diverged`` the number of seeds
     where it did."""
-    s = table[(table["part"] == "summary") & table["method"].isin(["SGD", *_TUNED])]
-    groups = s.groupby(["noise", "method", "lam"])
+    groups = training_runs(table).groupby(["noise", "method", "lam"])
     out = groups[list(REGIME_COLUMNS)].mean()  # the linearisation's columns over the seeds where it converged
     out["lin_diverged"] = groups["lin_diverged"].apply(lambda v: int(v.astype(bool).sum()))
     return out.reset_index()
