@@ -143,6 +143,13 @@ def test_distance_prediction_and_schedule_by_value(shared_data, monkeypatch):
     assert row["predicted"] == pytest.approx(math.sqrt(alpha @ K @ alpha), rel=1e-6)
     assert row["lr"] == pytest.approx(lr_scale / (np.linalg.norm(K, 2) + lam**2), rel=1e-6)
     assert row["steps"] == 43  # round(30 / 0.7) = round(42.86)
+    # the linearised network (its test error): explicit GD steps on RDI's objective through the explicit NTK
+    K_all = _explicit_ntk(DifferenceTrick(TwoLayerNet(d, 32, seed=seed)), torch.cat([split.x_train, split.x_test]))
+    a = np.zeros(30)
+    for _ in range(43):
+        a = a - row["lr"] * ((K_all[:30, :30] + lam**2 * np.eye(30)) @ a - y)
+    assert row["lin_test_error"] == pytest.approx(_errors(K_all[30:, :30] @ a, split.y_test.numpy()), abs=1e-6)
+    assert row["kernel_drift"] > 0 and row["kernel_drift_quarter"] > 0 and 0.5 <= row["lin_agreement"] <= 1
 
 
 def test_setting3_train_config_is_the_batch_mean_one_rescaled():

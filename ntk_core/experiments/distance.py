@@ -20,6 +20,13 @@ For vanilla GD in the NTK regime the distance at convergence is
 table also reports that closed form (``predicted``) from the empirical NTK:
 the measured distance approaches it as training converges. The per-layer weight
 movement during training (Figures 3, 6–8) is recorded by ``setting2``.
+
+**The NTK regime**, in every run (``experiments._shared.RegimeTracker``): ``kernel_drift`` (at the
+end; ``kernel_drift_quarter`` and ``kernel_drift_half`` along the way) is the relative change of the empirical NTK
+on the first ``n_probe`` test images, ``movement`` the relative movement of the trained weights (the distance
+relative to ‖θ(0)‖), ``lin_agreement`` the fraction of test images on which the network predicts the label that
+its linearisation around θ(0), trained by the same GD steps (RDI: with its λ), predicts
+(:func:`ntk_core.regime.linearised_outputs`), and ``lin_test_error`` the linearisation's test error.
 """
 
 from __future__ import annotations
@@ -36,9 +43,10 @@ from .._checks import check_count, check_each_in
 from ..krr import krr_coefficients
 from ..nets import DifferenceTrick, TwoLayerNet
 from ..ntk import empirical_ntk
+from ..regime import linearised_outputs
 from ..train import TrainConfig, train
 from ._runner import ExperimentConfig, RunContext
-from ._shared import make_split
+from ._shared import RegimeTracker, make_split
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "FACTORS", "trends", "tracking"]
@@ -65,6 +73,7 @@ class Config(ExperimentConfig):
     width_grid: tuple[int, ...] = (256, 512, 1024)
     lam_grid: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
     lr_grid: tuple[float, ...] = (0.25, 0.5, 1.0)
+    n_probe: int = 128
     seeds: tuple[int, ...] = (0,)
     device: str = "cpu"
 
@@ -139,7 +148,7 @@ class Config(ExperimentConfig):
             device="cuda",
         )
 
-    counts = {"n_train": 1, "width": 1, "steps": 1}
+    counts = {"n_train": 1, "width": 1, "steps": 4, "n_probe": 1}  # steps: the drift is measured at a quarter
 
     def _check(self) -> None:
         check_pool(self.pool)
@@ -185,15 +194,22 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     split = split.to(config.device)
     y_noisy = y_noisy.to(config.device)
     model = DifferenceTrick(TwoLayerNet(input_dim(config.pool), point["width"], seed=seed)).to(config.device)
+    steps = int(round(config.steps / point["lr_scale"]))
+    regime = RegimeTracker(model, split.x_test[: config.n_probe], steps)
     K = empirical_ntk(model, split.x_train, out_dtype=torch.float64).numpy()
     eig = np.linalg.eigvalsh(K)
     lam = point["lam"]
     lr = point["lr_scale"] / (eig[-1] + (lam or 0.0) ** 2)
-    steps = int(round(config.steps / point["lr_scale"]))
     cfg = TrainConfig(
         method="rdi" if lam else "vanilla", lam=lam, loss="l2", epochs=steps, lr=lr, eval_every=steps, seed=seed
     )
-    result = train(model, split.x_train, y_noisy, cfg, test=(split.x_test, split.y_test), progress=progress)
+    result = train(
+        model, split.x_train, y_noisy, cfg, test=(split.x_test, split.y_test), progress=progress, on_epoch_end=regime
+    )
+    # the linearised network trained by the same GD steps (RDI: with its λ), from the same θ(0)
+    _, lin_test = linearised_outputs(
+        regime.initial, split.x_train, y_noisy, split.x_test, eta=lr, steps=steps, lam=float(lam or 0.0)
+    )
     y = y_noisy.cpu().numpy().astype(np.float64)
     # minimum-norm (λ = 0) or ridge (λ > 0) solution of the linearised problem: ‖θ* − θ(0)‖
     alpha = krr_coefficients(K, y, lam or 0.0)
@@ -207,6 +223,7 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
         "test_error": float(result.final["test_error"]),
         "steps": steps,
         "lr": lr,
+        **regime.columns(split.x_test, split.y_test, lin_test),
     }
 
 
