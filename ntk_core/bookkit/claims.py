@@ -46,6 +46,7 @@ __all__ = [
     "check_table_1",
     "check_table_2",
     "check_table_2_linearised",
+    "check_table_2_regime",
     "judge",
 ]
 
@@ -787,6 +788,35 @@ def check_table_2(
             anchor=anchor,
             status=status,
         )
+
+
+def check_table_2_regime(
+    ledger: Ledger, table: pd.DataFrame, config: dict, status: Status, anchor: str = "exp-table-2-regime"
+) -> dict:
+    """Check how far Table 2's networks leave the NTK regime, on a distance result table with the regime columns.
+
+    Every trained network (:func:`ntk_core.experiments.distance.training_runs`, the base run once) stays in the
+    regime (:func:`check_regime`: its kernel moves by under :data:`REGIME_DRIFT` on the probe), and the networks
+    approach it as the width grows — the premise of Table 2's width entry: the kernel drift falls from each width
+    to the next on every seed (:func:`ntk_core.experiments.distance.width_drift`, whose ``slope`` on log–log axes
+    is reported beside the −½ of NTK theory's O(1/√m)). Returns :func:`~ntk_core.experiments.distance.width_drift`'s
+    numbers with ``runs``, the number of trained networks.
+    """
+    runs = distance.training_runs(table, config)
+    check_regime(ledger, runs, status, anchor)
+    w = distance.width_drift(table)
+    widths = sorted(w["by_width"])
+    ledger.check(
+        "Table 2",
+        "premise of the width entry: the networks approach the NTK regime as the width grows (the kernel drift "
+        "falls from each width to the next, on every seed)",
+        w["falls_every_seed"],
+        value=f"mean drift {w['by_width'][widths[0]]:.3f} at width {widths[0]:,g} to {w['by_width'][widths[-1]]:.3f} "
+        f"at width {widths[-1]:,g}, slope {w['slope']:+.2f} on log–log axes (O(1/√m): −0.5)",
+        anchor=anchor,
+        status=status,
+    )
+    return {**w, "runs": len(runs)}
 
 
 def check_table_2_linearised(

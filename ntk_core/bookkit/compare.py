@@ -221,14 +221,14 @@ def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.D
     return out
 
 
-def regime_display(frame: pd.DataFrame) -> pd.DataFrame:
+def regime_display(frame: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     """A regime table (the columns :data:`REGIME_COLUMNS`, ``lam``, ``lin_diverged`` where present) written for a
-    narrow page: drifts to two decimals, movement, agreement and test error as percentages, λ as given, and
-    short headers ("lin." is the linearised network)."""
+    narrow page: drifts to ``digits`` decimals, movement, agreement and test error as percentages, λ as given,
+    and short headers ("lin." is the linearised network)."""
     out = as_percent(frame, [c for c in ("movement", "lin_agreement", "lin_test_error") if c in frame], digits=0)
     for column in ("kernel_drift_quarter", "kernel_drift_half", "kernel_drift"):
         if column in out:
-            out[column] = [f"{v:.2f}" for v in out[column]]
+            out[column] = [f"{v:.{digits}f}" for v in out[column]]
     if "lam" in out:
         out["lam"] = [f"{v:g}" for v in out["lam"]]
     short = {

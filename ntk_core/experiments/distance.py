@@ -49,7 +49,7 @@ from ._runner import ExperimentConfig, RunContext
 from ._shared import RegimeTracker, make_split
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
-__all__ = ["Config", "compute", "FACTORS", "trends", "tracking"]
+__all__ = ["Config", "compute", "FACTORS", "trends", "tracking", "training_runs", "width_drift"]
 
 FACTORS = ("samples", "noise", "width", "lam", "lr")
 # Table 2 of the paper: +1 positive correlation, -1 negative, 0 none (wide net, small learning rate)
@@ -275,3 +275,37 @@ def tracking(table: pd.DataFrame, loss_tol: float = 1e-3, rate_tol: float = 0.01
     rate = np.abs(1 - t["lr"] * t["lam"] ** 2) ** t["steps"]
     t["converged"] = np.where(rdi, rate < rate_tol, t["train_loss"] / t["n_train"] < loss_tol)
     return t
+
+
+def training_runs(table: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """One row per trained network: the base run recurs under several factors (the samples, noise, width and
+    learning-rate grids each contain the base point), so its row is kept once, under the first factor.
+
+    ``config`` is the run's config as a dict (``result.meta["config"]``), which gives the base point.
+    """
+    base = {"samples": config["n_train"], "noise": config["noise"], "width": config["width"], "lr": 1.0}
+    is_base = pd.Series([base.get(f) == v for f, v in zip(table["factor"], table["value"])], index=table.index)
+    keep = ~is_base
+    keep[table[is_base].drop_duplicates(subset=["seed"]).index] = True  # the base run once per seed
+    return table[keep]
+
+
+def width_drift(table: pd.DataFrame) -> dict:
+    """How the kernel drift (``kernel_drift``, the relative change of the empirical NTK on the probe) changes with
+    the width, on the rows of the ``width`` factor.
+
+    Returns ``by_width`` (mean drift over the seeds per width), ``falls_every_seed`` (the drift falls strictly
+    from each width to the next on every seed) and ``slope``, the least-squares slope of log(mean drift) on
+    log(width): −½ for the O(1/√m) change of the kernel of a width-m network in the NTK parametrisation.
+    """
+    rows = table[table["factor"] == "width"]
+    if rows.empty or "kernel_drift" not in rows.columns:
+        raise ValueError("the table has no width factor with a kernel_drift column (a record made before it)")
+    wide = rows.pivot_table(index="value", columns="seed", values="kernel_drift").sort_index()
+    mean = wide.mean(axis=1)
+    slope = float(np.polyfit(np.log(mean.index.to_numpy(float)), np.log(mean.to_numpy()), 1)[0])
+    return {
+        "by_width": {float(w): float(d) for w, d in mean.items()},
+        "falls_every_seed": bool((wide.diff().iloc[1:] < 0).all().all()),
+        "slope": slope,
+    }
