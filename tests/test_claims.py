@@ -571,10 +571,22 @@ def _distance_table(drift_by_width: dict[int, list[float]]) -> pd.DataFrame:
     rows = []
     for seed in range(3):
         base = {"seed": seed, "n_train": 200, "lam": 0.0, "kernel_drift": drift_by_width[512][seed], "movement": 0.05}
-        for factor, value in (("samples", 100), ("samples", 200), ("noise", 0.2), ("noise", 0.4), ("lr", 1.0),
-                              ("lam", 1.0)):
-            rows.append({**base, "factor": factor, "value": value, "kernel_drift": 0.02 if value not in
-                         (200, 0.2, 1.0) else base["kernel_drift"]})
+        for factor, value in (
+            ("samples", 100),
+            ("samples", 200),
+            ("noise", 0.2),
+            ("noise", 0.4),
+            ("lr", 1.0),
+            ("lam", 1.0),
+        ):
+            rows.append(
+                {
+                    **base,
+                    "factor": factor,
+                    "value": value,
+                    "kernel_drift": 0.02 if value not in (200, 0.2, 1.0) else base["kernel_drift"],
+                }
+            )
         for width, drifts in drift_by_width.items():
             rows.append({**base, "factor": "width", "value": width, "kernel_drift": drifts[seed]})
     return pd.DataFrame(rows)
@@ -591,18 +603,29 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
     assert runs[(runs["factor"] == "samples") & (runs["value"] == 200)].shape[0] == 3
     w = distance.width_drift(table)
     assert w["falls_every_seed"] and w["by_width"][256] == pytest.approx(0.16 / 3)
-    assert w["slope"] == pytest.approx(np.polyfit(np.log([256, 512, 1024]), np.log([0.16 / 3, 0.095 / 3, 0.061 / 3]),
-                                                  1)[0])
+    assert w["slope"] == pytest.approx(
+        np.polyfit(np.log([256, 512, 1024]), np.log([0.16 / 3, 0.095 / 3, 0.061 / 3]), 1)[0]
+    )
     ledger = Ledger("t")
     out = claims.check_table_2_regime(ledger, table, config, "medium", anchor="a")
     assert out["runs"] == 18 and len(ledger.claims) == 2 and {c.status for c in ledger.claims} == {"medium"}
     # one seed whose drift rises from 512 to 1024: the premise check fails
     with pytest.raises(AssertionError, match="approach the NTK regime"):
-        claims.check_table_2_regime(Ledger("t"), _distance_table(
-            {256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.04, 0.019]}), config, "quick", "a")
+        claims.check_table_2_regime(
+            Ledger("t"),
+            _distance_table({256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.04, 0.019]}),
+            config,
+            "quick",
+            "a",
+        )
     # a run that leaves the regime: check_regime fails first
     with pytest.raises(AssertionError, match="NTK regime"):
-        claims.check_table_2_regime(Ledger("t"), _distance_table(
-            {256: [0.15, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.022, 0.019]}), config, "quick", "a")
+        claims.check_table_2_regime(
+            Ledger("t"),
+            _distance_table({256: [0.15, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.022, 0.019]}),
+            config,
+            "quick",
+            "a",
+        )
     with pytest.raises(ValueError, match="width factor"):
         distance.width_drift(table.drop(columns="kernel_drift"))
