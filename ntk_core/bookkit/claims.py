@@ -773,7 +773,8 @@ def check_table_2(
                 "Table 2",
                 f"the distance to initialisation {words}",
                 not holds,
-                premise="a sufficiently large width (the NTK regime); the spread shows these widths are not",
+                premise="a width large enough that the distance no longer depends on it (the NTK limit); the spread "
+                "shows these widths are not, although their kernels move little (the regime section)",
                 value=value,
                 paper=t.loc[factor, "paper"],
                 anchor=anchor,
@@ -812,7 +813,7 @@ def check_table_2_regime(
         "falls from each width to the next, on every seed)",
         w["falls_every_seed"],
         value=f"mean drift {w['by_width'][widths[0]]:.3f} at width {widths[0]:,g} to {w['by_width'][widths[-1]]:.3f} "
-        f"at width {widths[-1]:,g}, slope {w['slope']:+.2f} on log–log axes (O(1/√m): −0.5)",
+        f"at width {widths[-1]:,g}, slope {w['slope']:+.2f} on log–log axes (O(1/√m): −0.5)".replace("-", "−"),
         anchor=anchor,
         status=status,
     )
