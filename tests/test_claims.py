@@ -565,7 +565,7 @@ def test_regime_claim_holds_under_the_drift_threshold_and_is_a_finding_above_it(
     assert ledger.claims[-1].status == "not reproduced" and "1.0%–3.0%" in ledger.claims[-1].value
 
 
-def _distance_table(drift_by_width: dict[int, list[float]]) -> pd.DataFrame:
+def _distance_regime_table(drift_by_width: dict[int, list[float]]) -> pd.DataFrame:
     """A distance table with the base run (200 images, noise 0.2, width 512, lr 1) under four factors and the
     width factor's kernel drift per seed as given."""
     rows = []
@@ -596,7 +596,7 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
     from ntk_core.experiments import distance
 
     config = {"n_train": 200, "noise": 0.2, "width": 512}
-    table = _distance_table({256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.022, 0.019]})
+    table = _distance_regime_table({256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.022, 0.019]})
     runs = distance.training_runs(table, config)
     # per seed: 9 rows, of which the base run (samples 200, noise 0.2, lr 1, width 512) four times: kept once
     assert len(table) == 27 and len(runs) == 3 * 6
@@ -613,7 +613,7 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
     with pytest.raises(AssertionError, match="approach the NTK regime"):
         claims.check_table_2_regime(
             Ledger("t"),
-            _distance_table({256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.04, 0.019]}),
+            _distance_regime_table({256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.04, 0.019]}),
             config,
             "quick",
             "a",
@@ -622,7 +622,7 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
     with pytest.raises(AssertionError, match="NTK regime"):
         claims.check_table_2_regime(
             Ledger("t"),
-            _distance_table({256: [0.15, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.022, 0.019]}),
+            _distance_regime_table({256: [0.15, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.022, 0.019]}),
             config,
             "quick",
             "a",
