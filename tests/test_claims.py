@@ -601,6 +601,8 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
     # per seed: 9 rows, of which the base run (samples 200, noise 0.2, lr 1, width 512) four times: kept once
     assert len(table) == 27 and len(runs) == 3 * 6
     assert runs[(runs["factor"] == "samples") & (runs["value"] == 200)].shape[0] == 3
+    by_factor = distance.regime_by_factor(table).set_index(["factor", "value"])
+    assert len(by_factor) == 9 and by_factor.loc[("width", 1024), "kernel_drift"] == pytest.approx(0.061 / 3)
     w = distance.width_drift(table)
     assert w["falls_every_seed"] and w["by_width"][256] == pytest.approx(0.16 / 3)
     assert w["slope"] == pytest.approx(

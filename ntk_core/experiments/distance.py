@@ -49,7 +49,7 @@ from ._runner import ExperimentConfig, RunContext
 from ._shared import RegimeTracker, make_split
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
-__all__ = ["Config", "compute", "FACTORS", "trends", "tracking", "training_runs", "width_drift"]
+__all__ = ["Config", "compute", "FACTORS", "trends", "tracking", "training_runs", "regime_by_factor", "width_drift"]
 
 FACTORS = ("samples", "noise", "width", "lam", "lr")
 # Table 2 of the paper: +1 positive correlation, -1 negative, 0 none (wide net, small learning rate)
@@ -288,6 +288,13 @@ def training_runs(table: pd.DataFrame, config: dict) -> pd.DataFrame:
     keep = ~is_base
     keep[table[is_base].drop_duplicates(subset=["seed"]).index] = True  # the base run once per seed
     return table[keep]
+
+
+def regime_by_factor(table: pd.DataFrame) -> pd.DataFrame:
+    """The kernel drift, weight movement and agreement with the linearised network, mean over the seeds, per
+    (factor, value): every value of each factor's grid (the base run under each factor it belongs to)."""
+    columns = [c for c in ("kernel_drift", "movement", "lin_agreement") if c in table.columns]
+    return table.groupby(["factor", "value"], sort=False)[columns].mean().reset_index()
 
 
 def width_drift(table: pd.DataFrame) -> dict:
