@@ -4,11 +4,20 @@ files they make themselves, or the official files in ``$NTK_CORE_DATA`` (``../sh
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The seed that draws which unit of each class the replay of the medium records runs (tests/test_recorded.py):
+# drawn once per session unless given, and printed in the session's header, so that a failing replay can be rerun.
+os.environ.setdefault("NTK_REPLAY_SEED", str(random.SystemRandom().randrange(2**31)))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"replay of the medium records: NTK_REPLAY_SEED={os.environ['NTK_REPLAY_SEED']}"
 
 
 def _shared_data_dir() -> Path | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from ntk_core.experiments._record import (
 #: the replay budget per record, in seconds of recorded compute time (NTK_REPLAY_MAX_S; default: every class)
 REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "inf"))
 #: the seed that draws the unit of each class, printed by every replay test
-REPLAY_SEED = int(os.environ.get("NTK_REPLAY_SEED", random.SystemRandom().randrange(2**31)))
+REPLAY_SEED = int(os.environ["NTK_REPLAY_SEED"])  # drawn in conftest.py unless given, printed in the header
 
 TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,), lams=(0.5, 2.0))
 
