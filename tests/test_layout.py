@@ -208,5 +208,5 @@ def test_no_module_level_string_but_the_docstring():
                 and isinstance(stmt.value, ast.Constant)
                 and isinstance(stmt.value.value, str)
             ):
-                found.append(f"{name}:{stmt.lineno}")
-    assert found == ["ntk_core._store:81"], found
+                found.append(name)
+    assert found == ["ntk_core._store"], found
