@@ -71,7 +71,14 @@ from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerN
 from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
 from .ntk import CostEstimate, MethodChoice, distributed_ntk, empirical_ntk, jacobian_features, select_method
-from .regime import agreement, kernel_drift, linearised_outputs, linearised_sgd_outputs, parameter_movement
+from .regime import (
+    agreement,
+    kernel_drift,
+    linearised_outputs,
+    linearised_sgd_outputs,
+    parameter_movement,
+    with_batch_statistics,
+)
 
 __version__ = "0.1.0"
 
@@ -81,6 +88,7 @@ __all__ = [
     "linearised_outputs",
     "linearised_sgd_outputs",
     "parameter_movement",
+    "with_batch_statistics",
     "AuxiliaryVariables",
     "RDIPenalty",
     "with_indices",

@@ -33,7 +33,14 @@ from ._checks import check_count, check_positive
 from .krr import gd_kernel_closed_form, sgd_kernel_outputs
 from .ntk import InputsLike, NTKMethod, empirical_ntk
 
-__all__ = ["kernel_drift", "parameter_movement", "linearised_outputs", "linearised_sgd_outputs", "agreement"]
+__all__ = [
+    "kernel_drift",
+    "parameter_movement",
+    "with_batch_statistics",
+    "linearised_outputs",
+    "linearised_sgd_outputs",
+    "agreement",
+]
 
 
 def _trained(model: nn.Module) -> dict[str, Tensor]:
@@ -138,6 +145,66 @@ def parameter_movement(model: nn.Module, initial: Mapping[str, Tensor]) -> dict[
         start_sq += n0 * n0
     out["all"] = float(np.sqrt(moved_sq / start_sq)) if start_sq > 0 else float("nan")
     return out
+
+
+def with_batch_statistics(model: nn.Module, x: Tensor, batch_size: int = 256) -> nn.Module:
+    r"""A copy of ``model`` in evaluation mode whose BatchNorm layers hold the statistics of ``x`` at its weights.
+
+    The empirical NTK needs one fixed per-example function, so a BatchNorm network is measured in evaluation
+    mode, where each BatchNorm normalises with its running mean and variance. At initialisation those are the
+    defaults (mean 0, variance 1), not the statistics the network normalises its training batches with, so
+    :func:`kernel_drift` between a trained network and such a copy would count the change of the statistics
+    as well as the movement of the weights. This copy recomputes them: each BatchNorm's running mean and
+    (unbiased) variance become the average over the batches of ``x`` (``momentum=None``, a cumulative
+    average) of the batch statistics it sees in training mode, at the model's current parameters. The model
+    itself is not changed; layers in training mode that draw random numbers (Dropout, an augmentation) draw
+    them in the copy only.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network (any mode).
+    x : torch.Tensor
+        Inputs whose statistics the copy takes, e.g. the training set, on the model's device.
+    batch_size : int
+        Examples per forward pass (the batch statistics are averaged over the passes).
+
+    Returns
+    -------
+    torch.nn.Module
+        The copy, in evaluation mode; models without BatchNorm come back as an evaluation-mode copy.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from ntk_core.regime import with_batch_statistics
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    >>> x = torch.randn(64, 3) + 5.0
+    >>> copy = with_batch_statistics(net, x, batch_size=64)
+    >>> bool(torch.allclose(copy[1].running_mean, net[0](x).mean(0).detach()))
+    True
+    >>> float(net[1].running_mean.abs().max())  # the model keeps its own statistics
+    0.0
+    """
+    import copy as _copy
+
+    check_count(batch_size, "batch_size")
+    out = _copy.deepcopy(model)
+    norms = [m for m in out.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        if not m.track_running_stats:
+            raise ValueError("a BatchNorm built with track_running_stats=False has no running statistics to set")
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the passes below
+    if norms:
+        out.train()
+        with torch.no_grad():
+            for start in range(0, len(x), batch_size):
+                out(x[start : start + batch_size])
+        for m, original in zip(norms, [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]):
+            m.momentum = original.momentum
+    return out.eval()
 
 
 def _outputs(model: nn.Module, x: Tensor) -> np.ndarray:

@@ -158,7 +158,7 @@ def test_setting3_train_config_is_the_batch_mean_one_rescaled():
         lr=0.3,
         weight_decay=1e-3,
         aux_weight_decay=0.05,
-        lam=2.5,
+        lam_grid=(2.5,),
         mse_scale=3.0,
         momentum=0.8,
         epochs=6,
@@ -166,14 +166,17 @@ def test_setting3_train_config_is_the_batch_mean_one_rescaled():
     )
     b = 20
     for loss, s in (("ce", 1.0), ("mse", 3.0)):
-        for aux in (False, True):
-            cfg = setting3._train_config(config, loss, aux, seed=7)
+        for lam in (None, 2.5):
+            aux = lam is not None
+            cfg = setting3._train_config(config, loss, lam, seed=7)
             assert cfg.method == ("aux" if aux else "early_stopping")
             assert cfg.loss == ("l2" if loss == "mse" else "ce")
-            assert cfg.lam == (2.5 if aux else None)
+            assert cfg.lam == lam
             assert cfg.lr == pytest.approx(0.3 * s / b)
             assert cfg.weight_decay == pytest.approx(1e-3 * b / s)
-            assert cfg.aux_weight_decay == pytest.approx(0.05 * b / s if aux else 0.0)
+            # the batch-mean auxiliary weight decay is s · aux_weight_decay (trainer: × B / s), so that the
+            # balance c ≈ s λ² / (wd_b n) = λ² / (aux_weight_decay · n) is the same for both losses
+            assert cfg.aux_weight_decay == pytest.approx((s * 0.05) * b / s if aux else 0.0)
             assert (cfg.batch_size, cfg.momentum, cfg.lr_milestones, cfg.epochs, cfg.seed) == (b, 0.8, (2, 4), 6, 7)
 
 

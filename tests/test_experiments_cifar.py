@@ -32,9 +32,10 @@ TINY = {
         n_train=64,
         n_val=32,
         n_test=64,
+        n_probe=16,
         width=4,
-        epochs=3,
-        lr_milestones=(1, 2),
+        epochs=4,
+        lr_milestones=(2, 3),
         batch_size=32,
         noise_levels=(0.0, 0.4),
         seeds=(0,),
@@ -150,7 +151,12 @@ def test_setting2_rejects_bad_configs(overrides, message) -> None:
         ({"noise_levels": (0.9,)}, "noise"),
         ({"noise_levels": (-0.1,)}, "noise"),
         ({"noise_levels": ()}, "noise"),
-        ({"lam": 0.0}, "lam"),
+        ({"lam_grid": (0.0,)}, "lam_grid"),
+        ({"lam_grid": (4.0, 1.0)}, "lam_grid"),
+        ({"lam_grid": ()}, "lam_grid"),
+        ({"n_probe": 0}, "n_probe"),
+        ({"n_test": 10, "n_probe": 20}, "n_probe"),
+        ({"epochs": 3, "lr_milestones": (1, 2)}, "epochs"),
         ({"losses": ("hinge",)}, "losses"),
         ({"lr_milestones": (3, 2)}, "milestones"),
         ({"lr_milestones": (30,)}, "milestones"),  # must lie before the last epoch (quick: 30)
@@ -280,6 +286,7 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
 def test_setting3_tiny_end_to_end(cifar_env) -> None:
     result = run("setting3", "quick", use_cache=False, **TINY["setting3"])
     t = result.table
+    grid = result.meta["config"]["lam_grid"]
     assert set(t["part"]) == {"curves", "summary"}
     summary = t[t["part"] == "summary"]
     expected = {
@@ -300,13 +307,82 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     noise_actual = summary.groupby("noise")["noise_actual"].first()
     assert noise_actual[0.0] == 0.0 and noise_actual[0.4] == 26 / 64  # exactly round(0.4 · 64) labels corrupted
     curves = t[t["part"] == "curves"]
-    assert len(curves) == 2 * 4 * 3
-    assert curves["lr"].tolist()[:3] == pytest.approx([0.1, 0.01, 0.001])
-    for col in ("train_acc", "train_acc_clean", "val_acc", "test_acc"):
+    assert len(curves) == 2 * 2 * (1 + len(grid)) * 4  # noise × loss × (normal + AUX at each λ) × epochs
+    assert curves[curves["epoch"] == 1]["lr"].unique().tolist() == pytest.approx([0.1])
+    assert sorted(curves["lr"].unique()) == pytest.approx([0.001, 0.01, 0.1])
+    for col in ("train_acc", "train_acc_clean", "val_acc", "val_acc_clean", "test_acc"):
         assert curves[col].between(0, 1).all(), col
     assert np.isfinite(curves["train_loss"]).all()
+    # the protocol's validation labels: clean at noise 0, corrupted (exactly round(0.4 · 32) = 13) at noise 0.4
+    clean_val = curves[curves["noise"] == 0.0]
+    assert (clean_val["val_acc"] == clean_val["val_acc_clean"]).all()
+    assert (curves[curves["noise"] == 0.4]["val_acc"] != curves[curves["noise"] == 0.4]["val_acc_clean"]).any()
+    # one choice per (seed, noise, method) and protocol; recomputed from the curves of each run
+    for flag, column, by in (("selected", "val_acc", "noisy"), ("selected_oracle", "val_acc_clean", "clean")):
+        kept = summary[summary[flag]]
+        assert kept.groupby(["seed", "noise", "method"]).size().eq(1).all() and len(kept) == 2 * 8
+        for r in kept.itertuples():
+            run_curves = curves[
+                (curves["noise"] == r.noise) & (curves["loss"] == r.loss) & (curves["aux"] == r.aux)
+                & ((curves["lam"] == r.lam) | (curves["lam"].isna() & (r.lam != r.lam)))
+            ]
+            if r.method.endswith("(last)"):
+                assert r.epoch == 4
+            else:  # the first epoch of best validation accuracy on the protocol's labels
+                assert r.epoch == int(run_curves.loc[run_curves[column].idxmax(), "epoch"])
+            if r.aux:  # λ: no other λ of the grid does better on the same labels at its chosen epoch
+                rivals = summary[(summary["noise"] == r.noise) & (summary["method"] == r.method)]
+                rivals = rivals[rivals["stop"].isna() | (rivals["stop"] == by)]
+                assert sorted(rivals["lam"]) == sorted(grid)
+                error = "val_error" if by == "noisy" else "val_error_clean"
+                assert getattr(r, error) == rivals[error].min()
+    assert (setting3.chosen(t)["part"] == "curves").sum() == 2 * 2 * 2 * 4  # the chosen λ's curves only
+    # the NTK regime on every run's last row, nowhere else
+    last = summary[summary["method"].str.endswith("(last)")]
+    regime = setting3.regime_table(t)
+    assert len(regime) == len(last) == 2 * 2 * (1 + len(grid))
+    for col in ("kernel_drift_quarter", "kernel_drift_half", "kernel_drift", "movement"):
+        assert (regime[col] > 0).all() and np.isfinite(regime[col]).all(), col
+        assert summary[~summary["method"].str.endswith("(last)")][col].isna().all()
     table = setting3.table1(t)
-    assert list(table.columns) == [0.0, 0.4]
+    assert list(table.columns) == [0.0, 0.4] and len(table) == 8
+    assert len(setting3.selection(t)) == 2 * 4  # per noise: (last) and (best) for each loss
+
+
+def test_setting3_regime_tracker_only_reads_the_network(monkeypatch) -> None:
+    """The same run with the regime measures switched off gives the same numbers bit for bit, and the drift
+    is the relative change of the NTK of evaluation-mode copies with the training images' BatchNorm statistics."""
+    from ntk_core import empirical_ntk, with_batch_statistics
+    from ntk_core.experiments._shared import Splits
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(48, 3, 32, 32, generator=g)
+    y = torch.randint(0, 10, (48,), generator=g)
+    split = Splits(x[:32], y[:32], x[32:40], y[32:40], x[40:], y[40:])
+    config = setting3.Config(n_train=32, n_val=8, n_test=8, n_probe=4, width=4, epochs=4, lr_milestones=(2, 3),
+                             batch_size=8, download=False)
+    y_val_noisy = (y[32:40] + 1) % 10
+    seen = {}
+    original = setting3._Regime.__call__
+
+    def spy(self, epoch):
+        original(self, epoch)
+        if epoch == 4:  # recompute the last drift from its definition
+            now, start = with_batch_statistics(self.model, split.x_train, 8), self.initial
+            k_t = empirical_ntk(now, split.x_test[:4], output="trace", out_dtype=torch.float64)
+            k_0 = empirical_ntk(start, split.x_test[:4], output="trace", out_dtype=torch.float64)
+            seen["drift"] = float(torch.linalg.norm(k_t - k_0) / torch.linalg.norm(k_0))
+
+    monkeypatch.setattr(setting3._Regime, "__call__", spy)
+    rows = setting3._run(config, split, y[:32], y_val_noisy, "ce", 4.0, 0, False)
+    last = next(r for r in rows if r["method"] == "CCE+AUX (last)")
+    assert last["kernel_drift"] == pytest.approx(seen["drift"], rel=1e-12)
+    monkeypatch.setattr(setting3._Regime, "__call__", lambda self, epoch: None)
+    monkeypatch.setattr(setting3._Regime, "columns", lambda self: {})
+    bare = setting3._run(config, split, y[:32], y_val_noisy, "ce", 4.0, 0, False)
+    for a, b in zip(rows, bare):
+        for key in b:
+            assert a[key] == b[key] or (a[key] != a[key] and b[key] != b[key]), key
 
 
 def test_setting3_corrupts_an_exact_fraction_to_other_classes() -> None:
@@ -437,14 +513,17 @@ def test_setting2_fitted_by_linear_sgd_reads_the_spectrum() -> None:
 
 def test_setting3_trainer_settings_equal_batch_mean_sgd() -> None:
     config = make_config("setting3", "quick", mse_scale=0.5)
-    ce = setting3._train_config(config, "ce", True, 0)
-    mse = setting3._train_config(config, "mse", False, 0)
+    ce = setting3._train_config(config, "ce", 4.0, 0)
+    mse = setting3._train_config(config, "mse", None, 0)
+    mse_aux = setting3._train_config(config, "mse", 4.0, 0)
     b = config.batch_size
     assert ce.lr * b == pytest.approx(0.1) and ce.weight_decay * ce.lr == pytest.approx(0.1 * 5e-4)
+    # lr × weight decay per step: the batch-mean one, with the squared loss's auxiliary weight decay × mse_scale
     assert ce.aux_weight_decay * ce.lr == pytest.approx(0.1 * config.aux_weight_decay)
-    assert ce.lam == config.lam and ce.momentum == 0.9 and ce.lr_milestones == config.lr_milestones
+    assert mse_aux.aux_weight_decay * mse_aux.lr == pytest.approx(0.1 * 0.5 * config.aux_weight_decay)
+    assert ce.lam == 4.0 and ce.momentum == 0.9 and ce.lr_milestones == config.lr_milestones
     assert mse.lr * b == pytest.approx(0.05) and mse.weight_decay * mse.lr == pytest.approx(0.1 * 5e-4)
-    assert mse.method == "early_stopping" and mse.loss == "l2"
+    assert mse.method == "early_stopping" and mse.loss == "l2" and mse.aux_weight_decay == 0.0
 
 
 @pytest.mark.parametrize("name", ["setting2", "setting3"])

@@ -221,3 +221,34 @@ def test_sgd_kernel_outputs_refuse_bad_input():
         sgd_kernel_outputs(K, np.ones(4), [[0, 4]], 0.1)
     with pytest.raises(ValueError, match="residual must have shape"):
         sgd_kernel_outputs(K, np.ones((4, 2)), [[0, 1]], 0.1)
+
+
+def test_with_batch_statistics_sets_the_running_statistics_of_the_data():
+    """Each BatchNorm's running mean and variance are the averages over the passes of the batch statistics of its
+    input (recomputed here from the layers before it), the model keeps its own, and the copy is in eval mode."""
+    from ntk_core import with_batch_statistics
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 36, 2))
+    model.train()
+    x = torch.randn(24, 3, 8, 8) * 2.0 + 1.0
+    copy_ = with_batch_statistics(model, x, batch_size=10)  # passes of 10, 10 and 4 images
+    assert not copy_.training and model.training
+    with torch.no_grad():
+        features = [model[0](x[i : i + 10]) for i in (0, 10, 20)]
+    means = torch.stack([f.mean(dim=(0, 2, 3)) for f in features]).mean(0)
+    variances = torch.stack([f.transpose(0, 1).reshape(4, -1).var(dim=1) for f in features]).mean(0)
+    torch.testing.assert_close(copy_[1].running_mean, means)
+    torch.testing.assert_close(copy_[1].running_var, variances)
+    assert float(model[1].running_mean.abs().max()) == 0.0 and model[1].momentum == copy_[1].momentum == 0.1
+    # the copy computes the same function as the model in eval mode once that holds the same statistics
+    with torch.no_grad():
+        model[1].running_mean.copy_(means)
+        model[1].running_var.copy_(variances)
+    model.eval()
+    torch.testing.assert_close(copy_(x), model(x))
+    # without BatchNorm: an eval-mode copy of the same function
+    plain = nn.Sequential(nn.Linear(3, 2))
+    torch.testing.assert_close(with_batch_statistics(plain, torch.randn(5, 3))(x[:, :, 0, 0]), plain(x[:, :, 0, 0]))
+    with pytest.raises(ValueError, match="track_running_stats"):
+        with_batch_statistics(nn.Sequential(nn.BatchNorm1d(3, track_running_stats=False)), torch.randn(5, 3))

@@ -39,6 +39,7 @@ __all__ = [
     "paired_stats",
     "EpochProbe",
     "train_protocol",
+    "validation_mse",
     "RegimeTracker",
     "mark_selected",
     "mark_protocol",
@@ -363,6 +364,23 @@ class RegimeTracker:
         }
 
 
+def validation_mse(outputs: Any, labels: Any) -> float:
+    r"""The selection protocol's tie-break between equal validation errors: a mean squared error.
+
+    One output (``outputs`` of shape (n,), labels ±1): :math:`\frac1n \sum_i (f_i - y_i)^2`, the squared loss of
+    Settings 1 and 2. K outputs (shape (n, K), labels class indices): the Brier score
+    :math:`\frac1n \sum_i \lVert \mathrm{softmax}(f_i) - e_{y_i} \rVert^2`, defined for the logits of a
+    cross-entropy network and the outputs of a squared-loss one alike (lower is better for both).
+    """
+    import torch
+
+    if outputs.dim() == 1:
+        return float(((outputs - labels.to(outputs.dtype)) ** 2).mean())
+    probs = torch.softmax(outputs.double(), dim=1)
+    onehot = torch.nn.functional.one_hot(labels.long(), outputs.shape[1]).double()
+    return float(((probs - onehot) ** 2).sum(dim=1).mean())
+
+
 def train_protocol(
     model: Any,
     splits: Splits,
@@ -377,26 +395,24 @@ def train_protocol(
 
     The trainer's ``val_error`` is measured against ``y_val_noisy`` (validation labels as noisy as the training
     labels, what a user has); at every evaluated epoch an :class:`EpochProbe` adds ``val_error_clean`` (against
-    the clean ``splits.y_val``), ``val_mse`` and ``val_mse_clean`` (the validation mean squared errors, the
-    protocol's tie-break). ``on_epoch_end`` (e.g. a :class:`RegimeTracker`) is called after the probe.
+    the clean ``splits.y_val``), ``val_mse`` and ``val_mse_clean`` (the protocol's tie-break,
+    :func:`validation_mse`). ``on_epoch_end`` (e.g. a :class:`RegimeTracker`) is called after the probe.
 
     Returns
     -------
     (ntk_core.train.TrainResult, pandas.DataFrame)
         The result and its history (one row per evaluated epoch) with the three columns added.
     """
-    import torch
-
     from ..train import classification_error, predict, train
 
-    y_val = splits.y_val.to(torch.float32)
-
     def measure(epoch: int) -> dict[str, float]:
-        out = predict(model, splits.x_val).reshape(-1)
+        out = predict(model, splits.x_val)
+        if out.dim() == 2 and out.shape[1] == 1:
+            out = out.reshape(-1)
         return {
             "val_error_clean": classification_error(out, splits.y_val),
-            "val_mse": float(((out - y_val_noisy.to(out.dtype)) ** 2).mean()),
-            "val_mse_clean": float(((out - y_val.to(out.dtype)) ** 2).mean()),
+            "val_mse": validation_mse(out, y_val_noisy),
+            "val_mse_clean": validation_mse(out, splits.y_val),
         }
 
     epochs, every = config.epochs, config.eval_every
