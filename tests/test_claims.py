@@ -631,3 +631,12 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
         )
     with pytest.raises(ValueError, match="width factor"):
         distance.width_drift(table.drop(columns="kernel_drift"))
+
+
+def test_outside_regime_check_holds_when_every_kernel_moves_and_fails_otherwise():
+    runs = pd.DataFrame({"kernel_drift": [0.2, 0.5, 1.3], "movement": [0.05, 0.1, 0.2]})
+    ledger = Ledger("t")
+    claims.check_outside_regime(ledger, runs, "medium", anchor="a")
+    assert len(ledger.claims) == 1 and "0.20–1.30" in ledger.claims[0].value
+    with pytest.raises(AssertionError, match="not in the NTK regime"):
+        claims.check_outside_regime(Ledger("t"), runs.assign(kernel_drift=[0.05, 0.5, 1.3]), "quick", anchor="a")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -53,6 +54,14 @@ def test_regime_ranges_span_each_experiment():
     t.loc[t["lin_diverged"], "lin_agreement"] = float("nan")  # the experiments leave it NaN where it diverged
     r = compare.regime_ranges({"a": t}).set_index("experiment")
     assert r.loc["a", "lin_diverged"] == 4 and r.loc["a", "lin_agreement_min"] == 0.99
+    # an experiment that trains no linearisation (Setting 3): its agreement and divergence count are NaN
+    r = compare.regime_ranges({"c": t.drop(columns=["lin_agreement", "lin_diverged"])}).set_index("experiment")
+    assert (
+        r.loc["c", "runs"] == len(t)
+        and np.isnan(r.loc["c", "lin_agreement_max"])
+        and np.isnan(r.loc["c", "lin_diverged"])
+    )
+    assert r.loc["c", "kernel_drift_max"] == pytest.approx(0.411)
 
 
 def test_regime_display_formats_for_a_narrow_page():

@@ -323,7 +323,9 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
         assert kept.groupby(["seed", "noise", "method"]).size().eq(1).all() and len(kept) == 2 * 8
         for r in kept.itertuples():
             run_curves = curves[
-                (curves["noise"] == r.noise) & (curves["loss"] == r.loss) & (curves["aux"] == r.aux)
+                (curves["noise"] == r.noise)
+                & (curves["loss"] == r.loss)
+                & (curves["aux"] == r.aux)
                 & ((curves["lam"] == r.lam) | (curves["lam"].isna() & (r.lam != r.lam)))
             ]
             if r.method.endswith("(last)"):
@@ -347,6 +349,12 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     table = setting3.table1(t)
     assert list(table.columns) == [0.0, 0.4] and len(table) == 8
     assert len(setting3.selection(t)) == 2 * 4  # per noise: (last) and (best) for each loss
+    choices = setting3.lam_choices(t).set_index(["noise", "method"])
+    for r in summary[summary["aux"] & summary["selected"]].itertuples():
+        assert choices.loc[(r.noise, r.method), "lam"] == [r.lam]
+    for r in summary[summary["aux"] & summary["selected_oracle"]].itertuples():
+        assert choices.loc[(r.noise, r.method), "lam_oracle"] == [r.lam]
+    assert (choices["seeds"] == 1).all() and choices["bracketed"].between(0, 1).all()
 
 
 def test_setting3_regime_tracker_only_reads_the_network(monkeypatch) -> None:
@@ -359,8 +367,9 @@ def test_setting3_regime_tracker_only_reads_the_network(monkeypatch) -> None:
     x = torch.randn(48, 3, 32, 32, generator=g)
     y = torch.randint(0, 10, (48,), generator=g)
     split = Splits(x[:32], y[:32], x[32:40], y[32:40], x[40:], y[40:])
-    config = setting3.Config(n_train=32, n_val=8, n_test=8, n_probe=4, width=4, epochs=4, lr_milestones=(2, 3),
-                             batch_size=8, download=False)
+    config = setting3.Config(
+        n_train=32, n_val=8, n_test=8, n_probe=4, width=4, epochs=4, lr_milestones=(2, 3), batch_size=8, download=False
+    )
     y_val_noisy = (y[32:40] + 1) % 10
     seen = {}
     original = setting3._Regime.__call__

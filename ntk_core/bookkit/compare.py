@@ -12,6 +12,7 @@ over vanilla training, and :func:`regime_ranges` how far the runs of each experi
 from __future__ import annotations
 
 import dataclasses
+import math
 import json
 from typing import Any
 
@@ -272,13 +273,18 @@ def regime_ranges(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """How far the runs of each experiment leave the NTK regime: per named table of training runs (rows with
     ``kernel_drift``), the number of runs and the least and largest kernel drift at the end, weight movement and
     agreement with the linearised network (over the runs whose linearisation converged; ``lin_diverged`` counts
-    the others, where the table has that column)."""
+    the others, where the table has that column). An experiment that trains no linearisation (no
+    ``lin_agreement`` column) has NaN agreement and ``lin_diverged``."""
     out = []
     for name, runs in tables.items():
         runs = runs.dropna(subset=["kernel_drift"])
         row: dict = {"experiment": name, "runs": len(runs)}
         for column in ("kernel_drift", "movement", "lin_agreement"):
-            row[f"{column}_min"], row[f"{column}_max"] = float(runs[column].min()), float(runs[column].max())
-        row["lin_diverged"] = int(runs["lin_diverged"].astype(bool).sum()) if "lin_diverged" in runs else 0
+            values = runs[column] if column in runs else pd.Series(dtype=float)
+            row[f"{column}_min"], row[f"{column}_max"] = float(values.min()), float(values.max())
+        if "lin_agreement" not in runs:
+            row["lin_diverged"] = math.nan
+        else:
+            row["lin_diverged"] = int(runs["lin_diverged"].astype(bool).sum()) if "lin_diverged" in runs else 0
         out.append(row)
     return pd.DataFrame(out)

@@ -111,6 +111,7 @@ __all__ = [
     "compute",
     "corrupt_exact",
     "first_stage",
+    "lam_choices",
     "memorisation",
     "memorisation_gain",
     "memorised_from",
@@ -514,6 +515,31 @@ def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
     s = table[(table["part"] == "summary") & table["aux"].astype(bool)]
     s = s[s["stop"].isna() | (s["stop"] == ("clean" if oracle else "noisy"))]
     return bracket(s, oracle=oracle)
+
+
+def lam_choices(table: pd.DataFrame) -> pd.DataFrame:
+    """AUX's λ as the protocol chose it: one row per (noise, method) of the AUX rows, with ``lam`` (the λ per seed,
+    on the noisy validation labels), ``lam_oracle`` (on the clean ones) and ``bracketed`` (on how many seeds the
+    grid brackets the noisy choice, :func:`selection`) and ``seeds``."""
+    rows = []
+    noisy, oracle, brackets = chosen(table), chosen(table, oracle=True), selection(table)
+    for (p, method), g in brackets.groupby(["noise", "method"]):
+
+        def lams(kept: pd.DataFrame) -> list[float]:
+            picked = kept[(kept["part"] == "summary") & (kept["noise"] == p) & (kept["method"] == method)]
+            return [float(v) for v in picked.sort_values("seed")["lam"]]
+
+        rows.append(
+            {
+                "noise": float(p),
+                "method": method,
+                "lam": lams(noisy),
+                "lam_oracle": lams(oracle),
+                "bracketed": int(g["bracketed"].sum()),
+                "seeds": len(g),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
