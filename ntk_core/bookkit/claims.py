@@ -917,7 +917,8 @@ PAPER_TABLE1 = pd.DataFrame(
 
 
 def table_1(quick: pd.DataFrame, medium: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Table 1 beside the paper's: one row per (method, noise) of the quick run, with the medium and paper cells.
+    """Table 1 beside the paper's: one row per (method, noise) of the quick run or the medium record, with the
+    paper's cell beside them ("—" where a profile has no such row).
 
     ``quick`` and ``medium`` are Setting 3 result tables; cells are test accuracy (%) mean ± std over seeds.
     """
@@ -929,7 +930,8 @@ def table_1(quick: pd.DataFrame, medium: pd.DataFrame | None = None) -> pd.DataF
         return wide.reset_index().melt(id_vars="method", var_name="noise", value_name=name)
 
     paper = PAPER_TABLE1.melt(id_vars="method", var_name="noise", value_name="paper (ResNet-34)")
-    out = long(quick, "quick").merge(long(medium, "medium"), on=["method", "noise"], how="left")
+    # outer: the quick profile may leave out a noise level the medium record has (its clean column, say)
+    out = long(quick, "quick").merge(long(medium, "medium"), on=["method", "noise"], how="outer")
     out = out.merge(paper, on=["method", "noise"], how="left")
     out = out.astype(object).where(out.notna(), "—")
     return out.sort_values(["noise", "method"], kind="stable").reset_index(drop=True)
