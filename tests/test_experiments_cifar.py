@@ -394,6 +394,43 @@ def test_setting3_regime_tracker_only_reads_the_network(monkeypatch) -> None:
             assert a[key] == b[key] or (a[key] != a[key] and b[key] != b[key]), key
 
 
+def test_setting2_weight_figures_are_the_papers_and_their_ends_the_last_epoch() -> None:
+    import pandas as pd
+
+    config = {"noise": 0.2, "curve_lam": 4.0, "clean_lams": [2.0, 8.0]}
+    assert setting2.weight_figures(config) == [
+        ("Figure 3", 0.2, 4.0, 4),
+        ("Figure 6", 0.2, 4.0, 7),
+        ("Figure 7", 0.0, 2.0, 4),
+        ("Figure 8", 0.0, 2.0, 7),
+    ]
+    rows = []
+    for p, lam in ((0.2, 4.0), (0.0, 2.0)):
+        for layer in (4, 7):
+            for method, m_lam in (("SGD", 0.0), ("SGD+AUX", lam), ("SGD+RDI", lam), ("SGD+AUX", 99.0)):
+                for epoch, dist in ((0, 0.0), (1, 0.5), (2, 1.0 + layer / 10 + m_lam / 100)):
+                    rows.append(
+                        {
+                            "part": "layers",
+                            "seed": 0,
+                            "noise": p,
+                            "layer": layer,
+                            "method": method,
+                            "lam": m_lam,
+                            "epoch": epoch,
+                            "copy": 1,
+                            "norm": 10.0,
+                            "dist": dist,
+                        }
+                    )
+    ends = setting2.weight_figure_ends(pd.DataFrame(rows), config).set_index("figure")
+    # the relative distance at the last epoch of each method at the figure's λ (the other λ is left out)
+    assert ends.loc["Figure 6", "SGD"] == pytest.approx(1.7 / 10) and ends.loc["Figure 3", "SGD+AUX"] == pytest.approx(
+        (1.4 + 0.04) / 10
+    )
+    assert ends.loc["Figure 8", "SGD+RDI"] == pytest.approx((1.7 + 0.02) / 10) and ends.loc["Figure 7", "lam"] == 2.0
+
+
 def test_setting3_corrupts_an_exact_fraction_to_other_classes() -> None:
     clean = np.repeat(np.arange(10), 100)
     noisy = setting3.corrupt_exact(clean, 0.37, 10, seed=3)

@@ -118,6 +118,8 @@ __all__ = [
     "features",
     "figure_curves",
     "layer_curves",
+    "weight_figure_ends",
+    "weight_figures",
     "sweep",
     "memorised_fraction",
     "fitted_by_linear_sgd",
@@ -563,6 +565,28 @@ def layer_curves(table: pd.DataFrame, noise_rate: float, lam: float, layer: int)
     init = out[out["epoch"] == 0].set_index("method")["norm"]  # epoch 0: W(0), recorded before training
     out["relative"] = out["dist"] / out["method"].map(init)
     return out
+
+
+def weight_figures(config: dict) -> list[tuple[str, float, float, int]]:
+    """The paper's weight-movement figures as (figure, noise, λ, layer) for a run's ``config`` (a dict, e.g.
+    ``result.meta["config"]``): Figures 3 and 6 are layers 4 and 7 at the run's noise and ``curve_lam``, Figures
+    7 and 8 the same layers at noise 0 and the first of ``clean_lams``."""
+    noisy, clean = float(config["noise"]), float(config["clean_lams"][0])
+    curve = float(config["curve_lam"])
+    return [("Figure 3", noisy, curve, 4), ("Figure 6", noisy, curve, 7), ("Figure 7", 0.0, clean, 4),
+            ("Figure 8", 0.0, clean, 7)]  # fmt: skip
+
+
+def weight_figure_ends(table: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """Figures 3, 6–8 in numbers: per figure of :func:`weight_figures`, each method's distance of the layer to its
+    initialisation at the last epoch, relative to its initial norm (:func:`layer_curves`, mean over the seeds).
+    Columns ``figure``, ``noise``, ``lam``, ``layer`` and one per method (SGD, SGD+AUX, SGD+RDI)."""
+    rows = []
+    for figure, p, lam, layer in weight_figures(config):
+        curves = layer_curves(table, p, lam, layer)
+        end = curves[curves["epoch"] == curves["epoch"].max()].set_index("method")["relative"]
+        rows.append({"figure": figure, "noise": p, "lam": lam, "layer": layer, **end.to_dict()})
+    return pd.DataFrame(rows)
 
 
 def sweep(table: pd.DataFrame, noise_rate: float) -> pd.DataFrame:
