@@ -39,7 +39,7 @@ Reported (part ``summary``), per noise level, as in Table 1:
 ``lam_grid``, AUX's best epoch — is made on validation labels as noisy as the training labels (the same rate,
 corrupted exactly, with their own seed: what a user has), flagged ``selected``; the same choice on the clean
 validation labels, the oracle the paper may have used, is flagged ``selected_oracle``. Ties of validation
-accuracy are broken by the validation Brier score (:func:`~ntk_core.experiments._shared.validation_mse`).
+accuracy are broken by the validation Brier score (``experiments._shared.validation_mse``).
 Every summary row carries ``lam`` (NaN without AUX), ``val_error``, ``val_error_clean``, ``val_mse`` and
 ``val_mse_clean``; :func:`chosen` keeps one row per (seed, noise, method) and protocol, :func:`selection` says
 whether the λ grid brackets the choice.
@@ -420,7 +420,7 @@ def _run(
 
 
 def _mark_lam(table: pd.DataFrame) -> pd.DataFrame:
-    """The protocol's choice of AUX's λ (:func:`~ntk_core.experiments._shared.mark_selected` per seed, noise and
+    """The protocol's choice of AUX's λ (``experiments._shared.mark_selected`` per seed, noise and
     method): for ``… (last)`` the λ of least validation error at the last epoch, for ``… (best)`` the (λ, epoch)
     of least validation error, both on the noisy validation labels (``selected``; ties: ``val_mse``) and on the
     clean ones (``selected_oracle``; ties: ``val_mse_clean``)."""
@@ -510,7 +510,7 @@ def chosen(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
 
 
 def selection(table: pd.DataFrame, oracle: bool = False) -> pd.DataFrame:
-    """Does the λ grid bracket AUX's chosen λ? :func:`~ntk_core.experiments._shared.bracket` on the ``… (last)``
+    """Does the λ grid bracket AUX's chosen λ? ``experiments._shared.bracket`` on the ``… (last)``
     rows (λ chosen at the last epoch) and on the ``… (best)`` rows whose epoch was chosen by the same protocol."""
     s = table[(table["part"] == "summary") & table["aux"].astype(bool)]
     s = s[s["stop"].isna() | (s["stop"] == ("clean" if oracle else "noisy"))]
