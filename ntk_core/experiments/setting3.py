@@ -207,8 +207,8 @@ class Config(ExperimentConfig):
 
         Measured on one NVIDIA H100 80GB (``benchmarks/gpu_check.sh``, 2026-11-26, torch 2.11.0+cu130): a
         slice of 2 runs (with and without AUX) × 2 epochs of 3,500 images took 2.9 s; scaled by image passes,
-        the 48 runs (4 noise levels × 2 losses × with/without AUX × 3 seeds) × 164 epochs of 45,000 images
-        take ≈ 20 GPU hours (an estimate from that slice).
+        the 96 runs (4 noise levels × 2 losses × normal and AUX at each of the 3 λ of ``lam_grid`` × 3 seeds) ×
+        164 epochs of 45,000 images take ≈ 40 GPU hours (an estimate from that slice).
         """
         return cls(
             profile="full",
