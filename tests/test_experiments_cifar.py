@@ -9,6 +9,7 @@ import torch
 from ntk_core.experiments import make_config, run
 from ntk_core.experiments import setting2, setting3
 from ntk_core.resnet import CifarResNet, RandomCropFlip, resnet34
+from ntk_core.bookkit import compare
 
 #: tiny end-to-end configurations (also the references of tests/support/identity.py)
 TINY = {
@@ -355,6 +356,21 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     for r in summary[summary["aux"] & summary["selected_oracle"]].itertuples():
         assert choices.loc[(r.noise, r.method), "lam_oracle"] == [r.lam]
     assert (choices["seeds"] == 1).all() and choices["bracketed"].between(0, 1).all()
+    shown = compare.lam_choices_display(setting3.lam_choices(t))
+    assert list(shown.columns) == [
+        "noise p",
+        "method",
+        "λ by seed (noisy validation)",
+        "λ by seed (oracle)",
+        "grid brackets it",
+    ]
+    assert set(shown["noise p"]) == {"0%", "40%"} and shown["grid brackets it"].str.endswith("of 1").all()
+    means = setting3.regime_means(t)
+    assert len(means) == 2 * 2 * (1 + len(grid)) and "lam" not in means
+    assert set(means["run"]) == {"normal", *(f"AUX, λ = {v:g}" for v in grid)}
+    assert means["kernel_drift"].tolist() == pytest.approx(
+        regime.groupby(["noise", "loss", "lam"], dropna=False)["kernel_drift"].mean().tolist()
+    )
 
 
 def test_setting3_regime_tracker_only_reads_the_network(monkeypatch) -> None:

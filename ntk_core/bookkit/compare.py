@@ -245,6 +245,21 @@ def regime_display(frame: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     return out.rename(columns=short)
 
 
+def lam_choices_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`ntk_core.experiments.setting3.lam_choices` written for a page: noise as a percentage, the λ of each
+    seed as a list, "k of n" seeds bracketed, readable headers."""
+    lams = lambda values: ", ".join(f"{v:g}" for v in values)  # noqa: E731
+    return pd.DataFrame(
+        {
+            "noise p": [f"{p:.0%}" for p in frame["noise"]],
+            "method": frame["method"],
+            "λ by seed (noisy validation)": frame["lam"].map(lams),
+            "λ by seed (oracle)": frame["lam_oracle"].map(lams),
+            "grid brackets it": [f"{b} of {n}" for b, n in zip(frame["bracketed"], frame["seeds"])],
+        }
+    )
+
+
 def regime_gains(table: pd.DataFrame, vanilla: str, methods: list[str]) -> pd.DataFrame:
     """How far each regularised run leaves the NTK regime, beside what it gains over vanilla training.
 

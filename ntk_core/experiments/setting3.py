@@ -118,6 +118,7 @@ __all__ = [
     "network",
     "paired_gain",
     "paired_verdict",
+    "regime_means",
     "regime_table",
     "selection",
     "table1",
@@ -544,6 +545,15 @@ def lam_choices(table: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def regime_means(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`regime_table` averaged over the seeds, per noise level, loss and λ, with ``run`` naming each run
+    kind ("normal" or "AUX, λ = …") in place of ``lam``."""
+    runs = regime_table(table)
+    means = runs.groupby(["noise", "loss", "lam"], dropna=False)[list(REGIME_COLUMNS[:4])].mean().reset_index()
+    means.insert(2, "run", ["normal" if v != v else f"AUX, λ = {v:g}" for v in means["lam"]])
+    return means.drop(columns="lam")
 
 
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
