@@ -67,6 +67,7 @@ __all__ = [
     "gd_steps_to_fit",
     "gd_unregularized_kernel",
     "sgd_kernel_outputs",
+    "sgd_step_factors",
     "krr_coefficients",
     "krr_path",
     "krr_predict",
@@ -1034,3 +1035,66 @@ def gd_steps_to_fit(
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if loss(mid) > tol else (lo, mid)
     return hi
+
+
+def sgd_step_factors(
+    K: ArrayLike,
+    batches: Iterable[ArrayLike],
+    lr: float,
+    *,
+    lam: float = 0.0,
+    regularizer: str = "none",
+) -> np.ndarray:
+    r"""η times the largest curvature of each batch's loss: ≤ 2 on every batch keeps linearised SGD bounded.
+
+    On the linearised network one step of :func:`sgd_kernel_outputs` on batch B is gradient descent on a
+    quadratic in the parameters whose Hessian is :math:`H_B = J_B^\top J_B + cI` (:math:`J_B` the Jacobian of
+    the batch's outputs at θ(0), :math:`J_B J_B^\top = K_{BB}`), with c = 0 (``"none"``), c = λ²|B|/n (``"rdi"``:
+    the batch's share of the penalty λ²/2 ‖θ − θ(0)‖² of eq. (3)) or, for ``"aux"`` (eq. (4)), the Hessian in
+    (θ, b) of ½‖J_Bθ + λ b_B − r_B‖², whose largest eigenvalue is that of :math:`K_{BB} + \lambda^2 I`. So the factor
+    of batch B is
+
+    .. math:: \eta\,\lambda_{\max}(H_B) = \eta\,\big(\lambda_{\max}(K_{BB}) + c\big).
+
+    The step's linear part I − ηH_B is symmetric with norm ≤ 1 exactly when this factor is ≤ 2; then no step
+    expands the distance between two runs and the iterates stay bounded, whatever the order of the batches. A
+    factor above 2 on some batch expands along its top eigenvector (by |1 − factor| per visit), which other
+    batches may or may not undo: linearised SGD *can* diverge only if some factor exceeds 2.
+
+    Parameters
+    ----------
+    K : ArrayLike, shape (n, n)
+        The NTK at θ(0) on the training inputs.
+    batches : iterable of index arrays
+        The batches in the order SGD visits them.
+    lr : float
+        The learning rate η > 0 of the summed batch loss.
+    lam : float
+        λ of RDI or AUX (ignored for ``"none"``).
+    regularizer : {"none", "rdi", "aux"}
+        The method.
+
+    Returns
+    -------
+    numpy.ndarray, shape (number of batches,)
+        η λ_max(H_B) per batch, in the order given.
+    """
+    Km = _dense_array(K, "K")
+    n = Km.shape[0]
+    lr = check_positive(lr, "lr")
+    lam = check_lam(lam)
+    check_choice(regularizer, "regularizer", ("none", "rdi", "aux"))
+    idx = [np.asarray(b, dtype=np.int64).reshape(-1) for b in batches]
+    for i in idx:
+        if i.size == 0 or i.min() < 0 or i.max() >= n:
+            raise ValueError(f"every batch must hold indices in [0, {n}), got {i.tolist()[:8]}")
+    top = np.empty(len(idx))
+    for size in {i.size for i in idx}:  # one batched eigensolver call per batch size
+        which = [k for k, i in enumerate(idx) if i.size == size]
+        rows = np.stack([idx[k] for k in which])
+        top[which] = np.linalg.eigvalsh(Km[rows[:, :, None], rows[:, None, :]])[:, -1]
+    if regularizer == "aux":
+        top += lam**2
+    elif regularizer == "rdi":
+        top += lam**2 * np.array([i.size for i in idx], dtype=np.float64) / n
+    return lr * top

@@ -16,13 +16,16 @@ regime, for any model and training loop:
 * :func:`linearised_outputs` with :func:`agreement`: the outputs of the linearised network trained on the
   same objective (gradient descent on ½‖f − ỹ‖², with RDI's λ²/2 ‖θ − θ(0)‖² when λ > 0, Theorem 4.1),
   in closed form through the NTK at θ(0) (:func:`ntk_core.krr.gd_kernel_closed_form`), and how often the
-  trained network's test predictions agree with them; :func:`linearised_sgd_outputs` does the same for
-  mini-batch SGD (plain, RDI or AUX) visiting the same batches as the network.
+  trained network's test predictions agree with them; :func:`linearised_sgd` does the same for
+  mini-batch SGD (plain, RDI or AUX) visiting the same batches as the network, and says whether that SGD
+  stayed stable (:class:`LinearisedSGD`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -30,16 +33,19 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_count, check_positive
-from .krr import gd_kernel_closed_form, sgd_kernel_outputs
+from .krr import gd_kernel_closed_form, sgd_kernel_outputs, sgd_step_factors
 from .ntk import InputsLike, NTKMethod, empirical_ntk
 
 __all__ = [
+    "DIVERGED_GROWTH",
+    "LinearisedSGD",
+    "agreement",
     "kernel_drift",
+    "linearised_outputs",
+    "linearised_sgd",
+    "linearised_sgd_outputs",
     "parameter_movement",
     "with_batch_statistics",
-    "linearised_outputs",
-    "linearised_sgd_outputs",
-    "agreement",
 ]
 
 
@@ -285,7 +291,41 @@ def linearised_outputs(
     return train, test
 
 
-def linearised_sgd_outputs(
+DIVERGED_GROWTH = 10.0
+"""Residual growth past which :class:`LinearisedSGD` calls a run diverged: ‖ỹ − g_T(X)‖ above this many times
+‖ỹ − f(θ(0), X)‖. Linearised SGD whose steps all contract (:func:`ntk_core.krr.sgd_step_factors` ≤ 2) stays
+bounded; one that visits expanding steps may still end with a somewhat larger residual than it began with (a
+run that fails to fit) — an order of magnitude separates that from the exponential growth of a divergence."""
+
+
+@dataclass(frozen=True)
+class LinearisedSGD:
+    r"""The linearised network after mini-batch SGD, and whether that SGD stayed stable.
+
+    Attributes
+    ----------
+    train, test : numpy.ndarray
+        Outputs g_T on the training inputs (n,) and test inputs (m,), float64 (AUX: without λb).
+    residual_growth : float
+        ‖ỹ − g_T(X)‖ / ‖ỹ − f(θ(0), X)‖ (∞ when the outputs are not finite).
+    largest_step : float
+        The largest of :func:`ntk_core.krr.sgd_step_factors` over the batches visited: ≤ 2 guarantees a bounded
+        run, above 2 some step expands.
+    """
+
+    train: np.ndarray
+    test: np.ndarray
+    residual_growth: float
+    largest_step: float
+
+    @property
+    def diverged(self) -> bool:
+        """Outputs not finite, or the training residual grown by more than :data:`DIVERGED_GROWTH`."""
+        finite = bool(np.isfinite(self.train).all() and np.isfinite(self.test).all())
+        return not finite or self.residual_growth > DIVERGED_GROWTH
+
+
+def linearised_sgd(
     initial: nn.Module,
     x_train: Tensor,
     y: np.ndarray | Tensor,
@@ -296,14 +336,16 @@ def linearised_sgd_outputs(
     regularizer: Literal["none", "rdi", "aux"] = "none",
     lam: float = 0.0,
     method: NTKMethod = "auto",
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""Training and test outputs of the linearised network after mini-batch SGD over ``batches``.
+) -> LinearisedSGD:
+    r"""The linearised network after mini-batch SGD over ``batches``, with its stability.
 
     The linearisation around θ(0) is trained on the summed batch loss ½ Σ_{i∈B} (f_i − ỹ_i)² by SGD with
     learning rate ``lr`` (no momentum, no weight decay), plain or with RDI's penalty (its share |B|/n per
     batch) or AUX's variables (:func:`ntk_core.krr.sgd_kernel_outputs`, through the empirical NTK at θ(0)).
     Given the batches a training loop visited (for :func:`ntk_core.train.train`,
-    :func:`ntk_core.train.batch_order`), it is the network the NTK regime predicts for that run.
+    :func:`ntk_core.train.batch_order`), it is the network the NTK regime predicts for that run. Its steps
+    are measured too (:func:`ntk_core.krr.sgd_step_factors`): the linearisation can diverge where the network
+    does not (a network's kernel may shrink early in training; the linearisation's cannot).
 
     Parameters
     ----------
@@ -324,15 +366,46 @@ def linearised_sgd_outputs(
 
     Returns
     -------
-    (numpy.ndarray, numpy.ndarray)
-        Training outputs (n,) and test outputs (m,) of the linearised network (AUX: without λb), float64.
+    LinearisedSGD
+        Its outputs, residual growth and largest step factor.
     """
     f0, yy, f0_test = _initial_and_targets(initial, x_train, y, x_test)
     K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
     K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
     batch_list = [np.asarray(b.detach().cpu() if isinstance(b, Tensor) else b) for b in batches]
-    train, test = sgd_kernel_outputs(K, yy - f0, batch_list, lr, lam=lam, regularizer=regularizer, K_test_train=K_test)
-    return f0 + train, f0_test + test  # type: ignore[operator]
+    residual = yy - f0
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported, not warned about
+        train, test = sgd_kernel_outputs(
+            K, residual, batch_list, lr, lam=lam, regularizer=regularizer, K_test_train=K_test
+        )
+        growth = float(np.linalg.norm(residual - train) / np.linalg.norm(residual))
+    steps = sgd_step_factors(K, batch_list, lr, lam=lam, regularizer=regularizer)
+    return LinearisedSGD(
+        train=f0 + train,
+        test=f0_test + test,  # type: ignore[operator]
+        residual_growth=growth if np.isfinite(growth) else math.inf,
+        largest_step=float(steps.max()) if len(steps) else 0.0,
+    )
+
+
+def linearised_sgd_outputs(
+    initial: nn.Module,
+    x_train: Tensor,
+    y: np.ndarray | Tensor,
+    x_test: Tensor,
+    *,
+    lr: float,
+    batches: Iterable[np.ndarray | Tensor],
+    regularizer: Literal["none", "rdi", "aux"] = "none",
+    lam: float = 0.0,
+    method: NTKMethod = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Training and test outputs of :func:`linearised_sgd` (same parameters): the linearised network after
+    mini-batch SGD over ``batches``, float64, (n,) and (m,) (AUX: without λb)."""
+    run = linearised_sgd(
+        initial, x_train, y, x_test, lr=lr, batches=batches, regularizer=regularizer, lam=lam, method=method
+    )
+    return run.train, run.test
 
 
 def agreement(a: np.ndarray | Tensor, b: np.ndarray | Tensor) -> float:

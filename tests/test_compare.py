@@ -65,7 +65,10 @@ def test_regime_ranges_span_each_experiment():
 
 
 def test_regime_display_formats_for_a_narrow_page():
-    t = _runs().assign(lin_diverged=False)
-    shown = compare.regime_display(t[["lam", "kernel_drift", "movement", "lin_agreement", "lin_diverged"]].head(2))
-    assert list(shown.columns) == ["λ", "end", "moved", "agrees with lin.", "lin. diverged"]
+    t = _runs().assign(lin_diverged=False, lin_step=[2.3456, 0.5] * (len(_runs()) // 2))
+    shown = compare.regime_display(
+        t[["lam", "kernel_drift", "movement", "lin_agreement", "lin_diverged", "lin_step"]].head(2)
+    )
+    assert list(shown.columns) == ["λ", "end", "moved", "agrees with lin.", "lin. diverged", "lin. largest step"]
+    assert shown["lin. largest step"].tolist() == ["2.35", "0.50"]
     assert shown["λ"].tolist() == ["0", "1"] and shown["end"].iloc[1] == "0.11" and shown["moved"].iloc[0] == "2 %"

@@ -275,6 +275,9 @@ def test_setting2_tiny_end_to_end(cifar_env) -> None:
     # the regime table: every run's regime columns, the linearisation's over the seeds where it converged
     reg = setting2.regime_table(t)
     assert len(reg) == (1 + 2 * 2) + 3 and reg["kernel_drift"].gt(0).all() and reg["lin_diverged"].between(0, 1).all()
+    runs = setting2.training_runs(t).set_index(["noise", "method", "lam"])["lin_step"]
+    assert reg.set_index(["noise", "method", "lam"])["lin_step"].sort_index().equals(runs.sort_index())  # one seed
+    assert runs.gt(0).all()
     # spectrum of the training-set NTK: the labels' energy is split over the eigenvectors
     spec = t[t["part"] == "spectrum"]
     assert len(spec) == 40 and spec["energy"].sum() == pytest.approx(1.0)

@@ -12,8 +12,8 @@ from torch import nn
 from torch.func import functional_call, jvp
 
 from ntk_core import agreement, kernel_drift, linearised_outputs, parameter_movement
-from ntk_core.krr import gd_kernel_closed_form, sgd_kernel_outputs
-from ntk_core.regime import linearised_sgd_outputs
+from ntk_core.krr import gd_kernel_closed_form, sgd_kernel_outputs, sgd_step_factors
+from ntk_core.regime import DIVERGED_GROWTH, linearised_sgd, linearised_sgd_outputs
 from ntk_core.train import TrainConfig, batch_order, train
 from ntk_oracle import reference_ntk
 
@@ -252,3 +252,62 @@ def test_with_batch_statistics_sets_the_running_statistics_of_the_data():
     torch.testing.assert_close(with_batch_statistics(plain, torch.randn(5, 3))(x[:, :, 0, 0]), plain(x[:, :, 0, 0]))
     with pytest.raises(ValueError, match="track_running_stats"):
         with_batch_statistics(nn.Sequential(nn.BatchNorm1d(3, track_running_stats=False)), torch.randn(5, 3))
+
+
+@pytest.mark.parametrize("regularizer", ["none", "rdi", "aux"])
+def test_sgd_step_factors_are_the_largest_curvature_of_each_batch_loss_in_parameter_space(regularizer):
+    """η λ_max of the Hessian of each batch's loss, built from an explicit feature matrix Z (K = ZZᵀ) in the
+    parameters (and, for AUX, the auxiliary variables b): JᵀJ + λ²|B|/n I for RDI, [Z_B, λE_B]ᵀ[Z_B, λE_B]."""
+    rng = np.random.default_rng(3)
+    n, p, lam, lr = 9, 5, 0.7, 0.05
+    Z = rng.standard_normal((n, p))
+    batches = [rng.permutation(n)[:k] for k in (2, 4, 4, 9, 1, 3)]
+    expected = []
+    for idx in batches:
+        if regularizer == "aux":
+            A = np.hstack([Z[idx], lam * np.eye(n)[idx]])  # d(output + λb)/d(θ, b) on the batch
+            H = A.T @ A
+        else:
+            H = Z[idx].T @ Z[idx] + (lam**2 * len(idx) / n if regularizer == "rdi" else 0.0) * np.eye(p)
+        expected.append(lr * np.linalg.eigvalsh(H)[-1])
+    got = sgd_step_factors(Z @ Z.T, batches, lr, lam=lam, regularizer=regularizer)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    with pytest.raises(ValueError, match="indices in \\[0, 9\\)"):
+        sgd_step_factors(Z @ Z.T, [[0, 9]], lr)
+    with pytest.raises(ValueError, match="regularizer"):
+        sgd_step_factors(Z @ Z.T, [[0, 1]], lr, regularizer="ridge")
+
+
+def test_linearised_sgd_is_bounded_below_a_step_factor_of_two_and_diverges_above_it():
+    """Full batches: the residual is multiplied by (I − ηK) per step, so it grows like |1 − ηλ_max(K)|^T once
+    the step factor ηλ_max(K) passes 2, and never grows below it."""
+    model, x, x_test = _mlp(), _data(12), _data(5, seed=3)
+    y = torch.sign(torch.randn(12, generator=torch.Generator().manual_seed(5), dtype=torch.float64))
+    top = float(np.linalg.eigvalsh(reference_ntk(model, x, x, "trace").numpy())[-1])
+    for factor, steps in ((1.9, 200), (2.3, 60)):
+        run = linearised_sgd(model, x, y, x_test, lr=factor / top, batches=[np.arange(12)] * steps)
+        assert run.largest_step == pytest.approx(factor, rel=1e-8)
+        f0 = model(x).detach().numpy()[:, 0]
+        growth = np.linalg.norm(y.numpy() - run.train) / np.linalg.norm(y.numpy() - f0)
+        assert run.residual_growth == pytest.approx(growth, rel=1e-12)
+        if factor < 2:
+            assert run.residual_growth <= 1.0 and not run.diverged
+        else:  # the top eigen-direction alone grows by 1.3 per step: 1.3^60 ≈ 7·10⁶
+            assert run.residual_growth > 1e3 * DIVERGED_GROWTH and run.diverged
+    # the outputs are those of linearised_sgd_outputs, which is its shorthand
+    train, test = linearised_sgd_outputs(model, x, y, x_test, lr=1.9 / top, batches=[np.arange(12)] * 200)
+    np.testing.assert_array_equal(
+        train, linearised_sgd(model, x, y, x_test, lr=1.9 / top, batches=[np.arange(12)] * 200).train
+    )
+
+
+def test_a_residual_that_ends_above_its_start_without_growing_is_not_a_divergence():
+    """LinearisedSGD.diverged: non-finite outputs, or growth past DIVERGED_GROWTH; a run that merely ends above
+    its initial residual (fails to fit) is not one."""
+    from ntk_core.regime import LinearisedSGD
+
+    ones = np.ones(3)
+    assert not LinearisedSGD(ones, ones, residual_growth=1.6, largest_step=2.4).diverged
+    assert LinearisedSGD(ones, ones, residual_growth=DIVERGED_GROWTH * 1.01, largest_step=2.4).diverged
+    assert LinearisedSGD(ones, np.array([1.0, np.nan]), residual_growth=0.5, largest_step=2.4).diverged
+    assert LinearisedSGD(np.array([np.inf, 1, 1]), ones, residual_growth=np.inf, largest_step=3.0).diverged

@@ -223,11 +223,11 @@ def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.D
 
 
 def regime_display(frame: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """A regime table (the columns :data:`REGIME_COLUMNS`, ``lam``, ``lin_diverged`` where present) written for a
+    """A regime table (the columns :data:`REGIME_COLUMNS`, ``lam``, ``lin_diverged``, ``lin_step`` where present) for a
     narrow page: drifts to ``digits`` decimals, movement, agreement and test error as percentages, λ as given,
     and short headers ("lin." is the linearised network)."""
     out = as_percent(frame, [c for c in ("movement", "lin_agreement", "lin_test_error") if c in frame], digits=0)
-    for column in ("kernel_drift_quarter", "kernel_drift_half", "kernel_drift"):
+    for column in ("kernel_drift_quarter", "kernel_drift_half", "kernel_drift", "lin_step"):
         if column in out:
             out[column] = [f"{v:.{digits}f}" for v in out[column]]
     if "lam" in out:
@@ -241,6 +241,7 @@ def regime_display(frame: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
         "lin_agreement": "agrees with lin.",
         "lin_test_error": "lin. test error",
         "lin_diverged": "lin. diverged",
+        "lin_step": "lin. largest step",
     }
     return out.rename(columns=short)
 

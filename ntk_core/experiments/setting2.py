@@ -46,12 +46,14 @@ the oracle's (``selected_oracle``). The choice is made at the evaluated epochs (
 relative change of the empirical NTK of f on the first ``n_probe`` test images, ``movement`` the relative
 movement of all trained weights (part ``layers`` has it per layer), and ``lin_agreement`` the fraction of test
 images on which the network predicts the label that its linearisation around θ(0), trained by the same SGD steps
-on the same batches (:func:`ntk_core.regime.linearised_sgd_outputs` over :func:`ntk_core.train.batch_order`;
+on the same batches (:func:`ntk_core.regime.linearised_sgd` over :func:`ntk_core.train.batch_order`;
 RDI with its |B|/n share of the penalty, AUX's network part), predicts; ``lin_test_error`` is the
-linearisation's test error. Where the linearisation diverges at the network's learning rate
-(``lin_diverged``: outputs not finite, or a training residual larger than at θ(0); the linearised SGD step on a
-batch B is stable only while ``lr · (λ_max(K_BB) + c) < 2``, with ``c = λ²`` for AUX, ``λ² |B| / n`` for RDI and
-0 for SGD, whereas the network can lower its own kernel as it trains) its two columns are NaN.
+linearisation's test error. ``lin_step`` is the largest step factor of that linearised SGD over the batches it
+visits, ``lr · (λ_max(K_BB) + c)`` with ``c = λ²`` for AUX, ``λ² |B| / n`` for RDI and 0 for SGD
+(:func:`ntk_core.krr.sgd_step_factors`: at most 2 keeps it bounded), and ``lin_growth`` its final training
+residual over its initial one. Where it diverges at the network's learning rate (``lin_diverged``: outputs not
+finite, or the residual grown more than :data:`ntk_core.regime.DIVERGED_GROWTH` times; the network can lower its
+own kernel as it trains, the linearisation cannot) its agreement and test error are NaN.
 
 Choices the paper does not state (it gives neither learning rate, batch size,
 number of epochs nor input normalisation for Setting 2):
@@ -95,8 +97,8 @@ from .. import data, noise
 from .._checks import check_choice, check_each_in, check_interval
 from ..nets import ConvNet, DifferenceTrick, OutputScale
 from ..ntk import empirical_ntk
-from ..regime import linearised_sgd_outputs
-from ..train import TrainConfig, TrainingMethod, TrainResult, batch_order, predict
+from ..regime import linearised_sgd
+from ..train import TrainConfig, TrainingMethod, TrainResult, batch_order
 from . import _shared
 from ._runner import ExperimentConfig, RunContext
 from ._shared import (
@@ -364,21 +366,15 @@ def _run(
     )
     result, h = train_protocol(model, split, y_noisy, y_val_noisy, cfg, progress=progress, on_epoch_end=regime)
     # the linearised network trained by the same SGD steps (same batches, same objective; AUX: its network part)
-    with np.errstate(over="ignore", invalid="ignore"):  # it may diverge where the network does not: said below
-        lin_train, lin_test = linearised_sgd_outputs(
-            regime.initial,
-            split.x_train,
-            y_noisy,
-            split.x_test,
-            lr=config.lr,
-            batches=batch_order(len(split.x_train), cfg),
-            regularizer="none" if method == "early_stopping" else cast(Literal["rdi", "aux"], method),
-            lam=lam or 0.0,
-        )
-    y_lin = y_noisy.double().cpu().numpy()
-    start = y_lin - predict(regime.initial, split.x_train).reshape(-1).double().cpu().numpy()
-    lin_diverged = not (np.isfinite(lin_train).all() and np.isfinite(lin_test).all()) or bool(
-        np.linalg.norm(y_lin - lin_train) > np.linalg.norm(start)
+    lin = linearised_sgd(
+        regime.initial,
+        split.x_train,
+        y_noisy,
+        split.x_test,
+        lr=config.lr,
+        batches=batch_order(len(split.x_train), cfg),
+        regularizer="none" if method == "early_stopping" else cast(Literal["rdi", "aux"], method),
+        lam=lam or 0.0,
     )
     rows: list[dict] = []
     for _, r in h.iterrows():
@@ -417,10 +413,12 @@ def _run(
         **at(last),
         "method": label,
         "train_error_net": float(last["train_error_net"]),
-        **regime.columns(split.x_test, split.y_test, lin_test),
-        "lin_diverged": lin_diverged,
+        **regime.columns(split.x_test, split.y_test, lin.test),
+        "lin_diverged": lin.diverged,
+        "lin_growth": lin.residual_growth,
+        "lin_step": lin.largest_step,
     }
-    if lin_diverged:  # no linearised network to compare with
+    if lin.diverged:  # no linearised network to compare with
         summary.update(lin_agreement=math.nan, lin_test_error=math.nan)
     if method == "early_stopping":  # vanilla SGD has nothing to choose
         summary.update(selected=True, selected_oracle=True)
@@ -521,6 +519,8 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         "dist",
         *REGIME_COLUMNS,
         "lin_diverged",
+        "lin_growth",
+        "lin_step",
         "selected",
         "selected_oracle",
         "layer",
@@ -632,11 +632,12 @@ def training_runs(table: pd.DataFrame) -> pd.DataFrame:
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     """How far the trained networks leave the NTK regime: the regime columns (module docstring) of every run's
     last epoch, mean over seeds, per noise level, method and λ (vanilla SGD: λ = 0); the linearisation's
-    agreement and test error over the seeds where it did not diverge, and ``lin_diverged`` the number of seeds
-    where it did."""
+    agreement and test error over the seeds where it did not diverge, ``lin_diverged`` the number of seeds
+    where it did and ``lin_step`` its largest step factor over the seeds (above 2: some step expands)."""
     groups = training_runs(table).groupby(["noise", "method", "lam"])
     out = groups[list(REGIME_COLUMNS)].mean()  # the linearisation's columns over the seeds where it converged
     out["lin_diverged"] = groups["lin_diverged"].apply(lambda v: int(v.astype(bool).sum()))
+    out["lin_step"] = groups["lin_step"].max()
     return out.reset_index()
 
 
