@@ -326,6 +326,13 @@ def test_setting2_protocol_and_linearisation_by_value(cache, monkeypatch):
             assert 0.0 <= row["lin_agreement"] <= 1.0
         assert row["kernel_drift"] > 0 and row["movement"] > 0
     assert any(grown)  # a linearisation that ends above its initial residual without diverging (not flagged)
+    assert setting2.linearisation_stability(table) == {
+        "runs": 7,
+        "diverged": 1,
+        "expanding": 7,
+        "expanding_bounded": 6,
+        "diverged_contracting": 0,
+    }  # every step factor here is above 2 (2.9–4.7); only AUX at λ = 3 diverges
     # the protocol: λ of least validation error (MSE breaks ties) on the noisy labels, and on the clean ones
     tuned = s[s["method"].isin(["SGD+AUX", "SGD+RDI"])]
     for flag, err, mse in (

@@ -641,6 +641,25 @@ def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def linearisation_stability(table: pd.DataFrame) -> dict[str, int]:
+    """How the linearised SGD of each trained run (:func:`training_runs`) fared against its step factors.
+
+    Returns the number of ``runs``; ``diverged`` (``lin_diverged``); ``expanding``, the runs with a step factor
+    above 2 on some batch (``lin_step``, :func:`ntk_core.krr.sgd_step_factors`); ``expanding_bounded``, those of
+    them that did not diverge (other batches undid the expansion); and ``diverged_contracting``, runs that
+    diverged although every step contracts — impossible for linearised SGD, so 0 unless a computation is wrong.
+    """
+    runs = training_runs(table)
+    diverged, expanding = runs["lin_diverged"].astype(bool), runs["lin_step"] > 2
+    return {
+        "runs": len(runs),
+        "diverged": int(diverged.sum()),
+        "expanding": int(expanding.sum()),
+        "expanding_bounded": int((expanding & ~diverged).sum()),
+        "diverged_contracting": int((diverged & ~expanding).sum()),
+    }
+
+
 def seed_verdict(differences: np.ndarray) -> str:
     """How SGD's test error minus a method's compares across seeds (positive: the method is lower)."""
     d = np.asarray(differences, dtype=float)
