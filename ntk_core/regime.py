@@ -291,11 +291,11 @@ def linearised_outputs(
     return train, test
 
 
+#: Residual growth past which :class:`LinearisedSGD` calls a run diverged: ‖ỹ − g_T(X)‖ above this many times
+#: ‖ỹ − f(θ(0), X)‖. Linearised SGD whose steps all contract (:func:`ntk_core.krr.sgd_step_factors` ≤ 2) stays
+#: bounded; one that visits expanding steps may still end with a somewhat larger residual than it began with (a
+#: run that fails to fit): an order of magnitude separates that from the exponential growth of a divergence.
 DIVERGED_GROWTH = 10.0
-"""Residual growth past which :class:`LinearisedSGD` calls a run diverged: ‖ỹ − g_T(X)‖ above this many times
-‖ỹ − f(θ(0), X)‖. Linearised SGD whose steps all contract (:func:`ntk_core.krr.sgd_step_factors` ≤ 2) stays
-bounded; one that visits expanding steps may still end with a somewhat larger residual than it began with (a
-run that fails to fit) — an order of magnitude separates that from the exponential growth of a divergence."""
 
 
 @dataclass(frozen=True)
