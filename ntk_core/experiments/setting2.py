@@ -646,8 +646,9 @@ def linearisation_stability(table: pd.DataFrame) -> dict[str, int]:
 
     Returns the number of ``runs``; ``diverged`` (``lin_diverged``); ``expanding``, the runs with a step factor
     above 2 on some batch (``lin_step``, :func:`ntk_core.krr.sgd_step_factors`); ``expanding_bounded``, those of
-    them that did not diverge (other batches undid the expansion); and ``diverged_contracting``, runs that
-    diverged although every step contracts — impossible for linearised SGD, so 0 unless a computation is wrong.
+    them that did not diverge (other batches undid the expansion); and ``diverged_contracting``, runs flagged as
+    diverged although every step contracts: such a run is bounded, so a count above 0 means the flag's growth
+    criterion (:data:`ntk_core.regime.DIVERGED_GROWTH`) or a computation misfires.
     """
     runs = training_runs(table)
     diverged, expanding = runs["lin_diverged"].astype(bool), runs["lin_step"] > 2
