@@ -350,6 +350,14 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     for col in ("kernel_drift_quarter", "kernel_drift_half", "kernel_drift", "movement"):
         assert (regime[col] > 0).all() and np.isfinite(regime[col]).all(), col
         assert summary[~summary["method"].str.endswith("(last)")][col].isna().all()
+    # the same runs for the cross-setting comparison: the method without "(last)", λ = 0 for normal training
+    runs = setting3.training_runs(t)
+    assert len(runs) == len(last) and (runs["test_error"].to_numpy() == 1 - last["test_acc"].to_numpy()).all()
+    assert set(runs["method"]) == {"Normal CCE", "CCE+AUX", "Normal MSE", "MSE+AUX"}
+    assert (runs.loc[runs["method"].str.startswith("Normal"), "lam"] == 0).all()
+    assert (runs["kernel_drift"].to_numpy() == regime["kernel_drift"].to_numpy()).all()
+    gains = compare.regime_gains(runs[runs["loss"] == "CCE"], "Normal CCE", ["CCE+AUX"])
+    assert len(gains) == 1 + len(grid) and (gains.loc[gains["method"] == "Normal CCE", "gain"] == 0).all()
     table = setting3.table1(t)
     assert list(table.columns) == [0.0, 0.4] and len(table) == 8
     assert len(setting3.selection(t)) == 2 * 4  # per noise: (last) and (best) for each loss

@@ -556,6 +556,22 @@ def regime_means(table: pd.DataFrame) -> pd.DataFrame:
     return means.drop(columns="lam")
 
 
+def training_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per trained network at its last epoch (its ``… (last)`` row), for the cross-setting comparisons:
+    ``seed``, ``noise``, ``loss``, ``method`` (``"Normal CCE"``, ``"CCE+AUX"``, …), ``lam`` (0 for normal
+    training), ``test_error`` (1 − ``test_acc``) and the NTK-regime columns; empty for a record made before they
+    were measured."""
+    runs = regime_table(table)
+    if runs.empty:
+        return runs.assign(method=[], test_error=[])
+    s = table[(table["part"] == "summary") & table["method"].str.endswith("(last)")].reset_index(drop=True)
+    return runs.assign(
+        method=s["method"].str.removesuffix(" (last)").to_numpy(),
+        lam=runs["lam"].fillna(0.0),
+        test_error=1.0 - s["test_acc"].to_numpy(),
+    )
+
+
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     """The NTK-regime columns of every run (its ``… (last)`` row): seed, noise, loss, λ (NaN: normal training),
     ``kernel_drift`` at the end, a quarter and half way, and ``movement``; empty for a record made before they
