@@ -304,8 +304,10 @@ class LinearisedSGD:
 
     Attributes
     ----------
-    train, test : numpy.ndarray
-        Outputs g_T on the training inputs (n,) and test inputs (m,), float64 (AUX: without λb).
+    train : numpy.ndarray
+        Outputs g_T on the training inputs, shape (n,), float64 (AUX: without λb).
+    test : numpy.ndarray
+        Outputs on the test inputs, shape (m,), float64.
     residual_growth : float
         ‖ỹ − g_T(X)‖ / ‖ỹ − f(θ(0), X)‖ (∞ when the outputs are not finite).
     largest_step : float
