@@ -69,6 +69,6 @@ def test_regime_display_formats_for_a_narrow_page():
     shown = compare.regime_display(
         t[["lam", "kernel_drift", "movement", "lin_agreement", "lin_diverged", "lin_step"]].head(2)
     )
-    assert list(shown.columns) == ["λ", "end", "moved", "agrees with lin.", "lin. diverged", "lin. largest step"]
-    assert shown["lin. largest step"].tolist() == ["2.35", "0.50"]
+    assert list(shown.columns) == ["λ", "end", "moved", "agrees with lin.", "lin. diverged", "lin. step"]
+    assert shown["lin. step"].tolist() == ["2.35", "0.50"]
     assert shown["λ"].tolist() == ["0", "1"] and shown["end"].iloc[1] == "0.11" and shown["moved"].iloc[0] == "2 %"

@@ -241,7 +241,7 @@ def regime_display(frame: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
         "lin_agreement": "agrees with lin.",
         "lin_test_error": "lin. test error",
         "lin_diverged": "lin. diverged",
-        "lin_step": "lin. largest step",
+        "lin_step": "lin. step",
     }
     return out.rename(columns=short)
 
