@@ -626,9 +626,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "s3-aux-decay-not-rescaled",
         S3,
-        "aux_weight_decay=config.aux_weight_decay * b / s if aux else 0.0",
-        "aux_weight_decay=config.aux_weight_decay if aux else 0.0",
-        "Setting 3 aux weight decay not rescaled",
+        "aux_weight_decay=0.0 if lam is None else config.aux_weight_decay * b,",
+        "aux_weight_decay=0.0 if lam is None else config.aux_weight_decay,",
+        "Setting 3 aux weight decay not rescaled to the summed loss",
     ),
     Mutant(
         "s3-exact-floor",
