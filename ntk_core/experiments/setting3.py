@@ -561,25 +561,29 @@ def training_runs(table: pd.DataFrame) -> pd.DataFrame:
     ``seed``, ``noise``, ``loss``, ``method`` (``"Normal CCE"``, ``"CCE+AUX"``, …), ``lam`` (0 for normal
     training), ``test_error`` (1 − ``test_acc``) and the NTK-regime columns; empty for a record made before they
     were measured."""
+    last = _last_rows(table)
     runs = regime_table(table)
     if runs.empty:
         return runs.assign(method=[], test_error=[])
-    s = table[(table["part"] == "summary") & table["method"].str.endswith("(last)")].reset_index(drop=True)
     return runs.assign(
-        method=s["method"].str.removesuffix(" (last)").to_numpy(),
+        method=last["method"].str.removesuffix(" (last)").to_numpy(),
         lam=runs["lam"].fillna(0.0),
-        test_error=1.0 - s["test_acc"].to_numpy(),
+        test_error=1.0 - last["test_acc"].to_numpy(),
     )
+
+
+def _last_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary row of every run's last epoch (``… (last)``), in table order, re-indexed from 0."""
+    return table[(table["part"] == "summary") & table["method"].str.endswith("(last)")].reset_index(drop=True)
 
 
 def regime_table(table: pd.DataFrame) -> pd.DataFrame:
     """The NTK-regime columns of every run (its ``… (last)`` row): seed, noise, loss, λ (NaN: normal training),
     ``kernel_drift`` at the end, a quarter and half way, and ``movement``; empty for a record made before they
     were measured."""
-    s = table[(table["part"] == "summary") & table["method"].str.endswith("(last)")]
-    if "kernel_drift" not in s.columns:
+    if "kernel_drift" not in table.columns:
         return pd.DataFrame(columns=["seed", "noise", "loss", "lam", *REGIME_COLUMNS[:4]])
-    return s[["seed", "noise", "loss", "lam", *REGIME_COLUMNS[:4]]].reset_index(drop=True)
+    return _last_rows(table)[["seed", "noise", "loss", "lam", *REGIME_COLUMNS[:4]]]
 
 
 def first_stage(table: pd.DataFrame, p: float, loss: str) -> dict | None:
