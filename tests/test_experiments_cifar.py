@@ -367,6 +367,8 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     for r in summary[summary["aux"] & summary["selected_oracle"]].itertuples():
         assert choices.loc[(r.noise, r.method), "lam_oracle"] == [r.lam]
     assert (choices["seeds"] == 1).all() and choices["bracketed"].between(0, 1).all()
+    top = summary[summary["aux"] & summary["selected"]]  # the noisy-label choices, one per (noise, method)
+    assert setting3.choices_at_top(setting3.lam_choices(t), grid) == (int((top["lam"] == max(grid)).sum()), len(top))
     shown = compare.lam_choices_display(setting3.lam_choices(t))
     assert list(shown.columns) == [
         "noise p",

@@ -81,6 +81,7 @@ it); the 45,000 / 5,000 training / validation split of the full profile.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -554,6 +555,13 @@ def regime_means(table: pd.DataFrame) -> pd.DataFrame:
     means = runs.groupby(["noise", "loss", "lam"], dropna=False)[list(REGIME_COLUMNS[:4])].mean().reset_index()
     means.insert(2, "run", ["normal" if v != v else f"AUX, λ = {v:g}" for v in means["lam"]])
     return means.drop(columns="lam")
+
+
+def choices_at_top(choices: pd.DataFrame, grid: Sequence[float]) -> tuple[int, int]:
+    """How many of the noisy-label λ choices of :func:`lam_choices` are the grid's largest λ, and how many choices
+    there are: where the protocol keeps taking the top, the grid may end below the optimum."""
+    picks = [v for lams in choices["lam"] for v in lams]
+    return sum(v == max(grid) for v in picks), len(picks)
 
 
 def training_runs(table: pd.DataFrame) -> pd.DataFrame:
