@@ -34,6 +34,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/experiments/setting1.py": ("tests/test_experiment_values.py",),
     "ntk_core/experiments/setting3.py": ("tests/test_experiment_values.py",),
     "ntk_core/experiments/distance.py": ("tests/test_experiment_values.py",),
+    "ntk_core/bookkit/claims.py": ("tests/test_claims.py",),
+    "ntk_core/bookkit/ledger.py": ("tests/test_report.py",),
 }
 
 
@@ -60,6 +62,7 @@ B, KRR, NOISE, INF, TRAIN, REG = (
 KERNEL_MATRIX = "ntk_core/kernel_matrix.py"
 NTK_PROBLEM, NTK_TILES, NTK_STRUCTURED = (f"ntk_core/ntk/{m}.py" for m in ("problem", "tiles", "structured"))
 S1, S3, DIST = (f"ntk_core/experiments/{m}.py" for m in ("setting1", "setting3", "distance"))
+CLAIMS, LEDGER = (f"ntk_core/bookkit/{m}.py" for m in ("claims", "ledger"))
 
 MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------------ bounds: Hsu–Kakade–Zhang, eq. (12)
@@ -657,5 +660,71 @@ MUTANTS: tuple[Mutant, ...] = (
         'steps = int(round(config.steps / point["lr_scale"]))',
         'steps = int(config.steps / point["lr_scale"])',
         "distance study steps floor(steps/lr_scale)",
+    ),
+    # ------------------------------------------------------------------ the book's verdicts (book kit)
+    Mutant(
+        "judge-one-standard-error",
+        CLAIMS,
+        "    if m > 2 * se:\n",
+        "    if m > se:\n",
+        "the verdict rule: a paired claim holds beyond one standard error instead of two",
+    ),
+    Mutant(
+        "judge-opposite-without-spread",
+        CLAIMS,
+        "    if m < -2 * se:\n",
+        "    if m < 0:\n",
+        "the verdict rule: any negative mean is 'the opposite holds'",
+    ),
+    Mutant(
+        "first-stage-premise-one-sided",
+        CLAIMS,
+        'if d["mean"] - 2 * sem <= FIRST_STAGE_DROP:',
+        'if d["mean"] <= FIRST_STAGE_DROP:',
+        "Appendix D's premise judged failed on the mean drop alone, without its seed noise",
+    ),
+    Mutant(
+        "regime-drift-threshold-x10",
+        CLAIMS,
+        "REGIME_DRIFT = 0.1\n",
+        "REGIME_DRIFT = 1.0\n",
+        "the NTK-regime threshold on the kernel drift ten times too lax",
+    ),
+    Mutant(
+        "table-2-rdi-gap-lax",
+        CLAIMS,
+        'q["rdi_gap"] <= 0.05, value=value',
+        'q["rdi_gap"] <= 0.5, value=value',
+        "Table 2: GD + RDI within 50 % of its linearised distance counts as the NTK regime",
+    ),
+    Mutant(
+        "figure-5-rise-without-spread",
+        CLAIMS,
+        'if st["seeds"] >= 3 and st["mean"] > 2 * st["sem"]:',
+        'if st["mean"] > 0:',
+        "Figure 5: any rise of the distance with λ is a finding, whatever the seed spread",
+    ),
+    Mutant(
+        "barely-move-threshold-doubled",
+        CLAIMS,
+        "BARELY_MOVE = 0.1\n",
+        "BARELY_MOVE = 0.2\n",
+        "Figures 3, 6–8: 'weights barely move' within 20 % of their norm",
+    ),
+    Mutant(
+        "ledger-stale-record-counts",
+        LEDGER,
+        "        if self._stale is not None:  # on a stale record",
+        "        if False:  # on a stale record",
+        "a stale record's verdicts count as current ones",
+    ),
+    Mutant(
+        "ledger-finding-without-evidence",
+        LEDGER,
+        """        if not bool(evidence):
+            raise AssertionError(f"{ref}: the finding""",
+        """        if False:
+            raise AssertionError(f"{ref}: the finding""",
+        "a finding recorded without the evidence that the claim fails",
     ),
 )

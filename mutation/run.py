@@ -39,7 +39,6 @@ IGNORE = shutil.ignore_patterns(
     ".hypothesis",
     ".pytest_cache",
     "__pycache__",
-    "results",
     "mathjax",
     "*.egg-info",
     ".mypy_cache",

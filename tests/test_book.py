@@ -67,6 +67,7 @@ def test_every_chapter_is_built(site):
 
 #: The paper's figures, each shown by an experiment chapter under a caption that names it.
 PAPER_FIGURES = ("1a", "1b", "2", "3", "4", "5", "6", "7", "8")
+PAPER_TABLES = ("1", "2")
 
 
 def test_every_paper_figure_is_captioned_with_its_paper_number(site):
@@ -82,6 +83,11 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
         assert "<img" in found[0], f"paper Figure {number}: no image"
         # the paper's number only: no "Book fig. N" beside it (book/_ext/paper_exhibits.py)
         assert "caption-number" not in found[0], f"paper Figure {number} carries a book number"
+    # the paper's tables: Table 1 and Table 2 as captioned tables, Table 2 also drawn as an unnumbered figure
+    for number in PAPER_TABLES:
+        assert re.search(rf"<caption>Paper Table {number}\b", html), f"paper Table {number}: no captioned table"
+    drawn = [f for f in figures if re.search(r"<strong>Paper Table 2, drawn</strong>", f)]
+    assert len(drawn) == 1 and "<img" in drawn[0] and "caption-number" not in drawn[0], drawn
     # the book's own figures are numbered 1, 2, ... without the gaps the exhibits would leave
     every = "".join(page.read_text(encoding="utf-8") for page in (site / "book").glob("*.html"))
     numbers = [int(n) for n in re.findall(r'caption-number">Book fig\. (\d+)', every)]

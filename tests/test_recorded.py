@@ -567,6 +567,14 @@ def test_side_by_side_and_record_line(data_env):
     stale = dict(fresh.meta, stale=True, stale_reasons=["code fingerprint differs"])
     line = compare.record_line("setting1", experiments.Result(fresh.table, stale))
     assert "STALE" in line and "--record" in line
+    # the prose's verdicts read from a stale record say so; a current one's say nothing more
+    assert compare.stale_note(experiments.Result(fresh.table, stale)).startswith("STALE record")
+    assert compare.stale_note(current) == "" and compare.stale_note(None) == ""
+    assert [compare.record_state(r) for r in (experiments.Result(fresh.table, stale), current, None)] == [
+        "STALE",
+        "current",
+        "not recorded",
+    ]
     rows = compare.config_table(fresh).set_index("parameter")["value"]
     assert rows["width"] == "16" and rows["λ grid"] == "0.5, 2" and "profile" not in rows.index
 

@@ -1,7 +1,7 @@
 """Sphinx extension for this book: the paper's exhibits carry the paper's number only.
 
 The book numbers its own figures "Book fig. N" (``numfig_format`` in ``_config.yml``). A figure whose caption
-starts with "Paper Figure" (the paper's Figures 1a–8, drawn by the chapters) keeps the paper's number in its
+starts with "Paper Figure" or "Paper Table" (the paper's Figures 1a–8 and Table 2, drawn by the chapters) keeps the paper's number in its
 caption and gets no book number: after Sphinx has numbered the figures (its toctree collector, on
 ``env-get-updated``), these figures are taken out of the numbering and the book's own figures are numbered
 again without gaps. A figure without a number is written without one, and without a warning, by Sphinx's
@@ -14,13 +14,13 @@ from typing import Any
 
 from docutils import nodes
 
-#: the caption prefix of a paper exhibit
-PREFIX = "Paper Figure"
+#: the caption prefixes of a paper exhibit
+PREFIXES = ("Paper Figure", "Paper Table")
 
 
 def _is_exhibit(figure: nodes.figure) -> bool:
     caption = next(iter(figure.findall(nodes.caption)), None)
-    return caption is not None and caption.astext().startswith(PREFIX)
+    return caption is not None and caption.astext().startswith(PREFIXES)
 
 
 def unnumber_exhibits(app: Any, env: Any) -> list[str]:

@@ -24,6 +24,8 @@ __all__ = [
     "medium",
     "trials",
     "record_line",
+    "stale_note",
+    "record_state",
     "side_by_side",
     "config_table",
     "as_percent",
@@ -127,6 +129,25 @@ def record_line(name: str, result: Result | None) -> str:
     else:
         line += "; current (same code and configuration as this build)"
     return line
+
+
+def stale_note(result: Result | None) -> str:
+    """The words that go before any verdict read from a medium record in the prose: ``""`` for a current record
+    (or none), and for a stale one (code or configuration changed since it was recorded) a warning that its
+    verdicts count for nothing until it is re-recorded (the ledger marks its claims ``stale`` likewise:
+    :meth:`~ntk_core.bookkit.ledger.Ledger.on_record`)."""
+    if result is None or not result.meta.get("stale"):
+        return ""
+    return (
+        "STALE record (its code or configuration changed; these verdicts count for nothing until it is re-recorded): "
+    )
+
+
+def record_state(result: Result | None) -> str:
+    """``"current"``, ``"STALE"`` or ``"not recorded"``: a medium record's state in one word, for a table column."""
+    if result is None:
+        return "not recorded"
+    return "STALE" if result.meta.get("stale") else "current"
 
 
 def side_by_side(
