@@ -698,11 +698,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "Table 2: GD + RDI within 50 % of its linearised distance counts as the NTK regime",
     ),
     Mutant(
-        "figure-5-rise-without-spread",
+        "falls-with-lambda-rise-without-spread",
         CLAIMS,
         'if st["seeds"] >= 3 and st["mean"] > 2 * st["sem"]:',
         'if st["mean"] > 0:',
-        "Figure 5: any rise of the distance with λ is a finding, whatever the seed spread",
+        "a rise with λ (Figure 5's distance, RDI's kernel drift) is a finding whatever the seed spread",
     ),
     Mutant(
         "barely-move-threshold-doubled",

@@ -686,7 +686,7 @@ def test_figure_5_check_holds_when_the_distance_falls_and_judges_a_rise_by_the_s
     ledger = Ledger("t")
     out = claims.check_figure_5(ledger, _sweep_table([3.0, 1.0, 1.5]), 0.2, "medium")
     assert out["AUX"]["verdict"] == "the opposite holds"
-    assert "from λ = 2 to 4 the distance rises by 0.50" in ledger.claims[1].value
+    assert "from λ = 2 to 4 it rises by 0.50" in ledger.claims[1].value
     # a rise that differs in sign between the seeds (+0.5, −0.5, +0.5 by seed): within two standard errors
     t = _sweep_table([3.0, 1.0, 1.5])
     flip = (t["method"] == "SGD+AUX") & (t["lam"] == 4.0) & (t["seed"] == 1)
@@ -733,3 +733,20 @@ def test_figures_3_6_8_check_the_threshold_and_the_order_of_the_methods():
     assert ledger.claims[1].status == "not reproduced" and "not closer in Figure 6" in ledger.claims[1].value
     with pytest.raises(ValueError, match="columns"):
         claims.check_figures_3_6_8(Ledger("t"), ends.drop(columns="SGD+RDI"), "quick")
+
+
+def test_rdi_kernel_drift_is_judged_over_the_grid_by_the_seed_rule():
+    rows = [{"method": "SGD+RDI", "noise": 0.2, "seed": seed, "lam": lam, "kernel_drift": d + 0.01 * seed}
+            for seed in (0, 1, 2) for lam, d in zip((0.5, 1.0, 2.0), (0.9, 0.6, 0.4))]  # fmt: skip
+    runs = pd.DataFrame(rows + [{"method": "SGD", "noise": 0.2, "seed": 0, "lam": 0.0, "kernel_drift": 5.0}])
+    ledger = Ledger("t")
+    assert claims.check_rdi_kernel_drift(ledger, runs, 0.2, "medium") == "holds"
+    assert ledger.claims[0].ref == "Section 6.2" and "0.91 → 0.61 → 0.41" in ledger.claims[0].value
+    # one seed that rises from λ = 1 to 2: with one seed the rule cannot resolve it
+    one = runs[runs["seed"] == 0].copy()
+    one.loc[one["lam"] == 2.0, "kernel_drift"] = 0.7
+    ledger = Ledger("t")
+    assert claims.check_rdi_kernel_drift(ledger, one, 0.2, "quick") == "inconclusive"
+    assert ledger.claims[0].status == "inconclusive" and "1 seed(s)" in ledger.claims[0].value
+    with pytest.raises(ValueError, match="no SGD\\+RDI runs at noise 0.4"):
+        claims.check_rdi_kernel_drift(Ledger("t"), runs, 0.4, "quick")

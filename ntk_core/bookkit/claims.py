@@ -43,6 +43,8 @@ __all__ = [
     "REGIME_DRIFT",
     "check_figure_1b",
     "check_figure_5",
+    "falls_with_lambda",
+    "check_rdi_kernel_drift",
     "check_figures_3_6_8",
     "regime_claim",
     "check_figure_4",
@@ -633,63 +635,114 @@ def judge(
 BARELY_MOVE = 0.1
 
 
+def falls_with_lambda(
+    ledger: Ledger,
+    ref: str,
+    statement: str,
+    per_seed: pd.DataFrame,
+    *,
+    label: str,
+    status: Status,
+    paper: str = "",
+    anchor: str = "",
+) -> tuple[str, list[float], list[float]]:
+    """Judge "``label`` falls strictly as λ grows, over the whole grid" on ``per_seed`` (one row per seed, one
+    column per λ in increasing order: the quantity at the end of each run).
+
+    It holds (``ledger.check`` at ``status``) when the mean over the seeds falls strictly from each λ to the
+    next. Where the mean rises from some λ to the next, that step is judged by :func:`judge`'s rule, paired by
+    seed (the rise ``q(λ_next) − q(λ)``), the rise furthest beyond its noise deciding: beyond two standard
+    errors with at least three seeds it is a finding, otherwise inconclusive (with one or two seeds the spread
+    is not measured). Returns the verdict (``"holds"``, ``"the opposite holds"``, ``"inconclusive"``), the λ
+    and the means.
+    """
+    per_seed = per_seed.sort_index(axis=1)
+    if per_seed.shape[1] < 2 or per_seed.isna().any().any():
+        raise ValueError(f"{label}: needs at least two λ and a value for every seed, got\n{per_seed}")
+    lams, means = [float(v) for v in per_seed.columns], per_seed.mean().to_numpy()
+    value = f"{label} " + " → ".join(f"{m:.2f}" for m in means) + " (λ = " + ", ".join(f"{v:g}" for v in lams) + ")"
+    rises = [i for i in range(len(lams) - 1) if means[i + 1] >= means[i]]
+    if not rises:
+        ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status)
+        return "holds", lams, means.tolist()
+    steps = [paired_stats(per_seed[per_seed.columns[i + 1]] - per_seed[per_seed.columns[i]]) for i in rises]
+    margin = [st["mean"] - 2 * st["sem"] if st["sem"] == st["sem"] else st["mean"] for st in steps]
+    worst = max(range(len(rises)), key=margin.__getitem__)  # the rise furthest beyond its noise
+    st, i = steps[worst], rises[worst]
+    step = f"from λ = {lams[i]:g} to {lams[i + 1]:g} it rises by {st['mean']:.2f}"
+    if st["seeds"] >= 3 and st["mean"] > 2 * st["sem"]:
+        ledger.finding(ref, statement, True, paper=paper, anchor=anchor,
+                       value=f"{value}; {step} ± {st['sem']:.2f} over {st['seeds']} seeds")  # fmt: skip
+        return "the opposite holds", lams, means.tolist()
+    why = (
+        "within two standard errors"
+        if st["seeds"] >= 3
+        else f"{st['seeds']} seed(s): the rule needs at least 3 to measure the seed-to-seed spread"
+    )
+    ledger.inconclusive(ref, statement, value=f"{value}; {step}", why=why, paper=paper, anchor=anchor)
+    return "inconclusive", lams, means.tolist()
+
+
 def check_figure_5(
     ledger: Ledger, table: pd.DataFrame, noise: float, status: Status, anchor: str = "exp-figure-5"
 ) -> dict:
     """Judge Figure 5's reading of Setting 2's λ sweep (a Setting 2 result ``table``, its runs at ``noise``).
 
-    For SGD+RDI and SGD+AUX: "a larger λ keeps θ closer to θ(0)" (Table 2's ↘ with λ), over the whole grid. It
-    holds (``ledger.check`` at ``status``) when the distance, mean over the seeds, falls strictly from each λ to
-    the next. Where it rises from some λ to the next, that step is judged by :func:`judge`'s rule, paired by seed
-    (the increase ``dist(λ_next) − dist(λ)``): beyond two standard errors with at least three seeds it is a
-    finding, otherwise inconclusive. Then "RDI's network fits less of the noisy training set as λ grows": the
-    Spearman correlation of λ with the network's training error must exceed 0.8 (asserted).
+    For SGD+RDI and SGD+AUX: "a larger λ keeps θ closer to θ(0)" (Table 2's ↘ with λ), over the whole grid,
+    judged by :func:`falls_with_lambda` on the distance of each seed's run. Then "RDI's network fits less of
+    the noisy training set as λ grows": the Spearman correlation of λ with the network's training error (mean
+    over the seeds) must exceed 0.8 (asserted).
 
     Returns ``{"RDI": ..., "AUX": ...}`` (each ``{"lams", "dist", "verdict"}``) and ``"rho_net"``.
     """
     from scipy.stats import spearmanr
 
     s = table[(table["part"] == "summary") & (table["noise"] == noise)]
-    paper = "distance ↘ with λ (Table 2)"
     out: dict = {}
     for name, method in (("RDI", "SGD+RDI"), ("AUX", "SGD+AUX")):
         runs = s[s["method"] == method]
         if runs.empty:
             raise ValueError(f"no {method} runs at noise {noise:g} in this table")
-        per_seed = runs.pivot_table(index="seed", columns="lam", values="dist")
-        lams, dist = [float(v) for v in per_seed.columns], per_seed.mean().to_numpy()
-        statement = f"a larger λ keeps θ closer to θ(0) for {name}, strictly over the whole grid"
-        value = f"{name} " + " → ".join(f"{d:.2f}" for d in dist) + " (λ = " + ", ".join(f"{v:g}" for v in lams) + ")"
-        rises = [i for i in range(len(lams) - 1) if dist[i + 1] >= dist[i]]
-        if not rises:
-            ledger.check("Figure 5", statement, True, value=value, paper=paper, anchor=anchor, status=status)
-            verdict = "holds"
-        else:  # each rise, paired by seed: the largest relative to its spread decides
-            steps = [paired_stats(per_seed[per_seed.columns[i + 1]] - per_seed[per_seed.columns[i]]) for i in rises]
-            margin = [st["mean"] - 2 * st["sem"] if st["sem"] == st["sem"] else st["mean"] for st in steps]
-            worst = max(range(len(rises)), key=margin.__getitem__)  # the rise furthest beyond its noise
-            st, i = steps[worst], rises[worst]
-            step = f"from λ = {lams[i]:g} to {lams[i + 1]:g} the distance rises by {st['mean']:.2f}"
-            if st["seeds"] >= 3 and st["mean"] > 2 * st["sem"]:
-                ledger.finding("Figure 5", statement, True, paper=paper, anchor=anchor,
-                               value=f"{value}; {step} ± {st['sem']:.2f} over {st['seeds']} seeds")  # fmt: skip
-                verdict = "the opposite holds"
-            else:
-                why = (
-                    "within two standard errors"
-                    if st["seeds"] >= 3
-                    else f"{st['seeds']} seed(s): the rule needs at least 3 to measure the seed-to-seed spread"
-                )
-                ledger.inconclusive("Figure 5", statement, value=f"{value}; {step}", why=why, paper=paper,
-                                    anchor=anchor)  # fmt: skip
-                verdict = "inconclusive"
-        out[name] = {"lams": lams, "dist": dist.tolist(), "verdict": verdict}
+        verdict, lams, dist = falls_with_lambda(
+            ledger,
+            "Figure 5",
+            f"a larger λ keeps θ closer to θ(0) for {name}, strictly over the whole grid",
+            runs.pivot_table(index="seed", columns="lam", values="dist"),
+            label=name,
+            status=status,
+            paper="distance ↘ with λ (Table 2)",
+            anchor=anchor,
+        )
+        out[name] = {"lams": lams, "dist": dist, "verdict": verdict}
     rdi = s[s["method"] == "SGD+RDI"].groupby("lam")["train_error_net"].mean()
     rho = float(spearmanr(rdi.index, rdi.to_numpy()).statistic)
     ledger.check("Figure 5", "RDI's network fits less of the noisy training set as λ grows", rho > 0.8,
                  value=f"Spearman ρ = {rho:.2f}", anchor=anchor, status=status)  # fmt: skip
     out["rho_net"] = rho
     return out
+
+
+def check_rdi_kernel_drift(
+    ledger: Ledger, runs: pd.DataFrame, noise: float, status: Status, anchor: str = "exp-setting2-regime"
+) -> str:
+    """Judge the book's reading of Setting 2's regime measures, "a larger λ keeps the kernel of RDI's network
+    closer to its initial value, over the whole grid", on ``runs`` (:func:`~ntk_core.experiments.setting2.
+    training_runs`: one row per trained network with ``kernel_drift``) at ``noise``, by
+    :func:`falls_with_lambda` on each seed's drift. Returns the verdict."""
+    rdi = runs[(runs["method"] == "SGD+RDI") & (runs["noise"] == noise)]
+    if rdi.empty:
+        raise ValueError(f"no SGD+RDI runs at noise {noise:g}")
+    verdict, _, _ = falls_with_lambda(
+        ledger,
+        "Section 6.2",
+        "a larger λ keeps the kernel of RDI's network closer to its initial value, strictly over the whole grid "
+        "(the book's measure)",
+        rdi.pivot_table(index="seed", columns="lam", values="kernel_drift"),
+        label="kernel drift",
+        status=status,
+        anchor=anchor,
+    )
+    return verdict
 
 
 def check_figures_3_6_8(ledger: Ledger, ends: pd.DataFrame, status: Status, anchor: str = "exp-figure-3") -> dict:
