@@ -41,6 +41,7 @@ __all__ = [
     "check_regime",
     "check_outside_regime",
     "REGIME_DRIFT",
+    "BARELY_MOVE",
     "check_figure_1b",
     "check_figure_5",
     "falls_with_lambda",
@@ -726,8 +727,9 @@ def check_rdi_kernel_drift(
     ledger: Ledger, runs: pd.DataFrame, noise: float, status: Status, anchor: str = "exp-setting2-regime"
 ) -> str:
     """Judge the book's reading of Setting 2's regime measures, "a larger λ keeps the kernel of RDI's network
-    closer to its initial value, over the whole grid", on ``runs`` (:func:`~ntk_core.experiments.setting2.
-    training_runs`: one row per trained network with ``kernel_drift``) at ``noise``, by
+    closer to its initial value, over the whole grid", on ``runs``
+    (:func:`~ntk_core.experiments.setting2.training_runs`: one row per trained network with ``kernel_drift``) at
+    ``noise``, by
     :func:`falls_with_lambda` on each seed's drift. Returns the verdict."""
     rdi = runs[(runs["method"] == "SGD+RDI") & (runs["noise"] == noise)]
     if rdi.empty:
