@@ -1,7 +1,7 @@
 # The README's two commands: `make book` and `make test`. Both set everything up themselves.
 SHELL := /bin/bash
 .DELETE_ON_ERROR:
-.PHONY: book test venv lab clean mutation
+.PHONY: book test venv lab clean mutation replay
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -41,6 +41,11 @@ test: $(STAMP) $(CHROMIUM) book
 	$(PY) -m mypy
 	$(PY) -m pytest -q --doctest-modules ntk_core
 	$(PY) -m pytest
+
+## replay: re-run one unit of every unit class of every medium record and compare it with the record (about
+## 1,900 s of recorded compute; `make test` replays a sample within NTK_REPLAY_MAX_S, default 300 s)
+replay: $(STAMP)
+	NTK_REPLAY_MAX_S=inf $(PY) -m pytest -q -s tests/test_recorded.py -k test_recorded_result_replays
 
 ## mutation: plant each bug of mutation/mutants.py in a copy and run the fast tests (slow; not part of `make test`)
 mutation: $(STAMP)

@@ -82,6 +82,23 @@ def test_a_tiny_study_runs_every_method_on_every_seed(shared_data, monkeypatch):
     pd.testing.assert_frame_equal(h[h["seed"] == 1].reset_index(drop=True), again.history)
 
 
+def test_two_worker_processes_give_the_history_of_one(shared_data, monkeypatch):
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    config = ls.OwnLoopConfig(per_class=6, n_test=50, width=16, epochs=2, batch_size=8, seeds=(0, 1, 2))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers' thread count, so that both sum in the same order
+    try:
+        one = ls.own_loop_study(config)
+    finally:
+        torch.set_num_threads(threads)
+    lines: list[str] = []
+    two = ls.own_loop_study(config, progress=lines.append, workers=2)
+    pd.testing.assert_frame_equal(one.history, two.history)
+    assert one.bound_lams == two.bound_lams and lines == ["seed 0: done", "seed 1: done", "seed 2: done"]
+    with pytest.raises(ValueError, match="workers"):
+        ls.own_loop_study(config, workers=0)
+
+
 @pytest.mark.parametrize(
     "bad, match",
     [

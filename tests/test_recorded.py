@@ -1,14 +1,16 @@
 """Recorded results (results/medium/): the records cannot drift from the code, and the record/replay machinery.
 
-``test_recorded_result_replays`` re-runs one unit of every unit class of every record (``unit_class``: units of one
-class run the same code with other numbers, so every code path of a record is replayed on every run; the unit of
-each class is drawn with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``) and checks that it
-equals the recorded rows to 1e-6. Each unit is replayed by ``python -m ntk_core replay`` in a process of its own,
-which starts in the record's arithmetic (``ntk_core.experiments._arithmetic``: ATen, oneDNN and MKL held to the
-instruction set the record was computed in, so that another CPU computes the same bits); two run at a time. A
-machine that cannot compute in that arithmetic, or that loads other data, skips with the reason.
-``NTK_REPLAY_MAX_S`` (seconds of recorded compute time per record, default: no limit) leaves out the classes
-that do not fit. The other tests record a tiny configuration into a temporary folder.
+``test_recorded_result_replays`` re-runs units of the records (``python -m ntk_core replay``, each in a process
+of its own, which starts in the record's arithmetic: ``ntk_core.experiments._arithmetic``; two at a time) and
+checks that each equals its recorded rows to 1e-6, and that every record's ``table.csv`` is what its units give.
+Which units: one of each of a sample of the records' unit classes (``unit_class``: units of one class run the
+same code with other numbers), drawn with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``,
+within ``NTK_REPLAY_MAX_S`` seconds of recorded compute time over all records (default
+:data:`DEFAULT_REPLAY_MAX_S`, so that ``make test`` stays well under 30 minutes on 2 cores; successive seeds
+replay every class in turn). ``make replay`` (``NTK_REPLAY_MAX_S=inf``) replays one unit of **every** class of
+every record, as ``python -m ntk_core attest`` does before it calls changed code equivalent. A machine that
+cannot compute in a record's arithmetic, or that loads other data, skips with the reason. The other tests record
+a tiny configuration into a temporary folder.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ntk_core.experiments._record import (
     ArithmeticDiffers,
     RecordMissing,
     ReplayTooCostly,
+    choose_across,
     choose_units,
     record_dir,
     recorded,
@@ -37,8 +40,11 @@ from ntk_core.experiments._record import (
     unit_class,
 )
 
-#: the replay budget per record, in seconds of recorded compute time (NTK_REPLAY_MAX_S; default: every class)
-REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "inf"))
+#: the replay budget of ``make test``, in seconds of recorded compute time over all records: about 300 s recorded is
+#: 5-13 minutes of two replay processes on the 2-core development VMs (the records were made on the fastest of them)
+DEFAULT_REPLAY_MAX_S = 300.0
+#: the replay budget of this run (NTK_REPLAY_MAX_S; ``inf``: one unit of every class of every record)
+REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", DEFAULT_REPLAY_MAX_S))
 #: the seed that draws the unit of each class, printed by every replay test
 REPLAY_SEED = int(os.environ["NTK_REPLAY_SEED"])  # drawn in conftest.py unless given, printed in the header
 
@@ -73,26 +79,25 @@ def _replay_cli(name: str, key: dict | None, out: str, env: dict[str, str]) -> t
 
 @pytest.fixture(scope="module")
 def replays(shared_data, tmp_path_factory):
-    """Every record's chosen units, replayed two at a time, longest first: {name: [(key, future)]} (or a reason)."""
+    """The chosen units of every record, replayed two at a time, longest first: {name: [(key, future)]} (or a
+    reason), each record's table check (key ``None``) included."""
     env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
     env.pop("NTK_CORE_CACHE", None)
     folder = tmp_path_factory.mktemp("replays")
     plans: dict[str, object] = {}
-    jobs = []
+    units_by_record: dict[str, list[dict]] = {}
     for name in experiments.EXPERIMENTS:
         try:
             recorded(name, "medium")
         except RecordMissing as missing:
             plans[name] = f"no recorded medium result of {name} yet: {missing}"
             continue
-        units = json.loads((record_dir(name, "medium") / "units.json").read_text())
-        try:
-            chosen = choose_units(units, name=name, seed=REPLAY_SEED, max_seconds=REPLAY_MAX_S, per_class=True)
-        except ReplayTooCostly as costly:
-            plans[name] = f"{costly}; replay it with NTK_REPLAY_MAX_S=inf"
-            continue
+        units_by_record[name] = json.loads((record_dir(name, "medium") / "units.json").read_text())
+    chosen = choose_across(units_by_record, seed=REPLAY_SEED, max_seconds=REPLAY_MAX_S)
+    jobs = []
+    for name, units in chosen.items():
         plans[name] = []
-        jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in chosen] + [(0.0, name, None)]  # None: its table
+        jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in units] + [(0.0, name, None)]  # None: its table
     pool = ThreadPoolExecutor(max_workers=2)
     for i, (_, name, key) in enumerate(sorted(jobs, key=lambda j: -j[0])):
         future: Future = pool.submit(_replay_cli, name, key, str(folder / f"{name}-{i}.json"), env)
@@ -108,7 +113,11 @@ def test_recorded_result_replays(name, replays):
         pytest.skip(plan)
     units = json.loads((record_dir(name, "medium") / "units.json").read_text())
     classes = {unit_class(u["key"]) for u in units}
-    print(f"replaying {name} with NTK_REPLAY_SEED={REPLAY_SEED}: {len(plan) - 1} of {len(classes)} unit classes")
+    replayed = {unit_class(key) for key, _ in plan if key is not None}
+    print(
+        f"replaying {name} with NTK_REPLAY_SEED={REPLAY_SEED}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
+        f"{len(classes)} unit classes ({'; '.join(sorted(replayed)) or 'none: its table only'})"
+    )
     if REPLAY_MAX_S == float("inf"):
         assert {unit_class(key) for key, _ in plan if key is not None} == classes
     for key, future in plan:
@@ -276,6 +285,30 @@ def test_every_class_is_replayed_whatever_the_seed():
     ]
     with pytest.raises(ReplayTooCostly):
         choose_units(units, per_class=True, max_seconds=0.05)
+
+
+def test_a_budget_replays_a_sample_of_the_classes_of_all_records_that_changes_with_the_seed():
+    a = [{"key": {"seed": s, "method": m, "lam": 1.0}, "seconds": 10.0 + s} for s in range(4) for m in ("x", "y")]
+    b = [{"key": {"seed": s, "loss": loss}, "seconds": 50.0 + s} for s in range(4) for loss in ("ce", "mse")]
+    c = [{"key": {"seed": s}, "seconds": 500.0} for s in range(2)]  # over any budget below 500 s
+    records = {"a": a, "b": b, "c": c}
+    every = {(n, unit_class(u["key"])) for n, units in records.items() for u in units}
+    # no budget: one unit of every class of every record, each among the cheaper half of its class
+    for seed in range(5):
+        chosen = choose_across(records, seed=seed)
+        assert sorted((n, unit_class(u["key"])) for n, units in chosen.items() for u in units) == sorted(every)
+        assert all(u["seconds"] <= 11.0 for u in chosen["a"]) and all(u["seconds"] <= 51.0 for u in chosen["b"])
+    # a budget of 70 s: what is taken fits it, at most one unit per class, an entry for every record
+    drawn = set()
+    for seed in range(40):
+        chosen = choose_across(records, seed=seed, max_seconds=70.0)
+        assert set(chosen) == {"a", "b", "c"} and not chosen["c"]
+        assert sum(u["seconds"] for units in chosen.values() for u in units) <= 70.0
+        picked = [(n, unit_class(u["key"])) for n, units in chosen.items() for u in units]
+        assert len(picked) == len(set(picked)) >= 2  # the budget is used: b (~51 s) and a (~11 s) fit together
+        drawn |= set(picked)
+    # over the seeds every class that fits the budget is replayed in turn
+    assert drawn == {p for p in every if p[0] != "c"}
 
 
 def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_recorded_one(data_env, monkeypatch):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import os
 import platform
 import random
@@ -57,6 +58,7 @@ __all__ = [
     "attest",
     "check_table",
     "choose_units",
+    "choose_across",
     "unit_class",
     "UnitCheck",
     "compare_rows",
@@ -483,6 +485,43 @@ def choose_units(
             picked.append(u)
             spent += u["seconds"]
     return picked
+
+
+def choose_across(
+    units_by_record: dict[str, list[dict[str, Any]]],
+    *,
+    seed: int | None = None,
+    max_seconds: float = math.inf,
+    cheapest: float = 0.5,
+) -> dict[str, list[dict[str, Any]]]:
+    """One unit of each of several :func:`unit_class` es of several records, within one budget.
+
+    Every (record, class) pair is a candidate; the pairs are taken in an order drawn with ``seed``, and each
+    adds one unit drawn among the ``cheapest`` fraction of its class (by recorded compute time) that still fits
+    in ``max_seconds`` of recorded compute time together with those already taken. With no budget
+    (``max_seconds = inf``) that is every class of every record, as :func:`choose_units` with ``per_class``;
+    with a budget, a sample of the classes whose draw changes with the seed, so that successive seeds replay
+    every class in turn (a class whose cheapest units exceed the budget is never drawn: say so).
+
+    Returns ``{record: [unit, ...]}`` with an entry (possibly empty) for every record.
+    """
+    rng = random.Random(seed)
+    candidates: list[tuple[str, list[dict[str, Any]]]] = []
+    for name, units in units_by_record.items():
+        classes: dict[str, list[dict[str, Any]]] = {}
+        for u in sorted(units, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0)):
+            classes.setdefault(unit_class(u["key"]), []).append(u)
+        candidates += [(name, group[: max(1, int(len(group) * cheapest))]) for group in classes.values()]
+    rng.shuffle(candidates)
+    chosen: dict[str, list[dict[str, Any]]] = {name: [] for name in units_by_record}
+    spent = 0.0
+    for name, group in candidates:
+        fits = [u for u in group if spent + (u["seconds"] or 0.0) <= max_seconds]
+        if fits:
+            unit = rng.choice(fits)
+            chosen[name].append(unit)
+            spent += unit["seconds"] or 0.0
+    return chosen
 
 
 def _config_from(name: str, provenance: dict[str, Any]) -> Any:

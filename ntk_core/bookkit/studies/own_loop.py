@@ -18,6 +18,7 @@ The test error is always on clean test labels.
 from __future__ import annotations
 
 import math
+import multiprocessing
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -241,55 +242,84 @@ class OwnLoopStudy:
     config: OwnLoopConfig
 
 
-def own_loop_study(config: OwnLoopConfig | None = None, progress: Callable[[str], None] | None = None) -> OwnLoopStudy:
-    """Run every method of the study on every seed (module docstring); returns the per-epoch history."""
-    config = config or OwnLoopConfig()
+def _seed_study(config: OwnLoopConfig, seed: int) -> tuple[list[dict[str, Any]], float]:
+    """Every method of the study on one seed: the per-epoch rows and the bound's λ."""
     rows: list[dict[str, Any]] = []
-    bound_lams: dict[int, float] = {}
-    for seed in config.seeds:
-        train, val, test = _task(config, seed)
-        flipped = train.noisy != train.clean
-        bound_lams[seed] = bound_lambda(
-            make_model(train.x.shape[1], config.width, seed), train.x, train.noisy, transition(config)
-        )
-        runs: list[tuple[str, float | None]] = [("vanilla", None)]
-        runs += [("rdi", lam) for lam in config.rdi_lams] + [("rdi_bound", bound_lams[seed])]
-        runs += [("aux", lam) for lam in config.aux_lams]
-        for method, lam in runs:
-            model = make_model(train.x.shape[1], config.width, seed)
+    train, val, test = _task(config, seed)
+    flipped = train.noisy != train.clean
+    bound_lam = bound_lambda(make_model(train.x.shape[1], config.width, seed), train.x, train.noisy, transition(config))
+    runs: list[tuple[str, float | None]] = [("vanilla", None)]
+    runs += [("rdi", lam) for lam in config.rdi_lams] + [("rdi_bound", bound_lam)]
+    runs += [("aux", lam) for lam in config.aux_lams]
+    for method, lam in runs:
+        model = make_model(train.x.shape[1], config.width, seed)
 
-            def evaluate(epoch: int, model: nn.Module = model, method: str = method, lam: float | None = lam) -> None:
-                model.eval()
-                with torch.no_grad():
-                    pred = model(train.x).argmax(dim=1)
-                rows.append(
-                    {
-                        "seed": seed,
-                        "method": method,
-                        "lam": math.nan if lam is None else float(lam),
-                        "epoch": epoch,
-                        "train_error_noisy": float((pred != train.noisy).float().mean()),
-                        "memorised": float((pred[flipped] == train.noisy[flipped]).float().mean()),
-                        "val_error_noisy": _error(model, val.x, val.noisy),
-                        "val_error_clean": _error(model, val.x, val.clean),
-                        "test_error": _error(model, test.x, test.clean),
-                    }
-                )
-
-            own_loop(
-                model,
-                train.x,
-                train.noisy,
-                epochs=config.epochs,
-                batch_size=config.batch_size,
-                lr=config.lr,
-                seed=seed,
-                rdi_lam=lam if method in ("rdi", "rdi_bound") else None,
-                aux_lam=lam if method == "aux" else None,
-                on_epoch_end=evaluate,
+        def evaluate(epoch: int, model: nn.Module = model, method: str = method, lam: float | None = lam) -> None:
+            model.eval()
+            with torch.no_grad():
+                pred = model(train.x).argmax(dim=1)
+            rows.append(
+                {
+                    "seed": seed,
+                    "method": method,
+                    "lam": math.nan if lam is None else float(lam),
+                    "epoch": epoch,
+                    "train_error_noisy": float((pred != train.noisy).float().mean()),
+                    "memorised": float((pred[flipped] == train.noisy[flipped]).float().mean()),
+                    "val_error_noisy": _error(model, val.x, val.noisy),
+                    "val_error_clean": _error(model, val.x, val.clean),
+                    "test_error": _error(model, test.x, test.clean),
+                }
             )
+
+        own_loop(
+            model,
+            train.x,
+            train.noisy,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=seed,
+            rdi_lam=lam if method in ("rdi", "rdi_bound") else None,
+            aux_lam=lam if method == "aux" else None,
+            on_epoch_end=evaluate,
+        )
+    return rows, bound_lam
+
+
+def _seed_study_one_thread(args: tuple[OwnLoopConfig, int]) -> tuple[list[dict[str, Any]], float]:
+    torch.set_num_threads(1)  # a worker process: one thread, as the book's processes (no oversubscription)
+    return _seed_study(*args)
+
+
+def own_loop_study(
+    config: OwnLoopConfig | None = None, progress: Callable[[str], None] | None = None, workers: int = 1
+) -> OwnLoopStudy:
+    """Run every method of the study on every seed (module docstring); returns the per-epoch history.
+
+    ``workers > 1`` runs the seeds in that many forked processes of one torch thread each (the seeds are
+    independent; each run is seeded, so the history is the same as with one worker at one thread).
+    ``progress`` is called with a line per finished seed.
+    """
+    config = config or OwnLoopConfig()
+    check_count(workers, "workers")
+    jobs = [(config, seed) for seed in config.seeds]
+    if workers > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+            done = pool.imap(_seed_study_one_thread, jobs)
+            results = []
+            for seed, result in zip(config.seeds, done):
+                results.append(result)
+                if progress is not None:
+                    progress(f"seed {seed}: done")
+    else:
+        results = []
+        for seed in config.seeds:
+            results.append(_seed_study(config, seed))
             if progress is not None:
-                progress(f"seed {seed}: {method}" + ("" if lam is None else f" λ = {lam:g}"))
+                progress(f"seed {seed}: done")
+    rows = [row for seed_rows, _ in results for row in seed_rows]
+    bound_lams = {seed: lam for seed, (_, lam) in zip(config.seeds, results)}
     return OwnLoopStudy(pd.DataFrame(rows), bound_lams, config)
 
 
