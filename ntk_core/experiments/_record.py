@@ -438,6 +438,15 @@ def unit_class(key: dict[str, Any]) -> str:
     return _canon({k: v if v is None or isinstance(v, (str, bool)) else "#" for k, v in key.items()})
 
 
+def _cheap_classes(units: list[dict[str, Any]], cheapest: float) -> list[list[dict[str, Any]]]:
+    """The units of each :func:`unit_class` (in order of first appearance by recorded time), each class cut to
+    its ``cheapest`` fraction by recorded compute time (at least one unit; units without a time last)."""
+    classes: dict[str, list[dict[str, Any]]] = {}
+    for u in sorted(units, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0)):
+        classes.setdefault(unit_class(u["key"]), []).append(u)
+    return [group[: max(1, int(len(group) * cheapest))] for group in classes.values()]
+
+
 def choose_units(
     units_list: list[dict[str, Any]],
     *,
@@ -467,10 +476,7 @@ def choose_units(
                 f"when recorded, over the replay budget of {max_seconds:g} s"
             )
     if per_class:
-        classes: dict[str, list[dict[str, Any]]] = {}
-        for u in timed:
-            classes.setdefault(unit_class(u["key"]), []).append(u)
-        drawn = [rng.choice(group[: max(1, int(len(group) * cheapest))]) for group in classes.values()]
+        drawn = [rng.choice(group) for group in _cheap_classes(timed, cheapest)]
         limit = len(drawn)
     else:
         pool = timed[: max(units, int(len(timed) * cheapest))]
@@ -506,12 +512,7 @@ def choose_across(
     Returns ``{record: [unit, ...]}`` with an entry (possibly empty) for every record.
     """
     rng = random.Random(seed)
-    candidates: list[tuple[str, list[dict[str, Any]]]] = []
-    for name, units in units_by_record.items():
-        classes: dict[str, list[dict[str, Any]]] = {}
-        for u in sorted(units, key=lambda u: (u["seconds"] is None, u["seconds"] or 0.0)):
-            classes.setdefault(unit_class(u["key"]), []).append(u)
-        candidates += [(name, group[: max(1, int(len(group) * cheapest))]) for group in classes.values()]
+    candidates = [(name, group) for name, units in units_by_record.items() for group in _cheap_classes(units, cheapest)]
     rng.shuffle(candidates)
     chosen: dict[str, list[dict[str, Any]]] = {name: [] for name in units_by_record}
     spent = 0.0

@@ -17,6 +17,7 @@ The test error is always on clean test labels.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 from dataclasses import asdict, dataclass
@@ -305,18 +306,13 @@ def own_loop_study(
     config = config or OwnLoopConfig()
     check_count(workers, "workers")
     jobs = [(config, seed) for seed in config.seeds]
-    if workers > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-            done = pool.imap(_seed_study_one_thread, jobs)
-            results = []
-            for seed, result in zip(config.seeds, done):
-                results.append(result)
-                if progress is not None:
-                    progress(f"seed {seed}: done")
-    else:
+    parallel = workers > 1 and len(jobs) > 1
+    pool = multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) if parallel else None
+    with pool or contextlib.nullcontext():
+        done = pool.imap(_seed_study_one_thread, jobs) if pool else (_seed_study(*job) for job in jobs)
         results = []
-        for seed in config.seeds:
-            results.append(_seed_study(config, seed))
+        for seed, result in zip(config.seeds, done):
+            results.append(result)
             if progress is not None:
                 progress(f"seed {seed}: done")
     rows = [row for seed_rows, _ in results for row in seed_rows]
