@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# the replay of the medium records (tests/support/replay_plan.py): its processes start with the session
+pytest_plugins = ["replay_plan"]
 
 # The seed that draws which unit of each class the replay of the medium records runs (tests/test_recorded.py):
 # drawn once per session unless given, and printed in the session's header, so that a failing replay can be rerun.

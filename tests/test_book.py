@@ -149,8 +149,9 @@ def test_a_failing_assert_breaks_the_build(tmp_path, ok):
 def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
     its column at 1280 px or at 375 px, a cell output or a code cell that scrolls sideways, an output table's raw
-    column name, a figure shrunk until its text is under 9 px, a leaked Python repr and a local file path are
-    all reported; an output or a code cell that wraps is not."""
+    column name, a figure shrunk until its text is under 9 px, a leaked Python repr, a local file path and an
+    output table taller than two screens are all reported; an output or a code cell that wraps is not, nor a tall
+    table folded in a collapsed ``<details>``."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
@@ -169,7 +170,11 @@ def test_browser_check_catches_what_it_should(tmp_path):
         "<pre style='width: 300px; overflow-x: auto; white-space: pre-wrap'>" + "y = wrapped(code) " * 20 + "</pre>"
         "</div><div class='cell_output'><table><tr><th>method</th><th>train_error</th><th>test error</th></tr>"
         "</table>"
-        "<img src='wide.png' style='width: 600px'><img src='narrow.png' style='width: 600px'></div></main></body></html>"
+        "<img src='wide.png' style='width: 600px'><img src='narrow.png' style='width: 600px'></div>"
+        "<div class='cell_output'><table><tr><th>a tall table</th></tr>" + "<tr><td>row</td></tr>" * 80 + "</table>"
+        "<details><summary>folded</summary><table><tr><th>a folded table</th></tr>"
+        + "<tr><td>row</td></tr>" * 80
+        + "</table></details></div></main></body></html>"
     )
     (tmp_path / "wide.html").write_text(
         "<html><body><main>"
@@ -206,3 +211,4 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "a Python repr leaks into the page: '<Figure size 640x480 with 1 Axes>'" in text
     assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text
+    assert "taller than 1600 px at 1280 px: a tall table" in text and "a folded table" not in text

@@ -1,12 +1,13 @@
 """Recorded results (results/medium/): the records cannot drift from the code, and the record/replay machinery.
 
 ``test_recorded_result_replays`` re-runs units of the records (``python -m ntk_core replay``, each in a process
-of its own, which starts in the record's arithmetic: ``ntk_core.experiments._arithmetic``; two at a time) and
-checks that each equals its recorded rows to 1e-6, and that every record's ``table.csv`` is what its units give.
+of its own, which starts in the record's arithmetic: ``ntk_core.experiments._arithmetic``; two at a time, started
+with the session by ``tests/support/replay_plan.py``, so that they run beside the other tests) and checks that each
+equals its recorded rows to 1e-6, and that every record's ``table.csv`` is what its units give.
 Which units: one of each of a sample of the records' unit classes (``unit_class``: units of one class run the
 same code with other numbers), drawn with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``,
 within ``NTK_REPLAY_MAX_S`` seconds of recorded compute time over all records (default
-:data:`DEFAULT_REPLAY_MAX_S`, so that ``make test`` stays well under 30 minutes on 2 cores; successive seeds
+``replay_plan.DEFAULT_REPLAY_MAX_S``, so that ``make test`` stays well under 30 minutes on 2 cores; successive seeds
 replay every class in turn). ``make replay`` (``NTK_REPLAY_MAX_S=inf``) replays one unit of **every** class of
 every record, as ``python -m ntk_core attest`` does before it calls changed code equivalent. A machine that
 cannot compute in a record's arithmetic, or that loads other data, skips with the reason. The other tests record
@@ -20,10 +21,10 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import pandas as pd
 import pytest
+from replay_plan import REPLAY_MAX_S, replay_seed
 
 from ntk_core import experiments
 from ntk_core.__main__ import main
@@ -40,14 +41,6 @@ from ntk_core.experiments._record import (
     unit_class,
 )
 
-#: the replay budget of ``make test``, in seconds of recorded compute time over all records: about 300 s recorded is
-#: 5-13 minutes of two replay processes on the 2-core development VMs (the records were made on the fastest of them)
-DEFAULT_REPLAY_MAX_S = 300.0
-#: the replay budget of this run (NTK_REPLAY_MAX_S; ``inf``: one unit of every class of every record)
-REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", DEFAULT_REPLAY_MAX_S))
-#: the seed that draws the unit of each class, printed by every replay test
-REPLAY_SEED = int(os.environ["NTK_REPLAY_SEED"])  # drawn in conftest.py unless given, printed in the header
-
 TINY = dict(n_train=40, n_val=20, n_test=40, width=16, steps=10, eval_every=5, noise_levels=(0.2,), lams=(0.5, 2.0))
 
 
@@ -62,50 +55,6 @@ def _record_tiny(root):
     return experiments.record("setting1", "quick", root=root, **TINY)
 
 
-def _replay_cli(name: str, key: dict | None, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
-    """``python -m ntk_core replay <name> --key <key>`` (``key=None``: ``--table``) in a process of its own: exit
-    status, its JSON, its stderr."""
-    which = ["--table"] if key is None else ["--key", json.dumps(key)]
-    done = subprocess.run(
-        [sys.executable, "-m", "ntk_core", "replay", name, *which, "--json", out],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    result = json.loads(open(out, encoding="utf-8").read()) if os.path.exists(out) else {}
-    return done.returncode, result, done.stderr[-3000:]
-
-
-@pytest.fixture(scope="module")
-def replays(shared_data, tmp_path_factory):
-    """The chosen units of every record, replayed two at a time, longest first: {name: [(key, future)]} (or a
-    reason), each record's table check (key ``None``) included."""
-    env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
-    env.pop("NTK_CORE_CACHE", None)
-    folder = tmp_path_factory.mktemp("replays")
-    plans: dict[str, object] = {}
-    units_by_record: dict[str, list[dict]] = {}
-    for name in experiments.EXPERIMENTS:
-        try:
-            recorded(name, "medium")
-        except RecordMissing as missing:
-            plans[name] = f"no recorded medium result of {name} yet: {missing}"
-            continue
-        units_by_record[name] = json.loads((record_dir(name, "medium") / "units.json").read_text())
-    chosen = choose_across(units_by_record, seed=REPLAY_SEED, max_seconds=REPLAY_MAX_S)
-    jobs = []
-    for name, units in chosen.items():
-        plans[name] = []
-        jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in units] + [(0.0, name, None)]  # None: its table
-    pool = ThreadPoolExecutor(max_workers=2)
-    for i, (_, name, key) in enumerate(sorted(jobs, key=lambda j: -j[0])):
-        future: Future = pool.submit(_replay_cli, name, key, str(folder / f"{name}-{i}.json"), env)
-        plans[name].append((key, future))  # type: ignore[union-attr]
-    yield plans
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
 @pytest.mark.parametrize("name", experiments.EXPERIMENTS)
 def test_recorded_result_replays(name, replays):
     plan = replays[name]
@@ -115,7 +64,7 @@ def test_recorded_result_replays(name, replays):
     classes = {unit_class(u["key"]) for u in units}
     replayed = {unit_class(key) for key, _ in plan if key is not None}
     print(
-        f"replaying {name} with NTK_REPLAY_SEED={REPLAY_SEED}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
+        f"replaying {name} with NTK_REPLAY_SEED={replay_seed()}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
         f"{len(classes)} unit classes ({'; '.join(sorted(replayed)) or 'none: its table only'})"
     )
     if REPLAY_MAX_S == float("inf"):
@@ -130,7 +79,7 @@ def test_recorded_result_replays(name, replays):
             continue
         (check,) = result["checks"]
         assert check["key"] == key
-        assert not check["problems"], f"{name} unit {key} (NTK_REPLAY_SEED={REPLAY_SEED}): {check['problems']}"
+        assert not check["problems"], f"{name} unit {key} (NTK_REPLAY_SEED={replay_seed()}): {check['problems']}"
 
 
 @pytest.mark.parametrize("name", experiments.EXPERIMENTS)

@@ -22,19 +22,11 @@ from typing import Any
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+from ntk_core.bookkit.ledger import STATUS_BADGES
+
 _ENV = "NTK_BOOK_LEDGER"
-#: status -> (short badge, its meaning in the legend)
-_STATUS_WORDS = {
-    "verified": ("verified", "verified exactly"),
-    "vacuous": ("vacuous", "holds, but vacuous"),
-    "quick": ("quick scale", "reproduced at quick scale"),
-    "medium": ("medium scale", "reproduced at medium scale"),
-    "not reproduced": ("not reproduced", "not reproduced (finding)"),
-    "premise not met": ("premise not met", "not tested: a premise the paper states fails at this scale"),
-    "inconclusive": ("inconclusive", "inconclusive at this scale"),
-    "not run": ("not run", "not run"),
-    "stale": ("stale record", "checked on a record whose code changed since: counts for nothing until re-recorded"),
-}
+#: status -> (short badge, its meaning in the legend): shared with the chapters' Checks lists
+_STATUS_WORDS = STATUS_BADGES
 _COLUMNS = ["Paper", "Claim", "Status", "This build", "Paper's number"]
 
 

@@ -39,12 +39,13 @@ import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
 from .. import _store
 
-__all__ = ["STATUSES", "Status", "Claim", "Ledger", "load_ledgers"]
+__all__ = ["STATUSES", "STATUS_BADGES", "Status", "Claim", "Ledger", "load_ledgers"]
 
 Status = Literal[
     "verified", "vacuous", "quick", "medium", "not reproduced", "premise not met", "inconclusive", "not run", "stale"
@@ -60,6 +61,18 @@ STATUSES: tuple[str, ...] = (
     "not run",
     "stale",
 )
+#: status -> (its short badge, its meaning in a legend): the words of *Results at a glance* and the Checks lists
+STATUS_BADGES: dict[str, tuple[str, str]] = {
+    "verified": ("verified", "verified exactly"),
+    "vacuous": ("vacuous", "holds, but vacuous"),
+    "quick": ("quick scale", "reproduced at quick scale"),
+    "medium": ("medium scale", "reproduced at medium scale"),
+    "not reproduced": ("not reproduced", "not reproduced (finding)"),
+    "premise not met": ("premise not met", "not tested: a premise the paper states fails at this scale"),
+    "inconclusive": ("inconclusive", "inconclusive at this scale"),
+    "not run": ("not run", "not run"),
+    "stale": ("stale record", "checked on a record whose code changed since: counts for nothing until re-recorded"),
+}
 _LEDGER_ENV = "NTK_BOOK_LEDGER"
 
 
@@ -213,22 +226,25 @@ class Ledger:
         """Record that the claim is not checked in this build, and why."""
         self._add(ref, statement, "not run", why, paper, anchor)
 
-    def table(self) -> list[dict[str, str]]:
-        """The claims as rows for :func:`ntk_core.bookkit.plots.show_table`."""
+    def table(self, claims: list[Claim] | None = None) -> list[dict[str, str]]:
+        """The claims (default: all of them) as rows for :func:`ntk_core.bookkit.plots.show_table`."""
         return [
             {"paper": c.ref, "claim": c.statement, "status": c.status, "this build": c.value, "paper's number": c.paper}
-            for c in self.claims
+            for c in (self.claims if claims is None else claims)
         ]
 
-    def compact_table(self, min_length: int = 40) -> tuple[list[dict[str, str]], list[str]]:
+    def compact_table(
+        self, min_length: int = 40, claims: list[Claim] | None = None
+    ) -> tuple[list[dict[str, str]], list[str]]:
         """:meth:`table` for a reader: a text that recurs is written out once.
 
         A "paper's number" equal to the row above's becomes "as above"; a bracketed reason at the end of a
         value ("… (why)", at least ``min_length`` characters) that an earlier row already gave becomes a note
         marker "[note k]". Returns the rows and the notes ("[note k] why"), in order of first use.
         """
-        rows = self.table()
-        whys = [_trailing_reason(c.value) for c in self.claims]
+        claims = self.claims if claims is None else claims
+        rows = self.table(claims)
+        whys = [_trailing_reason(c.value) for c in claims]
         repeated = {w for w in whys if len(w) >= min_length and whys.count(w) > 1}
         notes: list[str] = []
         previous_paper = None
@@ -243,17 +259,63 @@ class Ledger:
             previous_paper = paper
         return rows, [f"[note {k}] {why}" for k, why in enumerate(notes, 1)]
 
+    def groups(self) -> list[tuple[str, list[Claim]]]:
+        """The claims grouped by the paper's reference, in the order each reference first appears."""
+        refs = list(dict.fromkeys(c.ref for c in self.claims))
+        return [(ref, [c for c in self.claims if c.ref == ref]) for ref in refs]
+
+    def checks_html(self, open_max: int = 10) -> str:
+        """The "Checks" list as HTML: one ``<details>`` per reference of the paper (:meth:`groups`), whose summary
+        counts its claims by status (the badges of *Results at a glance*) and whose table (:meth:`compact_table`
+        of the group, its notes below) has one row per claim. A chapter with more than ``open_max`` claims
+        shows its groups collapsed, so that the list reads as one line per reference of the paper; a shorter
+        one shows them open."""
+        state = "" if len(self.claims) > open_max else " open"
+        parts = ['<div class="checks-list">']
+        for ref, claims in self.groups():
+            rows, notes = self.compact_table(claims=claims)
+            n = len(claims)
+            parts.append(f'<details class="glance-group checks-group"{state}><summary class="glance-summary">')
+            parts.append(f'<span class="glance-chapter">{escape(ref)}</span>')
+            parts.append(f'<span class="glance-n"> — {n} check{"s" if n != 1 else ""}: </span>')
+            parts.append(" ".join(_badge_html(s, sum(c.status == s for c in claims)) for s in _present(claims)))
+            parts.append("</summary>")
+            parts.append('<table class="glance-table checks-table"><thead><tr>')
+            parts.append("".join(f"<th>{name}</th>" for name in ("Claim", "Status", "This build", "Paper's number")))
+            parts.append("</tr></thead><tbody>")
+            for row in rows:
+                cells = [
+                    escape(row["claim"]),
+                    _badge_html(row["status"]),
+                    escape(row["this build"]),
+                    escape(row["paper's number"] or "—"),
+                ]
+                parts.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+            parts.append("</tbody></table>")
+            parts += [f'<p class="checks-note">{escape(note)}</p>' for note in notes]
+            parts.append("</details>")
+        parts.append("</div>")
+        return "\n".join(parts)
+
+    def checks_text(self) -> str:
+        """The "Checks" list as plain text (a terminal's view of :meth:`checks_html`)."""
+        lines = []
+        for ref, claims in self.groups():
+            rows, notes = self.compact_table(claims=claims)
+            lines.append(f"{ref}:")
+            for row in rows:
+                quote = row["paper's number"]
+                paper = f" [paper: {quote}]" if quote else ""
+                lines.append(f"  - {row['claim']}: {row['status']}; {row['this build']}{paper}")
+            lines += [f"    {note}" for note in notes]
+        return "\n".join(lines)
+
     def show(self) -> None:
-        """Display the chapter's "Checks" list (one row per claim, :meth:`compact_table`, its notes below) and save
-        it in full (see :meth:`save`)."""
-        from .plots import show_table
+        """Display the chapter's "Checks" list (:meth:`checks_html`; as text outside a notebook) and save it in
+        full (see :meth:`save`)."""
+        from IPython.display import display
 
-        rows, notes = self.compact_table()
-        show_table(rows)
-        if notes:
-            from IPython.display import Markdown, display
-
-            display(Markdown("\n\n".join(notes)))
+        display({"text/html": self.checks_html(), "text/plain": self.checks_text()}, raw=True)
         self.save()
 
     def save(self, folder: str | os.PathLike[str] | None = None) -> Path | None:
@@ -265,6 +327,18 @@ class Ledger:
         payload = {"chapter": self.chapter, "claims": [asdict(c) for c in self.claims]}
         _store.atomic_write_bytes(path, (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode())
         return path
+
+
+def _present(claims: list[Claim]) -> list[str]:
+    """The statuses that ``claims`` have, in the order of :data:`STATUSES`."""
+    return [s for s in STATUSES if any(c.status == s for c in claims)]
+
+
+def _badge_html(status: str, count: int | None = None) -> str:
+    """A status as the badge of *Results at a glance* (with a count in front when given)."""
+    word = STATUS_BADGES.get(status, (status, status))[0]
+    text = word if count is None else f"{count} {word}"
+    return f'<span class="glance-badge glance-{status.replace(" ", "-")}">{escape(text)}</span>'
 
 
 def _trailing_reason(value: str) -> str:

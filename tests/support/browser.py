@@ -66,6 +66,7 @@ class PageReport:
     reprs: list[str] = field(default_factory=list)  # Python reprs in the page's text (np.float64(3.4), <Figure ...>)
     local_paths: list[str] = field(default_factory=list)  # page text around a local file path
     math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
+    tall_tables: list[str] = field(default_factory=list)  # at DESKTOP: output tables taller than MAX_TABLE_PX
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -84,6 +85,9 @@ class PageReport:
         out += [f"a Python repr leaks into the page: {r!r}" for r in self.reprs]
         out += [f"local file path in the page: {t!r}" for t in self.local_paths]
         out += [f"MathJax error: {t!r}" for t in self.math_errors]
+        out += [
+            f"table in a cell's output taller than {MAX_TABLE_PX} px at {DESKTOP} px: {t}" for t in self.tall_tables
+        ]
         return out
 
 
@@ -188,6 +192,19 @@ _SMALL_TEXT_JS = """
 })
 """
 
+# A table in a cell's output that, as shown (a collapsed <details> hides its table), is taller than two screens:
+# a reader scrolls past it rather than reads it (the Checks lists group their rows by the paper's reference).
+MAX_TABLE_PX = 1600
+_TALL_TABLES_JS = """
+(maxPx) => Array.from(document.querySelectorAll('.cell_output table')).flatMap(t => {
+  if (t.offsetParent === null || t.closest('details:not([open])')) return [];
+  const h = t.getBoundingClientRect().height;
+  if (h <= maxPx) return [];
+  const head = (t.querySelector('th, td') || t).textContent.replace(/\\s+/g, ' ').trim().slice(0, 40);
+  return [`${head}: ${Math.round(h)} px, ${t.querySelectorAll('tbody tr').length} rows`];
+})
+"""
+
 # Python reprs that a reader should never see: NumPy scalars printed inside a container, figure or object reprs.
 _REPRS_JS = """
 () => {
@@ -282,6 +299,7 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.raw_headers = page.evaluate(_RAW_HEADERS_JS)
                 report.reprs = page.evaluate(_REPRS_JS)
                 report.small_text = page.evaluate(_SMALL_TEXT_JS, [FIGURE_DPI, MIN_FIGURE_PT, MIN_TEXT_PX])
+                report.tall_tables = page.evaluate(_TALL_TABLES_JS, MAX_TABLE_PX)
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
                 report.phone_wide_displays = page.evaluate(_WIDE_JS)

@@ -18,6 +18,7 @@ The test error is always on clean test labels.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import multiprocessing
 from dataclasses import asdict, dataclass
@@ -53,7 +54,7 @@ CLASSES = 10
 @dataclass(frozen=True)
 class OwnLoopConfig:
     """Sizes and hyper-parameters of the study (the defaults are the book's: 333 s in one process on the slower
-    2-core development VM, 2026-11-28; the book runs its seeds in two worker processes).
+    2-core development VM, 2026-11-28; the book runs its 30 runs — seed, method, λ — in two worker processes).
 
     Attributes
     ----------
@@ -181,6 +182,7 @@ def transition(config: OwnLoopConfig) -> np.ndarray:
     return make(CLASSES, config.noise)
 
 
+@functools.lru_cache(maxsize=2)  # every run of a seed trains on the same task (not changed by training)
 def _task(config: OwnLoopConfig, seed: int) -> tuple[_Split, _Split, _Split]:
     """Noisy training and validation splits (the noise of ``config``), and a clean test split, for one seed."""
     train = load_mnist("train")
@@ -244,54 +246,58 @@ class OwnLoopStudy:
     config: OwnLoopConfig
 
 
-def _seed_study(config: OwnLoopConfig, seed: int) -> tuple[list[dict[str, Any]], float]:
-    """Every method of the study on one seed: the per-epoch rows and the bound's λ."""
+def _runs(config: OwnLoopConfig) -> list[tuple[str, float | None]]:
+    """The study's runs on each seed, in order: (method, λ); the bound's λ (``rdi_bound``) is found per seed."""
+    runs: list[tuple[str, float | None]] = [("vanilla", None)]
+    runs += [("rdi", lam) for lam in config.rdi_lams] + [("rdi_bound", None)]
+    return runs + [("aux", lam) for lam in config.aux_lams]
+
+
+def _run(config: OwnLoopConfig, seed: int, method: str, lam: float | None) -> tuple[list[dict[str, Any]], float | None]:
+    """One method of the study on one seed: its per-epoch rows, and for ``rdi_bound`` the bound's λ it used."""
     rows: list[dict[str, Any]] = []
     train, val, test = _task(config, seed)
     flipped = train.noisy != train.clean
-    bound_lam = bound_lambda(make_model(train.x.shape[1], config.width, seed), train.x, train.noisy, transition(config))
-    runs: list[tuple[str, float | None]] = [("vanilla", None)]
-    runs += [("rdi", lam) for lam in config.rdi_lams] + [("rdi_bound", bound_lam)]
-    runs += [("aux", lam) for lam in config.aux_lams]
-    for method, lam in runs:
-        model = make_model(train.x.shape[1], config.width, seed)
+    if method == "rdi_bound":
+        lam = bound_lambda(make_model(train.x.shape[1], config.width, seed), train.x, train.noisy, transition(config))
+    model = make_model(train.x.shape[1], config.width, seed)
 
-        def evaluate(epoch: int, model: nn.Module = model, method: str = method, lam: float | None = lam) -> None:
-            model.eval()
-            with torch.no_grad():
-                pred = model(train.x).argmax(dim=1)
-            rows.append(
-                {
-                    "seed": seed,
-                    "method": method,
-                    "lam": math.nan if lam is None else float(lam),
-                    "epoch": epoch,
-                    "train_error_noisy": float((pred != train.noisy).float().mean()),
-                    "memorised": float((pred[flipped] == train.noisy[flipped]).float().mean()),
-                    "val_error_noisy": _error(model, val.x, val.noisy),
-                    "val_error_clean": _error(model, val.x, val.clean),
-                    "test_error": _error(model, test.x, test.clean),
-                }
-            )
-
-        own_loop(
-            model,
-            train.x,
-            train.noisy,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=seed,
-            rdi_lam=lam if method in ("rdi", "rdi_bound") else None,
-            aux_lam=lam if method == "aux" else None,
-            on_epoch_end=evaluate,
+    def evaluate(epoch: int) -> None:
+        model.eval()
+        with torch.no_grad():
+            pred = model(train.x).argmax(dim=1)
+        rows.append(
+            {
+                "seed": seed,
+                "method": method,
+                "lam": math.nan if lam is None else float(lam),
+                "epoch": epoch,
+                "train_error_noisy": float((pred != train.noisy).float().mean()),
+                "memorised": float((pred[flipped] == train.noisy[flipped]).float().mean()),
+                "val_error_noisy": _error(model, val.x, val.noisy),
+                "val_error_clean": _error(model, val.x, val.clean),
+                "test_error": _error(model, test.x, test.clean),
+            }
         )
-    return rows, bound_lam
+
+    own_loop(
+        model,
+        train.x,
+        train.noisy,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        seed=seed,
+        rdi_lam=lam if method in ("rdi", "rdi_bound") else None,
+        aux_lam=lam if method == "aux" else None,
+        on_epoch_end=evaluate,
+    )
+    return rows, lam if method == "rdi_bound" else None
 
 
-def _seed_study_one_thread(args: tuple[OwnLoopConfig, int]) -> tuple[list[dict[str, Any]], float]:
+def _run_one_thread(args: tuple[OwnLoopConfig, int, str, float | None]) -> tuple[list[dict[str, Any]], float | None]:
     torch.set_num_threads(1)  # a worker process: one thread, as the book's processes (no oversubscription)
-    return _seed_study(*args)
+    return _run(*args)
 
 
 def own_loop_study(
@@ -299,24 +305,26 @@ def own_loop_study(
 ) -> OwnLoopStudy:
     """Run every method of the study on every seed (module docstring); returns the per-epoch history.
 
-    ``workers > 1`` runs the seeds in that many forked processes of one torch thread each (the seeds are
-    independent; each run is seeded, so the history is the same as with one worker at one thread).
-    ``progress`` is called with a line per finished seed.
+    ``workers > 1`` runs the (seed, method, λ) runs in that many forked processes of one torch thread each (the
+    runs are independent and each is seeded, so the history is the same as with one worker at one thread; runs,
+    not seeds, so that the processes stay busy to the end). ``progress`` is called with a line per finished seed.
     """
     config = config or OwnLoopConfig()
     check_count(workers, "workers")
-    jobs = [(config, seed) for seed in config.seeds]
+    jobs = [(config, seed, method, lam) for seed in config.seeds for method, lam in _runs(config)]
     parallel = workers > 1 and len(jobs) > 1
     pool = multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) if parallel else None
+    rows: list[dict[str, Any]] = []
+    bound_lams: dict[int, float] = {}
     with pool or contextlib.nullcontext():
-        done = pool.imap(_seed_study_one_thread, jobs) if pool else (_seed_study(*job) for job in jobs)
-        results = []
-        for seed, result in zip(config.seeds, done):
-            results.append(result)
-            if progress is not None:
+        done = pool.imap(_run_one_thread, jobs) if pool else (_run(*job) for job in jobs)
+        per_seed = len(_runs(config))
+        for i, ((_, seed, _, _), (run_rows, bound_lam)) in enumerate(zip(jobs, done), 1):
+            rows += run_rows
+            if bound_lam is not None:
+                bound_lams[seed] = bound_lam
+            if progress is not None and i % per_seed == 0:
                 progress(f"seed {seed}: done")
-    rows = [row for seed_rows, _ in results for row in seed_rows]
-    bound_lams = {seed: lam for seed, (_, lam) in zip(config.seeds, results)}
     return OwnLoopStudy(pd.DataFrame(rows), bound_lams, config)
 
 
