@@ -1,4 +1,5 @@
-"""A deliberately wrong ingredient must break each theorem chapter of the book.
+"""A deliberately wrong ingredient must break each theorem chapter of the book, and a wrong analysis each experiment
+chapter.
 
 The book's promise is that a wrong result fails the build. For each chapter that
 checks a theorem of Section 5 we plant one plausible bug at a time in ``ntk_core``
@@ -71,3 +72,62 @@ def test_a_wrong_ingredient_fails_the_theorem_chapter(theorem, mutation, monkeyp
     MUTATIONS[mutation](monkeypatch)
     with pytest.raises(AssertionError):
         run_chapter(THEOREM_CHAPTERS[theorem])
+
+
+# --------------------------------------------------------------------------- the experiment chapters
+#
+# The experiment chapters' training runs take minutes; their checks read the results. So these tests run a chapter
+# on the results that the book's build left in its experiment cache ($NTK_CORE_CACHE, which `make test` points at
+# _build/ntk_cache after building the book) and plant bugs in the analysis only. A unit that is not in the cache
+# is never computed here: the test skips, naming the build that fills the cache.
+
+
+class _NotCached(Exception):
+    """An experiment unit of the chapter is not in the book's cache (the test would have to train it)."""
+
+
+def _memorised_sign_flipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The share of flipped labels a network reproduces with the sign of (err_noisy − err_clean) / p flipped: a
+    network that memorises every flipped label reads as one that memorised none."""
+    from ntk_core.bookkit import claims
+    from ntk_core.experiments import setting2
+
+    def wrong(train_error_noisy: float, train_error_clean: float, noise_rate: float) -> float:
+        return float((1.0 + (train_error_noisy - train_error_clean) / noise_rate) / 2.0)
+
+    for module in (claims, setting2):
+        monkeypatch.setattr(module, "memorised_fraction", wrong)
+
+
+def _trends_reversed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table 2's rank correlations taken against the factor's values in reverse order (every trend's sign flips)."""
+    from ntk_core.experiments import distance
+
+    trends = distance.trends
+    monkeypatch.setattr(distance, "trends", lambda table: trends(table).assign(spearman=lambda t: -t["spearman"]))
+
+
+EXPERIMENT_MUTATIONS = {
+    ("experiments_mnist", "memorised share, sign flipped"): _memorised_sign_flipped,
+    ("experiments_mnist", "Table 2 trends reversed"): _trends_reversed,
+    ("experiments_cifar", "memorised share, sign flipped"): _memorised_sign_flipped,
+}
+
+
+@pytest.mark.parametrize(("chapter", "mutation"), sorted(EXPERIMENT_MUTATIONS))
+def test_a_wrong_analysis_fails_the_experiment_chapter(chapter, mutation, monkeypatch, shared_data):
+    """The precondition that the network fits the noisy labels (Figure 1a, Setting 2) and Table 2's trends are
+    checked by the chapters' own asserts: with the bug planted, the chapter fails on the cached results."""
+    from ntk_core.experiments import _runner
+
+    def not_cached(self, *args, **kwargs):
+        raise _NotCached(f"book/{chapter}.md needs a unit that is not in {_runner.cache_dir()}")
+
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    monkeypatch.setattr(_runner.RunContext, "_compute_unit", not_cached)
+    EXPERIMENT_MUTATIONS[(chapter, mutation)](monkeypatch)
+    try:
+        with pytest.raises(AssertionError):
+            run_chapter(chapter)
+    except _NotCached as missing:
+        pytest.skip(f"{missing}: build the book first (make book; make test does)")
