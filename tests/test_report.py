@@ -167,27 +167,33 @@ def test_the_checks_list_writes_a_recurring_reason_and_paper_quote_once():
 
 
 def test_the_checks_list_reads_as_one_line_per_reference_of_the_paper():
-    """Ledger.show's HTML: one <details> per reference in the order of first appearance, its summary counting the
-    group's claims by status (badges in the order of STATUSES), one escaped row per claim, a recurring reason
-    written once as a note inside its group; collapsed when the chapter has more than ``open_max`` claims."""
+    """Ledger.show's HTML: one <details> per reference, the paper's figures and tables first in the paper's order
+    and then the other references as they first appear, its summary counting the group's claims by status (badges
+    in the order of STATUSES), one escaped row per claim, a recurring reason written once as a note inside its
+    group; collapsed when the chapter has more than ``open_max`` claims."""
     ledger = Ledger("t")
     why = "differences of the size of the seed-to-seed noise (they change with the threads)"
+    ledger.check("Theorem 4.1", "RDI and AUX agree", True, value="0")
     ledger.inconclusive("Table 1", "AUX <beats> normal", value="+1.0 ± 2.0", why=why, paper="87.81 vs 86.35 %")
     ledger.check("Figure 2", "the curve bends", True, value="yes")
     ledger.inconclusive("Table 1", "claim b", value="-0.5 ± 1.0", why=why, paper="87.81 vs 86.35 %")
     ledger.finding("Table 1", "claim c", evidence=True, value="the opposite (-5 points)")
+    ledger.check("Figures 1a", "a figure", True, value="yes")
+    ledger.check("Section 6.2", "a section", True, value="yes")
     html = ledger.checks_html()
     groups = re.findall(r"<details class=\"glance-group checks-group\"( open)?>(.*?)</details>", html, re.S)
-    assert [re.search(r'glance-chapter">([^<]*)<', body).group(1) for _, body in groups] == ["Table 1", "Figure 2"]
-    assert all(state == " open" for state, _ in groups)  # 4 claims: shown open
-    table_1 = groups[0][1]
+    refs = [re.search(r'glance-chapter">([^<]*)<', body).group(1) for _, body in groups]
+    assert refs == ["Figures 1a", "Figure 2", "Table 1", "Theorem 4.1", "Section 6.2"]
+    assert all(state == " open" for state, _ in groups)  # 7 claims: shown open
+    table_1 = groups[2][1]
     summary = table_1[: table_1.index("</summary>")]
     assert "3 checks" in summary
     assert summary.index("1 not reproduced") < summary.index("2 inconclusive")  # the order of STATUSES
-    assert table_1.count("<tr>") == 4  # header and three claims
-    assert "AUX &lt;beats&gt; normal" in table_1 and "<beats>" not in html
+    assert table_1.count("<tr>") == 4  # header and three claims, in the chapter's order
+    assert table_1.index("AUX &lt;beats&gt; normal") < table_1.index("claim b") < table_1.index("claim c")
+    assert "<beats>" not in html
     assert table_1.count("[note 1]") == 3 and table_1.count(why) == 1  # two markers and the note itself
-    assert "Figure 2" not in table_1 and "the curve bends" in groups[1][1]
-    assert 'checks-group">' in ledger.checks_html(open_max=3)  # more claims than open_max: collapsed
+    assert "the curve bends" in groups[1][1] and "the curve bends" not in table_1
+    assert 'checks-group">' in ledger.checks_html(open_max=6)  # more claims than open_max: collapsed
     text = ledger.checks_text()
-    assert text.splitlines()[0] == "Table 1:" and "Figure 2:" in text and "<" not in text.replace("<beats>", "")
+    assert text.splitlines()[0] == "Figures 1a:" and "Table 1:" in text and "<" not in text.replace("<beats>", "")

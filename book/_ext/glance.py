@@ -13,7 +13,6 @@ is named under the table, so a missing ledger cannot pass unnoticed.
 
 from __future__ import annotations
 
-import re
 
 import os
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from ntk_core.bookkit.ledger import STATUS_BADGES
+from ntk_core.bookkit.ledger import STATUS_BADGES, is_exhibit, paper_order
 
 _ENV = "NTK_BOOK_LEDGER"
 #: status -> (short badge, its meaning in the legend): shared with the chapters' Checks lists
@@ -160,24 +159,11 @@ def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], c
     return table
 
 
-def _is_exhibit(ref: str) -> bool:
-    """A figure or table of the paper (its experiments), as opposed to a theorem, lemma or section."""
-    return ref.startswith(("Figure", "Table"))
-
-
-def _paper_order(ref: str) -> tuple[int, int, str, str]:
-    """Where an exhibit stands in the paper: its figures in number order (1a before 1b), then its tables."""
-    match = re.match(r"(Figure|Table)s? (\d+)([a-z]?)", ref)
-    if match is None:
-        return (2, 0, "", ref)
-    return (0 if match.group(1) == "Figure" else 1, int(match.group(2)), match.group(3), ref)
-
-
 def _exhibits_table(app: Any, fromdoc: str, claims: list[Any]) -> nodes.table:
     """One row per exhibit of the paper, in the paper's order (figures, then tables): the live build's verdicts,
     the recorded medium run's, and the paper's own number."""
     labels = app.env.get_domain("std").labels
-    refs = sorted({c.ref for c in claims if _is_exhibit(c.ref)}, key=_paper_order)
+    refs = sorted({c.ref for c in claims if is_exhibit(c.ref)}, key=paper_order)
     columns = ["Paper", "This build (live)", "Medium record", "Paper's number"]
     table, body = _empty_table(["glance-table", "glance-exhibits"], columns, (14, 30, 30, 26))
     for ref in refs:
@@ -215,14 +201,14 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
         f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: "
     )
     total += _counts(everything)
-    exhibits = [c for c in everything if _is_exhibit(c.ref)]
+    exhibits = [c for c in everything if is_exhibit(c.ref)]
     lead = nodes.paragraph(classes=["glance-lead"])
     lead += nodes.strong(text="The paper's experiments")
     lead += nodes.Text(
         f" ({len(exhibits)} claims): per figure and table, the verdicts of this build's live run and of the "
         "recorded medium run (results/medium/), beside the paper's own number."
     )
-    theory = [c for c in everything if not _is_exhibit(c.ref)]
+    theory = [c for c in everything if not is_exhibit(c.ref)]
     rest = nodes.paragraph(classes=["glance-theory"])
     rest += nodes.strong(text="The theory and its proofs")
     rest += nodes.Text(f" (theorems, lemmas, remarks, sections; {len(theory)} claims): ")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from html import escape
 from pathlib import Path
@@ -45,7 +46,7 @@ from typing import Any, Iterator, Literal
 
 from .. import _store
 
-__all__ = ["STATUSES", "STATUS_BADGES", "Status", "Claim", "Ledger", "load_ledgers"]
+__all__ = ["STATUSES", "STATUS_BADGES", "Status", "Claim", "Ledger", "load_ledgers", "is_exhibit", "paper_order"]
 
 Status = Literal[
     "verified", "vacuous", "quick", "medium", "not reproduced", "premise not met", "inconclusive", "not run", "stale"
@@ -260,8 +261,12 @@ class Ledger:
         return rows, [f"[note {k}] {why}" for k, why in enumerate(notes, 1)]
 
     def groups(self) -> list[tuple[str, list[Claim]]]:
-        """The claims grouped by the paper's reference, in the order each reference first appears."""
+        """The claims grouped by the paper's reference: the paper's figures and tables first, in the paper's order
+        (:func:`paper_order`), then the other references (theorems, lemmas, sections) in the order each first
+        appears; within a group, the chapter's order."""
         refs = list(dict.fromkeys(c.ref for c in self.claims))
+        exhibits = sorted((r for r in refs if is_exhibit(r)), key=paper_order)
+        refs = exhibits + [r for r in refs if not is_exhibit(r)]
         return [(ref, [c for c in self.claims if c.ref == ref]) for ref in refs]
 
     def checks_html(self, open_max: int = 10) -> str:
@@ -327,6 +332,20 @@ class Ledger:
         payload = {"chapter": self.chapter, "claims": [asdict(c) for c in self.claims]}
         _store.atomic_write_bytes(path, (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode())
         return path
+
+
+def is_exhibit(ref: str) -> bool:
+    """A figure or table of the paper (its experiments), as opposed to a theorem, lemma, remark or section."""
+    return ref.startswith(("Figure", "Table"))
+
+
+def paper_order(ref: str) -> tuple[int, int, str, str]:
+    """A sort key: where an exhibit stands in the paper, its figures in number order (1a before 1b, "Figures 3,
+    6–8" at 3), then its tables; any other reference after them, by name."""
+    match = re.match(r"(Figure|Table)s? (\d+)([a-z]?)", ref)
+    if match is None:
+        return (2, 0, "", ref)
+    return (0 if match.group(1) == "Figure" else 1, int(match.group(2)), match.group(3), ref)
 
 
 def _present(claims: list[Claim]) -> list[str]:
