@@ -198,7 +198,7 @@ def test_quick_and_medium_profiles_of_settings_2_and_3() -> None:
     assert m2.n_train >= 4 * q2.n_train and m2.epochs > q2.epochs and len(m2.seeds) == 3
     assert make_config("setting2", "medium") == m2
     q3, m3 = setting3.Config.quick(), setting3.Config.medium()
-    assert (q3.n_train, q3.epochs, q3.lr_milestones, q3.augment, q3.seeds) == (256, 30, (15, 25), False, (0, 1))
+    assert (q3.n_train, q3.epochs, q3.lr_milestones, q3.augment, q3.seeds) == (256, 30, (15, 25), False, (0,))
     assert q3.n_test == 250 and q3.n_probe <= q3.n_test
     # c = λ² / (aux_weight_decay · n) of the full profile kept: 5e-4 · 45,000 / n
     for c in (q3, m3):

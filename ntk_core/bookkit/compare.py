@@ -29,6 +29,8 @@ __all__ = [
     "side_by_side",
     "config_table",
     "as_percent",
+    "paired_text",
+    "half_range_text",
     "regime_gains",
     "regime_ranges",
     "regime_display",
@@ -241,6 +243,36 @@ def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.D
     for column in columns:
         out[column] = [f"{100 * v:.{digits}f} %" if pd.notna(v) else "—" for v in out[column]]
     return out
+
+
+def paired_text(stats: dict[str, Any], digits: int = 1) -> str:
+    """A paired difference of fractions (:func:`ntk_core.experiments._shared.paired_stats`) in percentage points for
+    a reader: "+1.2 ± 0.5" (mean ± standard error over the seeds), or "+1.2 (one seed)" where one seed leaves no
+    standard error.
+
+    Examples
+    --------
+    >>> paired_text({"mean": 0.012, "sem": 0.005, "seeds": 3}), paired_text({"mean": -0.02, "sem": float("nan"), "seeds": 1})
+    ('+1.2 ± 0.5', '-2.0 (one seed)')
+    """
+    mean = f"{100 * stats['mean']:+.{digits}f}"
+    return f"{mean} ± {100 * stats['sem']:.{digits}f}" if math.isfinite(stats["sem"]) else f"{mean} (one seed)"
+
+
+def half_range_text(differences: Any, digits: int = 1) -> str:
+    """Per-seed differences of fractions in percentage points for a reader: "+1.2 ± 0.5" (mean ± half the range
+    over the seeds), or "+1.2 (one seed)".
+
+    Examples
+    --------
+    >>> half_range_text([0.01, 0.02]), half_range_text([0.068])
+    ('+1.5 ± 0.5', '+6.8 (one seed)')
+    """
+    import numpy as np
+
+    d = np.asarray(differences, dtype=float).ravel()
+    mean = f"{100 * d.mean():+.{digits}f}"
+    return f"{mean} ± {100 * np.ptp(d) / 2:.{digits}f}" if d.size > 1 else f"{mean} (one seed)"
 
 
 def regime_display(frame: pd.DataFrame, digits: int = 2) -> pd.DataFrame:

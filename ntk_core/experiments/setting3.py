@@ -160,18 +160,19 @@ class Config(ExperimentConfig):
         """A tiny ResNet (one block per stage, widths 8/16/32/64), 256 training / 128 validation / 250
         test images of the partial CIFAR-10, 30 epochs with the paper's schedule scaled (decays after 15
         and 25), no augmentation, noise 0.4 only (the claims are judged there; the clean column is the medium
-        record's), both losses, without AUX and with AUX at each λ of ``lam_grid`` (8 runs), two seeds (Table 1
-        is mean ± std; the verdict rule needs three seeds, so the quick run's verdicts are inconclusive and
-        the medium record judges).
+        record's), both losses, without AUX and with AUX at each λ of ``lam_grid`` (8 runs), one seed (the
+        verdict rule needs three seeds, so the quick run's verdicts are inconclusive with one or two, and the
+        medium record judges; as Setting 2's quick run).
 
         Chosen so that the paper's precondition can hold: normal training fits the noisy labels. The
         previous quick profile (1,000 images with augmentation, 6 epochs) fitted at most ≈ 22% of them;
         in trials without augmentation, 256 images reach training accuracy 1.0 on the 40%-noisy labels
         with CCE by epoch 16 (500 images: 0.98 after 24 epochs; with MSE, 0.62). A longer training on
         fewer images. Augmentation (``augment=True``, the full profile) makes memorisation far slower, so the
-        quick profile leaves it out. Its size is set by the book's time: 16 runs of ≈ 40 s each (2 idle cores
-        of the slower development VM; evaluation on every epoch and the regime measures included), where three
-        seeds and 500 test images took 530 s, over the fifth of the cell timeout the book allows.
+        quick profile leaves it out. Its size is set by the book's time: 8 runs of ≈ 40 s each (2 idle cores
+        of the slower development VM; evaluation on every epoch and the regime measures included); three seeds
+        and 500 test images took 530 s, two seeds 324 s, and ``make test`` as a whole stays within its time only
+        with one.
 
         Batch 32 instead of 128, so that few images still give 8 SGD steps per epoch.
         ``aux_weight_decay = 0.088``: at equilibrium the auxiliary variables absorb ``c/(1+c)`` of the
@@ -183,7 +184,7 @@ class Config(ExperimentConfig):
         its residual: lr · λ² · Σ_k 0.9^k ≈ 4.6) and the run diverged (a non-finite loss in epoch 6, measured);
         at λ = 8 it trains on every seed (measured).
         """
-        return cls(n_test=250, lam_grid=(1.0, 4.0, 8.0), seeds=(0, 1))
+        return cls(n_test=250, lam_grid=(1.0, 4.0, 8.0), seeds=(0,))
 
     @classmethod
     def medium(cls) -> "Config":
