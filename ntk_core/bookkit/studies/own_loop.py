@@ -54,7 +54,8 @@ CLASSES = 10
 @dataclass(frozen=True)
 class OwnLoopConfig:
     """Sizes and hyper-parameters of the study (the defaults are the book's: 333 s in one process on the slower
-    2-core development VM, 2026-11-28; the book runs its 30 runs — seed, method, λ — in two worker processes: 192 s there).
+    2-core development VM, 2026-11-28; the book runs its 30 runs — seed, method, λ — in two worker processes:
+    192 s there).
 
     Attributes
     ----------
