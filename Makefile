@@ -43,7 +43,7 @@ test: $(STAMP) $(CHROMIUM) book
 	$(PY) -m pytest
 
 ## replay: re-run one unit of every unit class of every medium record and compare it with the record (about
-## 1,900 s of recorded compute; `make test` replays a sample within NTK_REPLAY_MAX_S, default 150 s)
+## 1,900 s of recorded compute; `make test` replays a sample within NTK_REPLAY_MAX_S, default 300 s)
 replay: $(STAMP)
 	NTK_REPLAY_MAX_S=inf $(PY) -m pytest -q -s tests/test_recorded.py -k test_recorded_result_replays
 

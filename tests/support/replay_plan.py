@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
-#: the replay budget of ``make test``, in seconds of recorded compute time over all records: about 150 s recorded is
-#: 3-6 minutes of two replay processes on the 2-core development VMs (the records were made on the fastest of them),
-#: which run beside the other tests
-DEFAULT_REPLAY_MAX_S = 150.0
+#: the replay budget of ``make test``, in seconds of recorded compute time over all records: about 300 s recorded is
+#: 5-8 minutes of two replay processes on the 2-core development VMs (the records were made on the fastest of them),
+#: which run beside the other tests. Not less: a unit of Setting 3 is 270-290 s of recorded compute and one of Figure
+#: 4 at least 196 s, so a budget of 150 s never draws either (measured over five seeds), and a machine that computes
+#: their convolutions or their GD differently would pass every `make test`
+DEFAULT_REPLAY_MAX_S = 300.0
 #: the replay budget of this run (NTK_REPLAY_MAX_S; ``inf``: one unit of every class of every record)
 REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", DEFAULT_REPLAY_MAX_S))
 #: the test that reads the replays (``tests/test_recorded.py``)
