@@ -20,6 +20,7 @@ from ..experiments import check_one_row_per_seed, memorised_fraction, paired_sta
 from ..experiments import difference_trick, distance, setting1, setting2, setting3
 
 __all__ = [
+    "aux_last_vs_best",
     "PAPER",
     "PAPER_TABLE1",
     "figure_1a",
@@ -586,6 +587,24 @@ def check_figure_4(ledger: Ledger, numbers: dict, status: Status, anchor: str = 
         anchor=anchor,
         status=status,
     )
+
+
+def aux_last_vs_best(aux_drop: dict, aux_noise: float) -> str:
+    """Verdict on Figure 2's "AUX's last epoch ≈ its best": the paired drop from AUX's best epoch to its last
+    (:func:`ntk_core.experiments.setting3.paired_gain`) is within AUX's run-to-run standard deviation
+    ``aux_noise`` (over the seeds of its best-epoch accuracy): "holds", else "does not hold"; with one seed
+    there is no such deviation (NaN), and the verdict is "not resolved (one seed)".
+
+    Examples
+    --------
+    >>> aux_last_vs_best({"mean": 0.01}, 0.02), aux_last_vs_best({"mean": 0.03}, 0.02)
+    ('holds', 'does not hold')
+    >>> aux_last_vs_best({"mean": 0.0}, float("nan"))
+    'not resolved (one seed)'
+    """
+    if math.isnan(aux_noise):
+        return "not resolved (one seed)"
+    return "holds" if abs(aux_drop["mean"]) < aux_noise else "does not hold"
 
 
 def judge(

@@ -16,6 +16,7 @@ import math
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..experiments import RecordMissing, Result, recorded, records_root, refresh_command
@@ -268,8 +269,6 @@ def half_range_text(differences: Any, digits: int = 1) -> str:
     >>> half_range_text([0.01, 0.02]), half_range_text([0.068])
     ('+1.5 ± 0.5', '+6.8 (one seed)')
     """
-    import numpy as np
-
     d = np.asarray(differences, dtype=float).ravel()
     mean = f"{100 * d.mean():+.{digits}f}"
     return f"{mean} ± {100 * np.ptp(d) / 2:.{digits}f}" if d.size > 1 else f"{mean} (one seed)"
