@@ -65,6 +65,7 @@ from .krr import (
     learning_rate_bound,
     linear_rate,
 )
+from .cholesky_ooc import FactoredKernel, KernelSource, tiled_cholesky
 from .kernel_matrix import DenseKernel, KernelMatrix
 from .krr_ooc import OnDiskKernel, as_kernel_matrix, krr_predict_ooc, krr_solve_ooc
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
@@ -97,7 +98,10 @@ __all__ = [
     "AdditiveNoiseBound",
     "as_kernel_matrix",
     "DenseKernel",
+    "FactoredKernel",
     "KernelMatrix",
+    "KernelSource",
+    "tiled_cholesky",
     "binary_noise_subgaussian_sigma",
     "BinaryBound",
     "BinaryTask",

@@ -1,0 +1,543 @@
+r"""The Cholesky factor of K + λ²I tile by tile, out of core and resumable: yᵀK⁻¹y at any n.
+
+The complexity ``yᵀK⁻¹y`` of Theorems 5.1–5.3 (eq. (10)) and the ridge quadratic ``yᵀ(K + λ²I)⁻¹y`` of
+Lemma C.2 need K + λ²I factored or solved. In memory that is one Cholesky; at n = 60,000 (every MNIST
+training image) the float64 K alone is 28.8 GB. This module factors
+
+.. math::
+
+    K + \lambda^2 I = L L^\top, \qquad
+    L_{jj} L_{jj}^\top = A_{jj} - \sum_{k<j} L_{jk} L_{jk}^\top, \qquad
+    L_{ij} = \Big(A_{ij} - \sum_{k<j} L_{ik} L_{jk}^\top\Big) L_{jj}^{-\top} \quad (i > j),
+
+with ``A = K + λ²I`` cut into b × b tiles, column of tiles by column of tiles (the left-looking order), so
+that a finished tile of L is final:
+
+* **The tiles of K come from a** :class:`KernelSource`: a matrix (an array, a memory map, a ``.npy`` path,
+  a :class:`~ntk_core.kernel_matrix.DenseKernel` or :class:`~ntk_core.krr_ooc.OnDiskKernel`) read by blocks,
+  or a kernel function ``k(X_I, X_J)`` evaluated tile by tile, so that K itself is never stored. Only the
+  lower triangle of tiles is used, the diagonal tiles symmetrised, as LAPACK's ``potrf`` reads one triangle.
+* **Every finished tile of L is one file** (:mod:`ntk_core._store`: checksummed, written atomically) in a
+  folder named by what determines the factor (the source's identity, λ, the tile size): a factorisation that
+  was killed resumes where it stopped, and a damaged tile is set aside and recomputed, with the same bits.
+* **Cost**: the n³/3 flops of any Cholesky, ``n²/2`` entries of K once, about ``(n/b)³/6`` reads of tiles of
+  L; memory about ``(n·b + 4b²) × 8`` bytes (``b`` from ``memory_budget``); disk ``n²/2 × 8`` bytes.
+
+Then (:class:`TiledCholesky`) ``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` (one pass over L), solves (two passes), the
+log-determinant, and the **error of** ``yᵀ(K + λ²I)⁻¹y`` **estimated** by one step of iterative refinement in
+float64 (:meth:`TiledCholesky.checked_quadratic`): ``α = (K + λ²I)⁻¹y``, ``r = y − (K + λ²I)α`` (one half
+pass over the tiles of K), ``δ = (K + λ²I)⁻¹r``, and ``|yᵀδ| / yᵀ(K + λ²I)⁻¹y`` is about the relative error,
+which grows with the condition number of K + λ²I (λ → 0 is the hard case).
+
+**Conditioning.** Every pivot ``L_ii²`` is at least the smallest eigenvalue μ_min of K + λ²I: it is
+``1 / ((A_{1:i,1:i})⁻¹)_ii`` for the leading i × i block, whose eigenvalues interlace those of A. So
+``min_i L_ii²`` is an upper bound on μ_min, and ``μ_max / min_i L_ii²`` a lower bound on the condition number
+(:attr:`TiledCholesky.min_pivot`).
+
+:class:`FactoredKernel` puts it behind the :class:`~ntk_core.kernel_matrix.KernelMatrix` interface, factoring
+K + λ²I on demand for each λ a solve asks for, so that every function of :mod:`ntk_core.bounds` takes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from tqdm import tqdm
+
+from . import _store
+from ._checks import check_count, check_lam, symmetry_rtol
+from ._typing import ArrayLike
+from .kernel_matrix import DenseKernel, KernelMatrix
+
+__all__ = [
+    "DEFAULT_CHOLESKY_MEMORY",
+    "FactoredKernel",
+    "KernelSource",
+    "NotPositiveDefiniteError",
+    "TiledCholesky",
+    "tiled_cholesky",
+]
+
+#: Bytes of tiles held at once by default (the row strip of L and three tiles): 2 GiB.
+DEFAULT_CHOLESKY_MEMORY = 2 * 1024**3
+#: The smallest tile side chosen from a memory budget (smaller tiles make BLAS slow and the folder large).
+_MIN_TILE = 256
+
+
+class NotPositiveDefiniteError(ValueError):
+    """K + λ²I has no Cholesky factor in float64: K is not positive definite to working precision at λ = 0 (or
+    not positive semi-definite)."""
+
+
+def _tile_from_budget(n: int, memory_budget: int) -> int:
+    """The largest b with ``(n·b + 4b²) × 8 ≤ memory_budget`` (at least 256, at most n)."""
+    b = int((-n + math.sqrt(n * n + 2.0 * memory_budget)) / 8.0)
+    return max(min(n, _MIN_TILE), min(n, b))
+
+
+class KernelSource:
+    """Where the tiles of an (n, n) kernel matrix K come from: a matrix read by blocks, or a kernel function.
+
+    Build it with :meth:`from_matrix` or :meth:`from_function`. :meth:`block` returns ``K[rows, cols]`` in
+    float64; :attr:`identity` is what the tiles of K depend on (for a matrix the SHA-256 of its lower
+    triangle, computed in one pass that also checks symmetry; for a function its name and the fingerprint of
+    the inputs), and names the folder of a factor.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ntk_core.cholesky_ooc import KernelSource
+    >>> x = np.linspace(-1.0, 1.0, 5)[:, None]
+    >>> rbf = lambda a, b: np.exp(-((a - b.T) ** 2))
+    >>> src = KernelSource.from_function(rbf, x, name="rbf")
+    >>> src.n, src.block(slice(0, 2), slice(0, 1)).round(4).ravel().tolist()
+    (5, [1.0, 0.7788])
+    """
+
+    def __init__(self, n: int, block: Callable[[slice, slice], np.ndarray], identity: dict[str, Any], name: str):
+        self.n = n
+        self._block = block
+        self.identity = identity
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"KernelSource({self.name}, n={self.n})"
+
+    @classmethod
+    def from_matrix(cls, K: Any, name: str = "K", *, rows_per_read: int | None = None) -> KernelSource:
+        """A source that reads a matrix by blocks: an array or tensor, a memory map, a ``.npy`` path, a
+        :class:`~ntk_core.kernel_matrix.DenseKernel` or an :class:`~ntk_core.krr_ooc.OnDiskKernel`.
+
+        One pass over K (``rows_per_read`` rows at a time, default from :data:`DEFAULT_CHOLESKY_MEMORY`)
+        checks it square, finite and symmetric (to the tolerance of its dtype,
+        :func:`ntk_core._checks.symmetry_rtol`) and hashes its lower triangle.
+        """
+        from .krr_ooc import OnDiskKernel
+
+        if isinstance(K, (str, os.PathLike)):
+            path = Path(K)
+            if not path.is_file():
+                raise FileNotFoundError(f"{name}: no file {str(path)!r} (expected a .npy file of shape (n, n))")
+            K = np.load(path, mmap_mode="r", allow_pickle=False)
+        elif isinstance(K, DenseKernel):
+            K = K.array
+        elif isinstance(K, OnDiskKernel):
+            K = K._blocks.K  # the matrix it reads (as OnDiskKernel(OnDiskKernel) does)
+        elif hasattr(K, "detach") and hasattr(K, "cpu"):
+            K = K.detach().cpu().numpy()
+        elif not isinstance(K, np.ndarray):
+            K = np.asarray(K)
+        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] == 0:
+            raise ValueError(f"{name} must be a non-empty square (n, n) matrix, got shape {tuple(K.shape)}")
+        if K.dtype.kind not in "fiu":
+            raise TypeError(f"{name} must hold real numbers, got dtype {K.dtype}")
+        n = int(K.shape[0])
+        rtol = symmetry_rtol(K.dtype)
+        step = rows_per_read or max(1, min(n, DEFAULT_CHOLESKY_MEMORY // (16 * n)))
+        digest = hashlib.sha256()
+        scale = 0.0
+        worst = 0.0
+        for start in range(0, n, step):
+            rows = np.array(K[start : start + step], dtype=np.float64)
+            if not np.all(np.isfinite(rows)):
+                i, j = np.argwhere(~np.isfinite(rows))[0]
+                raise ValueError(f"{name} holds NaN or infinite values (K[{start + i}, {j}] = {rows[i, j]})")
+            cols = np.array(K[:, start : start + step], dtype=np.float64).T
+            scale = max(scale, float(np.abs(rows).max()))
+            worst = max(worst, float(np.abs(rows - cols).max()))
+            for r in range(rows.shape[0]):
+                digest.update(rows[r, : start + r + 1].tobytes())
+        if worst > rtol * max(scale, float(np.finfo(np.float64).tiny)):
+            raise ValueError(
+                f"{name} must be symmetric: max|K - Kᵀ| = {worst:.3g} exceeds {rtol:g} x max|K| = {rtol * scale:.3g} "
+                f"(the tolerance of {K.dtype}); a kernel matrix k(X, X) is symmetric; pass (K + K.T) / 2 if its "
+                "asymmetry is rounding"
+            )
+        matrix = K
+
+        def block(rows: slice, cols: slice) -> np.ndarray:
+            return np.array(matrix[rows, cols], dtype=np.float64)
+
+        return cls(n, block, {"kind": "matrix", "n": n, "lower_sha256": digest.hexdigest()}, name)
+
+    @classmethod
+    def from_function(
+        cls, kernel: Callable[[np.ndarray, np.ndarray], Any], x: ArrayLike, *, name: str | None = None
+    ) -> KernelSource:
+        """A source that evaluates ``kernel(x[rows], x[cols])`` for each tile (K is never stored).
+
+        Parameters
+        ----------
+        kernel : callable
+            ``kernel(x1, x2)`` → the (len(x1), len(x2)) block k(x1, x2), for example
+            :func:`ntk_core.infinite.setting1_kernel`. It must be deterministic.
+        x : ArrayLike, shape (n, ...)
+            The inputs X (NumPy array or tensor), indexed along the first axis.
+        name : str, optional
+            Names the kernel in the factor's identity (default: the function's module and qualified name):
+            two kernels with the same name and inputs are taken to be the same matrix.
+        """
+        if not callable(kernel):
+            raise TypeError(f"kernel must be a function k(x1, x2), got {type(kernel).__name__}")
+        data = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
+        if data.ndim < 1 or data.shape[0] == 0:
+            raise ValueError(f"x must hold at least one input along its first axis, got shape {data.shape}")
+        label = name or f"{getattr(kernel, '__module__', '?')}.{getattr(kernel, '__qualname__', repr(kernel))}"
+        n = int(data.shape[0])
+
+        def block(rows: slice, cols: slice) -> np.ndarray:
+            out = np.asarray(kernel(data[rows], data[cols]), dtype=np.float64)
+            want = (len(range(*rows.indices(n))), len(range(*cols.indices(n))))
+            if out.shape != want:
+                raise ValueError(f"kernel {label} returned a block of shape {out.shape}, expected {want}")
+            if not np.all(np.isfinite(out)):
+                raise ValueError(f"kernel {label} returned NaN or infinite values for rows {rows}, columns {cols}")
+            return out
+
+        identity = {"kind": "function", "kernel": label, "n": n, "x": _store.fingerprint({"x": data})}
+        return cls(n, block, identity, label)
+
+    def block(self, rows: slice, cols: slice) -> np.ndarray:
+        """``K[rows, cols]`` as a new float64 array."""
+        return self._block(rows, cols)
+
+
+class TiledCholesky:
+    """The factor L of K + λ²I = L Lᵀ, tile by tile in a folder (see the module docstring); built by
+    :func:`tiled_cholesky`.
+
+    Attributes
+    ----------
+    source : KernelSource
+        Where K's tiles come from.
+    lam : float
+        λ (the ridge is λ² I).
+    tile : int
+        The side b of a tile.
+    folder : pathlib.Path
+        The factor's folder (one file per tile ``L_ij``, i ≥ j).
+    """
+
+    def __init__(self, source: KernelSource, lam: float, tile: int, root: Path) -> None:
+        self.source = source
+        self.lam = lam
+        self.tile = tile
+        self.n = source.n
+        self.bounds = [slice(s, min(s + tile, self.n)) for s in range(0, self.n, tile)]
+        self.identity = {"factor": "cholesky", "source": source.identity, "lam": lam, "tile": tile}
+        self.folder = Path(root) / _store.fingerprint(self.identity)[:32]
+        self.computed = 0  # tiles computed by this object (not found in the folder)
+
+    def __repr__(self) -> str:
+        return f"TiledCholesky(n={self.n}, lam={self.lam:g}, tile={self.tile}, tiles={len(self.bounds)})"
+
+    # ---------------------------------------------------------------- tiles
+    def _path(self, i: int, j: int) -> Path:
+        return self.folder / f"L_{i:04d}_{j:04d}.npz"
+
+    def _shape(self, i: int, j: int) -> tuple[int, int]:
+        return (len(range(*self.bounds[i].indices(self.n))), len(range(*self.bounds[j].indices(self.n))))
+
+    def _load(self, i: int, j: int) -> _store.Stored | None:
+        return _store.load(
+            self._path(i, j), {**self.identity, "tile": [i, j]}, expect={"L": (self._shape(i, j), np.float64)}
+        )
+
+    def get(self, i: int, j: int) -> np.ndarray:
+        """Tile ``L_ij`` (i ≥ j), loaded (verified) or, if missing or damaged, computed and saved."""
+        found = self._load(i, j)
+        return found.arrays["L"] if found is not None else self._compute(i, j)
+
+    def _compute(self, i: int, j: int, strip: list[np.ndarray] | None = None, diag: np.ndarray | None = None):
+        """Compute ``L_ij`` from K's tile and the tiles of L left of it (``strip``: row j's tiles ``L_jk``,
+        k < j, if at hand; ``diag``: ``L_jj``), save it and return it."""
+        A = self.source.block(self.bounds[i], self.bounds[j])
+        arrays: dict[str, np.ndarray] = {}
+        if i == j:
+            A = (A + A.T) / 2.0
+            arrays["k_diag"] = np.diagonal(A).copy()
+            A[np.diag_indices_from(A)] += self.lam**2
+        for k in range(j):
+            L_jk = strip[k] if strip is not None else self.get(j, k)
+            L_ik = L_jk if i == j else self.get(i, k)
+            A -= L_ik @ L_jk.T
+        if i == j:
+            try:
+                L = scipy.linalg.cholesky(A, lower=True, check_finite=False)
+            except np.linalg.LinAlgError as err:
+                raise NotPositiveDefiniteError(
+                    f"K + λ²I (λ = {self.lam:g}) has no Cholesky factor in float64: its diagonal tile {j} "
+                    f"(rows {self.bounds[j].start}-{self.bounds[j].stop - 1}) lost positive definiteness ({err}). At "
+                    "λ = 0 K is singular to working precision (duplicated inputs, or more points than the kernel "
+                    "separates): take λ > 0; at λ > 0, K is not positive semi-definite"
+                ) from None
+        else:
+            L_jj = diag if diag is not None else self.get(j, j)
+            L = scipy.linalg.solve_triangular(L_jj, A.T, lower=True, check_finite=False).T
+        L = np.ascontiguousarray(L)
+        arrays["L"] = L
+        _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays=arrays)
+        self.computed += 1
+        return L
+
+    def factor(self, progress: bool = False) -> TiledCholesky:
+        """Compute every tile that is not in the folder yet (column by column); returns ``self``."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        T = len(self.bounds)
+        bar = tqdm(total=T * (T + 1) // 2, desc=f"Cholesky n={self.n:,} λ={self.lam:g}", disable=not progress)
+        for j in range(T):
+            strip: list[np.ndarray] | None = None
+            diag: np.ndarray | None = None
+            for i in range(j, T):
+                if not self._path(i, j).exists():
+                    if strip is None:
+                        strip = [self.get(j, k) for k in range(j)]
+                    if diag is None and i > j:
+                        diag = self.get(j, j)
+                    L = self._compute(i, j, strip, diag)
+                    if i == j:
+                        diag = L
+                bar.update(1)
+        bar.close()
+        return self
+
+    # ---------------------------------------------------------------- what the factor gives
+    def _diagonal_tiles(self) -> list[_store.Stored]:
+        found = []
+        for j in range(len(self.bounds)):
+            tile = self._load(j, j)
+            if tile is None:  # missing or damaged: recompute it, then read it back with K's diagonal
+                self.get(j, j)
+                tile = self._load(j, j)
+            assert tile is not None
+            found.append(tile)
+        return found
+
+    def pivots(self) -> np.ndarray:
+        """``diag(L)²``, shape (n,): each is at least the smallest eigenvalue of K + λ²I (module docstring)."""
+        return np.concatenate([np.diagonal(t.arrays["L"]) ** 2 for t in self._diagonal_tiles()])
+
+    @property
+    def min_pivot(self) -> float:
+        """``min_i L_ii²``: an upper bound on the smallest eigenvalue of K + λ²I."""
+        return float(self.pivots().min())
+
+    def logdet(self) -> float:
+        """``log det(K + λ²I) = 2 Σ_i log L_ii``."""
+        return float(np.sum(np.log(self.pivots())))
+
+    def k_diagonal(self) -> np.ndarray:
+        """K's diagonal (kept with the diagonal tiles), shape (n,)."""
+        return np.concatenate([t.arrays["k_diag"] for t in self._diagonal_tiles()])
+
+    def _columns(self, Y: ArrayLike) -> tuple[np.ndarray, bool]:
+        V = np.asarray(Y, dtype=np.float64)
+        if V.shape[:1] != (self.n,) or V.ndim not in (1, 2):
+            raise ValueError(f"Y must have shape ({self.n},) or ({self.n}, m), got {V.shape}")
+        if not np.all(np.isfinite(V)):
+            raise ValueError("Y holds NaN or infinite values")
+        return (V[:, None] if V.ndim == 1 else V).copy(), V.ndim == 1
+
+    def forward(self, Y: ArrayLike) -> np.ndarray:
+        """``Z = L⁻¹Y`` (one pass over L), the shape of Y."""
+        Z, vector = self._columns(Y)
+        for i, rows in enumerate(self.bounds):
+            for k in range(i):
+                Z[rows] -= self.get(i, k) @ Z[self.bounds[k]]
+            Z[rows] = scipy.linalg.solve_triangular(self.get(i, i), Z[rows], lower=True, check_finite=False)
+        return Z[:, 0] if vector else Z
+
+    def solve(self, Y: ArrayLike) -> np.ndarray:
+        """``(K + λ²I)⁻¹Y`` (two passes over L), the shape of Y."""
+        Z = self.forward(Y)
+        X, vector = self._columns(Z)
+        for i in reversed(range(len(self.bounds))):
+            rows = self.bounds[i]
+            for k in range(i + 1, len(self.bounds)):
+                X[rows] -= self.get(k, i).T @ X[self.bounds[k]]
+            X[rows] = scipy.linalg.solve_triangular(self.get(i, i).T, X[rows], lower=False, check_finite=False)
+        return X[:, 0] if vector else X
+
+    def quadratic(self, Y: ArrayLike) -> float | np.ndarray:
+        """``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` per column (a float for a vector Y)."""
+        Z = self.forward(Y)
+        values = np.sum(Z * Z, axis=0)
+        return float(values) if np.ndim(Z) == 1 else values
+
+    def matvec(self, V: ArrayLike) -> np.ndarray:
+        """``(K + λ²I) V`` from K's tiles (lower triangle mirrored, diagonal tiles symmetrised: the matrix
+        that was factored); one half pass over the source."""
+        X, vector = self._columns(V)
+        out = self.lam**2 * X
+        for i, rows in enumerate(self.bounds):
+            for j in range(i + 1):
+                B = self.source.block(rows, self.bounds[j])
+                if i == j:
+                    out[rows] += ((B + B.T) / 2.0) @ X[rows]
+                else:
+                    out[rows] += B @ X[self.bounds[j]]
+                    out[self.bounds[j]] += B.T @ X[rows]
+        return out[:, 0] if vector else out
+
+    def checked_quadratic(self, Y: ArrayLike) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """``Yᵀ(K + λ²I)⁻¹Y`` per column with an estimate of its relative error, by one step of iterative
+        refinement.
+
+        ``α = (K + λ²I)⁻¹Y``, ``R = Y − (K + λ²I)α`` (from K's tiles), ``δ = (K + λ²I)⁻¹R``: the correction
+        ``Yᵀδ`` that refinement would add is the size of the error of ``Yᵀα``, so ``|Yᵀδ| / Yᵀ(K + λ²I)⁻¹Y``
+        estimates the relative error of :meth:`quadratic` (within a small factor; it grows with the condition
+        number of K + λ²I: about κ · 1e-16). The value returned is :meth:`quadratic`'s, unrefined: a residual
+        computed in float64 does not make it more accurate. Costs four passes over L and one half pass over K.
+        """
+        Yc = np.asarray(Y, dtype=np.float64)
+        value = self.quadratic(Yc)
+        delta = self.solve(Yc - self.matvec(self.solve(Yc)))
+        error = np.abs(np.sum(Yc * delta, axis=0)) / np.maximum(np.abs(value), np.finfo(np.float64).tiny)
+        return value, (float(error) if Yc.ndim == 1 else error)
+
+
+def tiled_cholesky(
+    source: KernelSource | Any,
+    folder: str | os.PathLike[str],
+    *,
+    lam: float = 0.0,
+    tile: int | None = None,
+    memory_budget: int | None = None,
+    progress: bool = False,
+) -> TiledCholesky:
+    """Factor K + λ²I = L Lᵀ tile by tile into ``folder`` (or resume), out of core.
+
+    Parameters
+    ----------
+    source : KernelSource or matrix
+        Where K's tiles come from (a matrix is wrapped by :meth:`KernelSource.from_matrix`).
+    folder : str or os.PathLike
+        Where the factors go: each in a sub-folder named by its identity (source, λ, tile), so that one folder
+        holds the factors of several λ and several matrices, and a run resumes from the tiles found there.
+    lam : float
+        λ ≥ 0 (the ridge λ² I of eq. (8)); λ = 0 needs K positive definite.
+    tile : int, optional
+        The side b of a tile (default: the largest that ``memory_budget`` allows, at least 256).
+    memory_budget : int, optional
+        Bytes of tiles held at once (default :data:`DEFAULT_CHOLESKY_MEMORY`): about ``(n·b + 4b²) × 8``.
+    progress : bool
+        A progress bar over the tiles.
+
+    Returns
+    -------
+    TiledCholesky
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        K + λ²I is not positive definite in float64 (λ = 0 and K singular to working precision, or K not PSD).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from ntk_core.cholesky_ooc import tiled_cholesky
+    >>> K = np.array([[4.0, 2.0, 0.0], [2.0, 5.0, 1.0], [0.0, 1.0, 3.0]])
+    >>> L = tiled_cholesky(K, tempfile.mkdtemp(), tile=2)
+    >>> y = np.array([1.0, -1.0, 2.0])
+    >>> bool(np.isclose(L.quadratic(y), y @ np.linalg.solve(K, y)))
+    True
+    >>> L.computed, tiled_cholesky(K, L.folder.parent, tile=2).computed   # the second call finds the tiles
+    (3, 0)
+    """
+    src = source if isinstance(source, KernelSource) else KernelSource.from_matrix(source)
+    lam = check_lam(lam)
+    budget = DEFAULT_CHOLESKY_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget")
+    b = _tile_from_budget(src.n, budget) if tile is None else min(check_count(tile, "tile"), src.n)
+    return TiledCholesky(src, lam, b, Path(folder)).factor(progress=progress)
+
+
+class FactoredKernel(KernelMatrix):
+    """A kernel matrix whose ridge solves come from tiled Cholesky factors (one per λ, made on demand and kept
+    in ``folder``): what :mod:`ntk_core.bounds` takes at any n.
+
+    Parameters
+    ----------
+    source : KernelSource or matrix
+        Where K's tiles come from.
+    folder : str or os.PathLike
+        Where the factors are kept (see :func:`tiled_cholesky`).
+    tile, memory_budget, progress
+        As for :func:`tiled_cholesky`.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from ntk_core.cholesky_ooc import FactoredKernel
+    >>> from ntk_core.bounds import complexity
+    >>> K = FactoredKernel(np.array([[2.0, 1.0], [1.0, 2.0]]), tempfile.mkdtemp())
+    >>> round(complexity(K, np.array([1.0, 1.0])), 10), K.trace()
+    (0.6666666667, 4.0)
+    """
+
+    def __init__(
+        self,
+        source: KernelSource | Any,
+        folder: str | os.PathLike[str],
+        *,
+        tile: int | None = None,
+        memory_budget: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.source = source if isinstance(source, KernelSource) else KernelSource.from_matrix(source)
+        self.n = self.source.n
+        self.folder = Path(folder)
+        self.tile = tile
+        self.memory_budget = memory_budget
+        self.progress = progress
+        self._factors: dict[float, TiledCholesky] = {}
+
+    def __repr__(self) -> str:
+        return f"FactoredKernel({self.source.name}, n={self.n}, factored at λ = {sorted(self._factors)})"
+
+    def factor(self, lam: float) -> TiledCholesky:
+        """The factor of K + λ²I (computed, or resumed from the folder, the first time)."""
+        lam = check_lam(lam)
+        if lam not in self._factors:
+            self._factors[lam] = tiled_cholesky(
+                self.source,
+                self.folder,
+                lam=lam,
+                tile=self.tile,
+                memory_budget=self.memory_budget,
+                progress=self.progress,
+            )
+        return self._factors[lam]
+
+    def diagonal(self) -> np.ndarray:
+        """K's diagonal: kept with a factor's diagonal tiles, else read from the source's diagonal tiles."""
+        if self._factors:
+            return next(iter(self._factors.values())).k_diagonal()
+        b = self._tile()
+        return np.concatenate(
+            [np.diagonal(self.source.block(slice(s, s + b), slice(s, s + b))) for s in range(0, self.n, b)]
+        )
+
+    def trace(self) -> float:
+        return float(np.sum(self.diagonal()))
+
+    def matvec(self, V: ArrayLike) -> np.ndarray:
+        """``K V`` from the source's tiles (no factor needed)."""
+        return TiledCholesky(self.source, 0.0, self._tile(), self.folder).matvec(V)
+
+    def _tile(self) -> int:
+        if self.tile is not None:
+            return min(check_count(self.tile, "tile"), self.n)
+        return _tile_from_budget(self.n, self.memory_budget or DEFAULT_CHOLESKY_MEMORY)
+
+    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+        return self.factor(lam).solve(Y)
+
+    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+        return self.factor(lam).quadratic(Y)

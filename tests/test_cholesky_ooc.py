@@ -1,0 +1,222 @@
+"""The tiled out-of-core Cholesky (ntk_core.cholesky_ooc) against dense float64 LAPACK, and its persistence."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ntk_core import bounds, infinite
+from ntk_core._store import DamagedArtifactWarning
+from ntk_core.cholesky_ooc import (
+    FactoredKernel,
+    KernelSource,
+    NotPositiveDefiniteError,
+    TiledCholesky,
+    tiled_cholesky,
+)
+
+
+@pytest.fixture(scope="module")
+def mnist_like() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Setting 1's kernel on 300 points of the sphere in R^20 (n not a multiple of the tiles), labels ±1 and
+    three real columns."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 20))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x, np.sign(rng.standard_normal(300)), rng.standard_normal((300, 3))
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 3.0])
+@pytest.mark.parametrize("tile", [64, 300, 1000])
+def test_quadratic_solve_and_logdet_match_dense_lapack(mnist_like, tmp_path: Path, lam: float, tile: int) -> None:
+    x, y, Y = mnist_like
+    K = infinite.setting1_kernel(x)
+    A = K + lam**2 * np.eye(len(K))
+    L = tiled_cholesky(K, tmp_path, lam=lam, tile=tile)
+    exact = y @ np.linalg.solve(A, y)
+    assert abs(L.quadratic(y) - exact) <= 1e-9 * exact
+    np.testing.assert_allclose(L.quadratic(Y), np.einsum("ij,ij->j", Y, np.linalg.solve(A, Y)), rtol=1e-9)
+    np.testing.assert_allclose(
+        L.solve(Y), np.linalg.solve(A, Y), rtol=0, atol=1e-9 * np.abs(np.linalg.solve(A, Y)).max()
+    )
+    assert L.logdet() == pytest.approx(np.linalg.slogdet(A)[1], rel=1e-10)
+    np.testing.assert_allclose(L.matvec(Y), A @ Y, rtol=1e-12, atol=1e-12)
+    assert L.min_pivot >= np.linalg.eigvalsh(A)[0] * (1 - 1e-9)  # every pivot bounds μ_min from above
+    np.testing.assert_array_equal(L.k_diagonal(), np.diagonal(K))
+
+
+def test_the_factor_is_lapacks_factor(mnist_like, tmp_path: Path) -> None:
+    """The tiles assemble to the lower Cholesky factor of K (unique for a positive definite K)."""
+    x, _, _ = mnist_like
+    K = infinite.setting1_kernel(x)
+    L = tiled_cholesky(K, tmp_path, tile=128)
+    full = np.zeros_like(K)
+    for i, rows in enumerate(L.bounds):
+        for j in range(i + 1):
+            full[rows, L.bounds[j]] = L.get(i, j)
+    np.testing.assert_allclose(full, np.linalg.cholesky(K), rtol=0, atol=1e-10)
+
+
+def test_a_function_source_never_stores_K_and_gives_the_same_factor(mnist_like, tmp_path: Path) -> None:
+    x, y, _ = mnist_like
+    src = KernelSource.from_function(infinite.setting1_kernel, x)
+    L = tiled_cholesky(src, tmp_path, tile=100)
+    exact = y @ np.linalg.solve(infinite.setting1_kernel(x), y)
+    assert L.quadratic(y) == pytest.approx(exact, rel=1e-7)  # K by tiles rounds x xᵀ in another order
+    assert sorted(p.name for p in L.folder.glob("*.npz")) == [
+        f"L_{i:04d}_{j:04d}.npz" for i in range(3) for j in range(i + 1)
+    ]
+    other = KernelSource.from_function(infinite.setting1_kernel, x[::-1].copy())
+    assert tiled_cholesky(other, tmp_path, tile=100).folder != L.folder  # other inputs: another factor
+
+
+def test_resumes_after_a_kill_with_the_same_bits(mnist_like, tmp_path: Path) -> None:
+    x, y, _ = mnist_like
+    K = infinite.setting1_kernel(x)
+    whole = tiled_cholesky(K, tmp_path / "whole", tile=64)
+    calls = {"n": 0}
+
+    def dying(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt  # killed in the middle of the factorisation
+        return infinite.setting1_kernel(a, b)
+
+    src = KernelSource.from_function(dying, x, name="setting1")
+    with pytest.raises(KeyboardInterrupt):
+        tiled_cholesky(src, tmp_path / "killed", tile=64)
+    resumed = tiled_cholesky(src, tmp_path / "killed", tile=64)
+    assert 0 < resumed.computed < 15  # 15 tiles in all: the 7 finished before the kill are not recomputed
+    again = tiled_cholesky(
+        KernelSource.from_function(infinite.setting1_kernel, x, name="setting1"), tmp_path / "killed", tile=64
+    )
+    assert again.computed == 0
+    fresh = tiled_cholesky(
+        KernelSource.from_function(infinite.setting1_kernel, x, name="setting1"), tmp_path / "fresh", tile=64
+    )
+    for i in range(5):
+        for j in range(i + 1):
+            np.testing.assert_array_equal(resumed.get(i, j), fresh.get(i, j))
+    assert resumed.quadratic(y) == pytest.approx(whole.quadratic(y), rel=1e-7)
+
+
+def test_a_damaged_tile_is_set_aside_and_recomputed_bit_for_bit(mnist_like, tmp_path: Path) -> None:
+    x, y, _ = mnist_like
+    K = infinite.setting1_kernel(x)
+    L = tiled_cholesky(K, tmp_path, tile=64)
+    before = L.get(3, 1).copy()
+    value = L.quadratic(y)
+    path = L.folder / "L_0003_0001.npz"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.warns(DamagedArtifactWarning, match="L_0003_0001"):
+        again = tiled_cholesky(K, tmp_path, tile=64)
+        assert again.quadratic(y) == value
+    np.testing.assert_array_equal(again.get(3, 1), before)
+    assert list(L.folder.glob("L_0003_0001.npz.damaged-*"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DamagedArtifactWarning)
+        assert tiled_cholesky(K, tmp_path, tile=64).computed == 0
+
+
+def test_singular_and_indefinite_kernels_are_refused_with_the_way_out(mnist_like, tmp_path: Path) -> None:
+    x, _, _ = mnist_like
+    twice = np.concatenate([x[:50], x[:50]])  # duplicated inputs: K is singular
+    with pytest.raises(NotPositiveDefiniteError, match="take λ > 0"):
+        tiled_cholesky(KernelSource.from_function(infinite.setting1_kernel, twice), tmp_path, tile=32)
+    assert tiled_cholesky(KernelSource.from_function(infinite.setting1_kernel, twice), tmp_path, lam=0.1, tile=32)
+    indefinite = np.diag([1.0, 1.0, -5.0])
+    with pytest.raises(NotPositiveDefiniteError, match="not positive semi-definite"):
+        tiled_cholesky(indefinite, tmp_path, lam=1.0, tile=2)
+
+
+def test_bad_matrices_and_arguments_get_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"\(K \+ K.T\) / 2"):
+        KernelSource.from_matrix(np.array([[1.0, 0.5], [0.4, 1.0]]))
+    KernelSource.from_matrix(np.array([[1.0, 0.5], [0.5 + 1e-16, 1.0]]))  # rounding is not asymmetry
+    with pytest.raises(ValueError, match="square"):
+        KernelSource.from_matrix(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        KernelSource.from_matrix(np.array([[1.0, np.nan], [np.nan, 1.0]]))
+    with pytest.raises(FileNotFoundError, match="no file"):
+        KernelSource.from_matrix(tmp_path / "missing.npy")
+    with pytest.raises(TypeError, match="function"):
+        KernelSource.from_function("rbf", np.ones((3, 2)))  # type: ignore[arg-type]
+    bad_shape = KernelSource.from_function(lambda a, b: np.ones((2, 2)), np.ones((3, 1)), name="bad")
+    with pytest.raises(ValueError, match="shape"):
+        tiled_cholesky(bad_shape, tmp_path, tile=3)
+    L = tiled_cholesky(np.eye(3) * 2.0, tmp_path, tile=2)
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        L.quadratic(np.ones(4))
+    with pytest.raises(ValueError, match="lam"):
+        tiled_cholesky(np.eye(3), tmp_path, lam=-1.0)
+
+
+def test_a_matrix_on_disk_gives_the_in_memory_factor(mnist_like, tmp_path: Path) -> None:
+    x, y, _ = mnist_like
+    K = infinite.setting1_kernel(x)
+    np.save(tmp_path / "K.npy", K)
+    on_disk = tiled_cholesky(tmp_path / "K.npy", tmp_path / "f", tile=128, memory_budget=10**6)
+    in_memory = tiled_cholesky(K, tmp_path / "f", tile=128)
+    assert on_disk.folder == in_memory.folder and in_memory.computed == 0  # the same content, the same factor
+    assert on_disk.quadratic(y) == in_memory.quadratic(y)
+
+
+def _exact_quadratic(K: np.ndarray, y: np.ndarray) -> float:
+    """yᵀK⁻¹y of the float64 numbers in K and y, by Gaussian elimination over the rationals (then rounded)."""
+    from fractions import Fraction
+
+    n = len(y)
+    A = [[Fraction(float(v)) for v in row] + [Fraction(float(b))] for row, b in zip(K, y)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(A[r][c]))
+        A[c], A[p] = A[p], A[c]
+        for r in range(c + 1, n):
+            f = A[r][c] / A[c][c]
+            A[r] = [a - f * b for a, b in zip(A[r], A[c])]
+    sol = [Fraction(0)] * n
+    for r in reversed(range(n)):
+        sol[r] = (A[r][n] - sum(A[r][k] * sol[k] for k in range(r + 1, n))) / A[r][r]
+    return float(sum(Fraction(float(b)) * s for b, s in zip(y, sol)))
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_the_error_estimate_follows_the_error_that_conditioning_causes(tmp_path: Path, seed: int) -> None:
+    """On kernels with condition number 1e11, yᵀK⁻¹y is off by 1e-7 to 1e-6 (against exact rational
+    arithmetic), and the estimate is that error within a factor of 10; on a well-conditioned one both are tiny."""
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((24, 24)))
+    y = rng.standard_normal(24)
+    for smallest, worst in ((1e-11, None), (0.1, 1e-13)):
+        K = (Q * np.geomspace(1.0, smallest, 24)) @ Q.T
+        K = (K + K.T) / 2
+        exact = _exact_quadratic(K, y)
+        value, estimate = tiled_cholesky(K, tmp_path, tile=8).checked_quadratic(y)
+        error = abs(value - exact) / exact
+        if worst is None:
+            assert error > 1e-9 and error / 10 < estimate < error * 10, (error, estimate)
+        else:
+            assert error < worst and estimate < worst, (error, estimate)
+
+
+def test_the_bounds_take_a_factored_kernel(mnist_like, tmp_path: Path) -> None:
+    x, y, Y = mnist_like
+    K = infinite.setting1_kernel(x)
+    FK = FactoredKernel(KernelSource.from_function(infinite.setting1_kernel, x), tmp_path, tile=100)
+    # k(x, x) = x·x (π − arccos x·x) / 2π: arccos near 1 turns a rounding of x·x in its last bit (another BLAS
+    # blocking of the tile) into √(2 · 2⁻⁵²) ≈ 2e-8 of π, so the two diagonals agree to about 1e-8
+    assert FK.trace() == pytest.approx(np.trace(K), rel=1e-7)
+    dense = bounds.theorem_5_2_bound(K, y, 1.0, 0.2, 0.05)
+    tiled = bounds.theorem_5_2_bound(FK, y, 1.0, 0.2, 0.05)
+    assert tiled.total == pytest.approx(dense.total, rel=1e-8)
+    assert sorted(FK._factors) == [0.0, 1.0]  # λ = 0 for yᵀK⁻¹y, λ = 1 for the ridge term
+    labels = np.argmax(Y, axis=1)
+    P = np.full((3, 3), 0.1) + 0.7 * np.eye(3)
+    multi = bounds.theorem_5_3_bound(FK, labels, P, 2.0, 0.05)
+    assert multi.total == pytest.approx(bounds.theorem_5_3_bound(K, labels, P, 2.0, 0.05).total, rel=1e-8)
+    np.testing.assert_allclose(FK.matvec(Y), K @ Y, rtol=0, atol=1e-8 * np.abs(Y).max())  # the diagonal, as above
+    assert isinstance(FK.factor(0.0), TiledCholesky)
