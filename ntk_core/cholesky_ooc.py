@@ -31,8 +31,9 @@ which grows with the condition number of K + λ²I (λ → 0 is the hard case).
 
 **Conditioning.** Every pivot ``L_ii²`` is at least the smallest eigenvalue μ_min of K + λ²I: it is
 ``1 / ((A_{1:i,1:i})⁻¹)_ii`` for the leading i × i block, whose eigenvalues interlace those of A. So
-``min_i L_ii²`` is an upper bound on μ_min, and ``μ_max / min_i L_ii²`` a lower bound on the condition number
-(:attr:`TiledCholesky.min_pivot`).
+``min_i L_ii²`` is an upper bound on μ_min (:attr:`TiledCholesky.min_pivot`); with ``1ᵀK1/n ≤ μ_max(K)``
+(:meth:`TiledCholesky.ones_rayleigh`, kept with the tiles), ``(1ᵀK1/n + λ²) / min_i L_ii²`` is a lower bound
+on the condition number of K + λ²I.
 
 :class:`FactoredKernel` puts it behind the :class:`~ntk_core.kernel_matrix.KernelMatrix` interface, factoring
 K + λ²I on demand for each λ a solve asks for, so that every function of :mod:`ntk_core.bounds` takes it.
@@ -177,7 +178,8 @@ class KernelSource:
         ----------
         kernel : callable
             ``kernel(x1, x2)`` → the (len(x1), len(x2)) block k(x1, x2), for example
-            :func:`ntk_core.infinite.setting1_kernel`. It must be deterministic.
+            :func:`ntk_core.infinite.setting1_kernel`. It must be deterministic. On a diagonal tile ``x2`` is
+            ``x1`` itself (the same object), so that a kernel can treat k(x, x) exactly.
         x : ArrayLike, shape (n, ...)
             The inputs X (NumPy array or tensor), indexed along the first axis.
         name : str, optional
@@ -193,7 +195,8 @@ class KernelSource:
         n = int(data.shape[0])
 
         def block(rows: slice, cols: slice) -> np.ndarray:
-            out = np.asarray(kernel(data[rows], data[cols]), dtype=np.float64)
+            x1 = data[rows]
+            out = np.asarray(kernel(x1, x1 if rows == cols else data[cols]), dtype=np.float64)
             want = (len(range(*rows.indices(n))), len(range(*cols.indices(n))))
             if out.shape != want:
                 raise ValueError(f"kernel {label} returned a block of shape {out.shape}, expected {want}")
@@ -263,6 +266,8 @@ class TiledCholesky:
         if i == j:
             A = (A + A.T) / 2.0
             arrays["k_diag"] = np.diagonal(A).copy()
+        arrays["k_sum"] = np.array([A.sum() * (1.0 if i == j else 2.0)])  # this tile's share of 1ᵀK1
+        if i == j:
             A[np.diag_indices_from(A)] += self.lam**2
         for k in range(j):
             L_jk = strip[k] if strip is not None else self.get(j, k)
@@ -336,6 +341,20 @@ class TiledCholesky:
     def k_diagonal(self) -> np.ndarray:
         """K's diagonal (kept with the diagonal tiles), shape (n,)."""
         return np.concatenate([t.arrays["k_diag"] for t in self._diagonal_tiles()])
+
+    def ones_rayleigh(self) -> float:
+        """``1ᵀK1 / n``, the Rayleigh quotient of K at the vector of ones: a lower bound on K's largest
+        eigenvalue (kept with the tiles: no pass over K)."""
+        total = 0.0
+        for i in range(len(self.bounds)):
+            for j in range(i + 1):
+                found = self._load(i, j)
+                if found is None:
+                    self.get(i, j)
+                    found = self._load(i, j)
+                assert found is not None
+                total += float(found.arrays["k_sum"][0])
+        return total / self.n
 
     def _columns(self, Y: ArrayLike) -> tuple[np.ndarray, bool]:
         V = np.asarray(Y, dtype=np.float64)

@@ -132,7 +132,8 @@ def relu_kernels(
     x1 : ArrayLike, shape (n1, ...)
         Inputs.
     x2 : ArrayLike, shape (n2, ...), optional
-        Second inputs (default: ``x1``), with the feature size of ``x1``.
+        Second inputs (default: ``x1``), with the feature size of ``x1``. ``None`` or ``x1`` itself (the same
+        object) gives k(X, X), whose diagonal angles are exactly 0.
     depth : int
         Number of hidden layers (≥ 1); Setting 1's two-layer net has depth 1.
     trained : "all", "first" or sequence of int
@@ -167,7 +168,8 @@ def relu_kernels(
     array([[0.5, 0. ],
            [0. , 0.5]])
     """
-    a, b = _inputs(x1, x2)
+    same = x2 is None or x2 is x1
+    a, b = _inputs(x1, None if same else x2)
     depth = check_count(depth, "depth (number of hidden ReLU layers)")
     layers = _trained_layers(trained, depth)
     d = a.shape[1]
@@ -175,7 +177,7 @@ def relu_kernels(
     diag1, diag2 = np.einsum("ij,ij->i", a, a) / d, np.einsum("ij,ij->i", b, b) / d
     sigmas, dots = [sigma], []
     for _ in range(depth):
-        sigma, sigma_dot, diag1, diag2 = _arccos_step(sigma, diag1, diag2, x2 is None)
+        sigma, sigma_dot, diag1, diag2 = _arccos_step(sigma, diag1, diag2, same)
         sigmas.append(sigma)
         dots.append(sigma_dot)
     ntk = np.zeros_like(sigma)

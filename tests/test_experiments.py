@@ -29,6 +29,9 @@ TINY = {
         lam_grid=(0.5, 2.0),
         lr_grid=(0.5, 1.0),
     ),
+    "bound_scale": dict(
+        binary_sizes=(60, 120), multiclass_sizes=(60, 120), empirical_n=60, width=64, lams=(0.5, 2.0), seeds=(0, 1)
+    ),
 }
 
 

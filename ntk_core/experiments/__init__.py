@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: The names of the experiments, in the order of the paper.
-EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", "difference_trick")
+EXPERIMENTS: tuple[str, ...] = ("setting1", "setting2", "setting3", "distance", "difference_trick", "bound_scale")
 
 
 def get(name: str) -> ModuleType:

@@ -1,0 +1,320 @@
+r"""The bounds of Section 5 measured up to the full size of the data: every MNIST image, K out of core.
+
+The tightness chapter asks when Theorem 5.2's explicit bound stops being vacuous on MNIST. Extrapolating
+``yᵀK⁻¹y ≈ C₀nᵃ`` from n ≤ 4,000 to the n where it would is fragile (the exponent alone moves that n several
+fold); this study **measures** the bound's terms at the largest n the data has, for the Setting-1 kernel (the
+infinite-width NTK of the two-layer ReLU net with its first layer trained, :func:`ntk_core.infinite.setting1_kernel`,
+on :func:`ntk_core.data.sphere_features`, so that tr K = n/2):
+
+* ``task="binary"``: MNIST "5" vs "8" (every one of its 11,272 training images at the largest size), clean labels
+  ±1, Theorem 5.2 with flip rate ``p``;
+* ``task="multiclass"``: all ten digits (all 60,000 training images at the largest size), Theorem 5.3 with a
+  symmetric and a pair-flip transition matrix P of rate ``rate``;
+* ``task="binary_empirical"``: the binary task at ``empirical_n`` images with the **empirical** NTK of Setting 1's
+  network at ``width`` (first layer trained; its NTK is the difference trick's, Lemma A.1), to show how far a
+  finite network's complexity term is from the infinite one's.
+
+Each unit is one (task, n, subset seed): K + λ²I is factored tile by tile (:mod:`ntk_core.cholesky_ooc`, K's tiles
+computed from the inputs, never stored; the factors kept under the cache folder while the unit runs, so that a
+killed unit resumes), at λ = 0 for ``yᵀK⁻¹y`` and, where ``n ≤ grid_max_n``, at every λ of ``lams`` and at the λ*
+that minimises the bound's leading terms (:func:`ntk_core.bounds.leading_lambda`). Beyond ``grid_max_n`` (each
+factorisation of n = 60,000 is about an hour on 2 cores) only λ = 0 is factored: the bound at λ* is computed with
+its ridge term ``yᵀ(K + λ²I)⁻¹y`` replaced by the larger ``yᵀK⁻¹y`` (``ridge_exact`` False), an upper bound on it,
+while the leading terms' minimum is a lower bound at every λ, so the two bracket the bound. Its rows (one per noise
+model and λ) hold tr K, the complexity, the ridge term, every term of the theorem (rescaled as in its total), the
+total, the leading terms' minimum over λ, and the
+conditioning of K: the relative error of yᵀK⁻¹y estimated by a step of iterative refinement (``comp_error``), the
+smallest pivot (an upper bound on K's smallest eigenvalue) and the lower bound on K's condition number it gives.
+Subsets below the full size are drawn with the unit's seed (the full set has one unit).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import bounds, data, noise
+from ..cholesky_ooc import FactoredKernel, KernelSource
+from ..infinite import setting1_kernel
+from ..kernel_matrix import KernelMatrix
+from .._checks import check_count, check_each_in, check_interval
+from ._runner import ExperimentConfig, RunContext, cache_dir
+
+__all__ = ["Config", "TASKS", "TERMS", "compute"]
+
+#: The units' tasks.
+TASKS = ("binary", "multiclass", "binary_empirical")
+#: The terms of the explicit bounds (Theorem 5.1's, shared by 5.2 and 5.3), in the order of the paper's proof.
+TERMS = (
+    "train_bias",
+    "train_noise",
+    "train_tail",
+    "rademacher_signal",
+    "rademacher_noise",
+    "rademacher_tail",
+    "rademacher_net",
+    "concentration",
+)
+
+
+class _RidgeAtZero(KernelMatrix):
+    """K with every ridge quadratic ``yᵀ(K + λ²I)⁻¹y`` replaced by its upper bound ``yᵀK⁻¹y``: only Lemma C.2's
+    signal term ``√(yᵀ(K + λ²I)⁻¹y)`` reads it, increasingly, so a bound computed on it is an upper bound on the
+    explicit bound at that λ, at the cost of one factorisation (λ = 0) instead of two."""
+
+    def __init__(self, K: FactoredKernel) -> None:
+        self.K = K
+        self.n = K.n
+
+    def trace(self) -> float:
+        return self.K.trace()
+
+    def diagonal(self) -> np.ndarray:
+        return self.K.diagonal()
+
+    def matvec(self, V):  # type: ignore[no-untyped-def]
+        return self.K.matvec(V)
+
+    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+        return self.K.ridge_solve(Y, 0.0)
+
+
+@dataclass(frozen=True)
+class Config(ExperimentConfig):
+    """Sizes of the study; ``quick()`` for the book on 2 CPU cores, ``medium()`` the full data on them
+    (recorded), ``full()`` more subsets per size."""
+
+    profile: str = "quick"
+    binary_sizes: tuple[int, ...] = (250, 500, 1_000)
+    multiclass_sizes: tuple[int, ...] = (250, 500, 1_000)
+    empirical_n: int = 500
+    width: int = 1_000
+    grid_max_n: int = 12_000
+    one_subset_above: int = 20_000
+    lams: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+    p: float = 0.2
+    rate: float = 0.2
+    delta: float = 0.05
+    memory_budget: int = 2 * 1024**3
+    seeds: tuple[int, ...] = (0, 1, 2)
+    device: str = "cpu"
+
+    @classmethod
+    def quick(cls) -> "Config":
+        """n = 250, 500 and 1,000 for both tasks (three subsets each), the empirical NTK at width 1,000 on 500
+        images: seconds."""
+        return cls()
+
+    @classmethod
+    def medium(cls) -> "Config":
+        """Up to the full data: every "5" and "8" (11,272) and every training image (60,000; its K would be
+        28.8 GB in float64), the λ grid up to n = 12,000, the empirical NTK at width 10,000 on all 11,272; one
+        subset at n = 32,000 (each of its factorisations ≈ 10 minutes on 2 cores)."""
+        return cls(
+            profile="medium",
+            binary_sizes=(1_000, 2_000, 4_000, 8_000, 11_272),
+            multiclass_sizes=(1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000),
+            empirical_n=11_272,
+            width=10_000,
+            seeds=(0, 1, 2),
+        )
+
+    @classmethod
+    def full(cls) -> "Config":
+        """The medium sizes with five subsets per size below the full data and the λ grid at every n."""
+        return cls(
+            profile="full",
+            binary_sizes=(1_000, 2_000, 4_000, 8_000, 11_272),
+            multiclass_sizes=(1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000),
+            empirical_n=11_272,
+            width=10_000,
+            grid_max_n=60_000,
+            one_subset_above=60_000,
+            seeds=(0, 1, 2, 3, 4),
+        )
+
+    counts = {"width": 1, "grid_max_n": 1, "one_subset_above": 1, "memory_budget": 1}
+
+    def _check(self) -> None:
+        for name in ("binary_sizes", "multiclass_sizes"):
+            sizes = getattr(self, name)
+            if not isinstance(sizes, tuple) or not sizes:
+                raise ValueError(f"{name} must be a non-empty tuple of sizes >= 2, got {sizes!r}")
+            for n in sizes:
+                check_count(n, name, 2)
+        check_count(self.empirical_n, "empirical_n (0: no empirical-NTK unit)", 0)
+        check_each_in(self.lams, "λ (lams)", 0.0, math.inf)
+        if any(lam <= 0 for lam in self.lams):
+            raise ValueError(f"every λ of lams must be > 0 (λ = 0 is always computed), got {self.lams}")
+        check_interval(self.p, "p", 0.0, 0.5, high_open=True)
+        check_interval(self.rate, "rate", 0.0, 1.0, high_open=True)
+        check_interval(self.delta, "delta", 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _kernel(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """Setting 1's kernel of a tile (a diagonal tile, ``x2 is x1``, has its diagonal exactly 1/2)."""
+    return setting1_kernel(x1, x2)
+
+
+def _subset(available: int, n: int, seed: int) -> np.ndarray:
+    """``n`` of ``available`` indices drawn with ``seed``, in increasing order (all of them when n = available)."""
+    if n >= available:
+        return np.arange(available)
+    return np.sort(np.random.default_rng(seed).choice(available, size=n, replace=False))
+
+
+def _units(config: Config, available: dict[str, int]) -> list[tuple[str, int, int]]:
+    """(task, n, seed) of every unit: sizes capped by the data; one subset (the first seed) at the full size and
+    above ``one_subset_above``."""
+    sizes = {
+        "binary": config.binary_sizes,
+        "multiclass": config.multiclass_sizes,
+        "binary_empirical": (config.empirical_n,) if config.empirical_n else (),
+    }
+    units = []
+    for task in TASKS:
+        base = "binary" if task == "binary_empirical" else task
+        for n in sorted({min(n, available[base]) for n in sizes[task]}):
+            for seed in config.seeds if n <= min(config.one_subset_above, available[base] - 1) else config.seeds[:1]:
+                units.append((task, n, seed))
+    return units
+
+
+def _conditioning(FK: FactoredKernel, Y: np.ndarray) -> dict[str, float]:
+    L0 = FK.factor(0.0)
+    _, error = L0.checked_quadratic(Y)
+    min_pivot = L0.min_pivot
+    rayleigh = L0.ones_rayleigh()
+    return {
+        "comp_error": float(np.max(error)),
+        "min_pivot": min_pivot,
+        "mu_max_lower": rayleigh,
+        "kappa_lower": rayleigh / min_pivot,
+    }
+
+
+def _terms(bound: bounds.AdditiveNoiseBound, scale: float) -> dict[str, float]:
+    return {t: scale * getattr(bound, t) for t in TERMS}
+
+
+def _binary_rows(config: Config, FK: FactoredKernel, y: np.ndarray, n: int) -> list[dict]:
+    trace = FK.trace()
+    comp = float(bounds.complexity(FK, y))
+    sigma_eff = bounds.binary_noise_subgaussian_sigma(config.p) / (1 - 2 * config.p)
+    lam_star = bounds.leading_lambda(comp, n, trace, sigma_eff)
+    lead = bounds.leading_minimum(comp, n, trace, sigma_eff)
+    rows = []
+    for lam, kind, K in _lambdas(config, FK, n, lam_star):
+        b = bounds.theorem_5_2_bound(K, y, lam, config.p, config.delta)
+        rows.append(
+            {
+                "noise": f"flip {config.p:g}",
+                "lam": lam,
+                "lam_kind": kind,
+                "ridge_exact": K is FK,
+                "trace": trace,
+                "complexity": comp,
+                "ridge": float(bounds.ridge_complexity(K, y, lam)),
+                **_terms(b.additive, b.rescale),
+                "total": b.total,
+                "leading_min": lead,
+            }
+        )
+    return rows
+
+
+def _lambdas(config: Config, FK: FactoredKernel, n: int, lam_star: float) -> list[tuple[float, str, KernelMatrix]]:
+    """(λ, kind, kernel) of a unit's rows: the grid and λ* with exact ridge terms up to ``grid_max_n``; beyond it
+    λ* alone, its ridge term bounded by the complexity (:class:`_RidgeAtZero`: no factorisation but λ = 0)."""
+    exact: KernelMatrix = FK
+    if n <= config.grid_max_n:
+        return [(lam, "grid", exact) for lam in config.lams] + [(lam_star, "leading", exact)]
+    return [(lam_star, "leading", _RidgeAtZero(FK))]
+
+
+def _multiclass_rows(config: Config, FK: FactoredKernel, labels: np.ndarray, n: int) -> list[dict]:
+    trace = FK.trace()
+    rows = []
+    for name, P in (
+        (f"symmetric {config.rate:g}", noise.symmetric_transition(10, config.rate)),
+        (f"pair-flip {config.rate:g}", noise.pairflip_transition(10, config.rate)),
+    ):
+        Q = bounds.q_matrix(P, labels)  # (10, n): the clean labels q⁽ʰ⁾ of each output
+        comps = np.atleast_1d(bounds.complexity(FK, np.ascontiguousarray(Q.T)))
+        sigmas = bounds.multiclass_noise_subgaussian_sigma(P)
+        gap = bounds.gap(P)
+        lam_star = bounds.leading_lambda(comps, n, trace, sigmas)
+        lead = bounds.leading_minimum(comps, n, trace, sigmas) / gap
+        for lam, kind, K in _lambdas(config, FK, n, lam_star):
+            b = bounds.theorem_5_3_bound(K, labels, P, lam, config.delta)
+            ridges = np.atleast_1d(K.ridge_quadratic(np.ascontiguousarray(Q.T), lam))
+            rows.append(
+                {
+                    "noise": name,
+                    "lam": lam,
+                    "lam_kind": kind,
+                    "ridge_exact": K is FK,
+                    "trace": trace,
+                    "complexity": float(np.sum(comps)),
+                    "ridge": float(np.sum(ridges)),
+                    **{t: sum(getattr(o, t) for o in b.per_output) / b.gap for t in TERMS},
+                    "total": b.total,
+                    "leading_min": lead,
+                }
+            )
+    return rows
+
+
+def _empirical_source(config: Config, x: np.ndarray, seed: int) -> KernelSource:
+    """The empirical NTK of Setting 1's network (first layer trained) at ``config.width``, in memory."""
+    import torch
+
+    from ..nets import TwoLayerNet
+    from ..ntk import empirical_ntk
+
+    net = TwoLayerNet(x.shape[1], config.width, seed=seed).double()  # float64: K is factored at λ = 0
+    K = empirical_ntk(net, torch.as_tensor(x, dtype=torch.float64)).numpy()
+    return KernelSource.from_matrix((K + K.T) / 2.0, name=f"empirical NTK, width {config.width}")
+
+
+def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: int, folder) -> list[dict]:
+    n = len(labels)
+    if task == "binary_empirical":
+        source = _empirical_source(config, x, seed)
+    else:
+        source = KernelSource.from_function(_kernel, x, name="setting1_kernel")
+    FK = FactoredKernel(source, folder, memory_budget=config.memory_budget)
+    if task == "multiclass":
+        rows = _multiclass_rows(config, FK, labels, n)
+        conditioning = _conditioning(FK, np.eye(10)[labels])
+    else:
+        y = np.where(labels == 5, 1.0, -1.0)
+        rows = _binary_rows(config, FK, y, n)
+        conditioning = _conditioning(FK, y)
+    shutil.rmtree(folder, ignore_errors=True)  # kept until the unit is done: a killed unit resumes its factors
+    return [{**row, **conditioning} for row in rows]
+
+
+def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
+    """One row per (task, n, subset seed, noise model, λ): the bound's terms (see the module docstring)."""
+    mnist = data.load_mnist("train")
+    ctx.add_dataset(mnist)
+    features = data.sphere_features(mnist.images)
+    is_5_or_8 = np.flatnonzero(np.isin(mnist.labels, (5, 8)))
+    available = {"binary": len(is_5_or_8), "multiclass": len(mnist.labels)}
+    rows = []
+    for task, n, seed in _units(config, available):
+        pool = is_5_or_8 if task.startswith("binary") else np.arange(len(mnist.labels))
+        idx = pool[_subset(len(pool), n, seed)]
+        key = {"task": task, "n": n, "seed": seed}
+        folder = cache_dir() / "factors" / f"bound_scale-{task}-{n}-{seed}"
+        unit = ctx.unit(
+            key, functools.partial(_unit, config, task, features[idx], mnist.labels[idx].astype(np.int64), seed, folder)
+        )
+        rows += [{"task": task, "n": n, "seed": seed, **r} for r in unit]
+    return pd.DataFrame(rows)

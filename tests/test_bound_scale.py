@@ -1,0 +1,132 @@
+"""The bounds measured up to the full data (experiments.bound_scale) against dense in-memory computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_experiments import TINY
+
+from ntk_core import bounds, data, experiments, infinite, noise
+from ntk_core.experiments import bound_scale
+from ntk_core.ntk import empirical_ntk
+from ntk_core.nets import TwoLayerNet
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch, shared_data):
+    monkeypatch.setenv("NTK_CORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NTK_CORE_DATA", str(shared_data))
+    return tmp_path / "cache"
+
+
+def _run(**extra):
+    return experiments.run("bound_scale", "quick", **{**TINY["bound_scale"], **extra})
+
+
+def _inputs(task: str, n: int, seed: int):
+    mnist = data.load_mnist("train")
+    pool = np.flatnonzero(np.isin(mnist.labels, (5, 8))) if task.startswith("binary") else np.arange(len(mnist.labels))
+    idx = pool[np.sort(np.random.default_rng(seed).choice(len(pool), size=n, replace=False))]
+    return data.sphere_features(mnist.images[idx]), mnist.labels[idx]
+
+
+def test_every_unit_equals_the_dense_computation(cache):
+    """Each task's numbers against K built whole in memory and the bounds' dense route (Cholesky of the
+    whole K per λ), with the subsets drawn independently of the study's code."""
+    table = _run().table
+    assert set(table["task"]) == set(bound_scale.TASKS)
+    assert sorted({(t, n) for t, n in zip(table["task"], table["n"])}) == [
+        ("binary", 60),
+        ("binary", 120),
+        ("binary_empirical", 60),
+        ("multiclass", 60),
+        ("multiclass", 120),
+    ]
+    x, labels = _inputs("binary", 120, 1)
+    K = infinite.setting1_kernel(x)
+    y = np.where(labels == 5, 1.0, -1.0)
+    rows = table[(table["task"] == "binary") & (table["n"] == 120) & (table["seed"] == 1)]
+    assert rows["complexity"].iloc[0] == pytest.approx(y @ np.linalg.solve(K, y), rel=1e-10)
+    assert rows["trace"].iloc[0] == pytest.approx(60.0, rel=1e-14)  # tr K = n/2 on the sphere
+    for _, row in rows.iterrows():
+        dense = bounds.theorem_5_2_bound(K, y, row["lam"], 0.2, 0.05)
+        assert row["total"] == pytest.approx(dense.total, rel=1e-10)
+        assert row["rademacher_signal"] == pytest.approx(dense.rescale * dense.additive.rademacher_signal, rel=1e-10)
+        assert row["ridge"] == pytest.approx(y @ np.linalg.solve(K + row["lam"] ** 2 * np.eye(120), y), rel=1e-10)
+    star = rows[rows["lam_kind"] == "leading"]["lam"].iloc[0]
+    sigma = bounds.binary_noise_subgaussian_sigma(0.2) / 0.6
+    assert star == pytest.approx(bounds.leading_lambda(y @ np.linalg.solve(K, y), 120, np.trace(K), sigma), rel=1e-10)
+
+    x, labels = _inputs("multiclass", 60, 0)
+    K = infinite.setting1_kernel(x)
+    rows = table[(table["task"] == "multiclass") & (table["n"] == 60) & (table["seed"] == 0)]
+    P = noise.pairflip_transition(10, 0.2)
+    pair = rows[rows["noise"] == "pair-flip 0.2"]
+    for _, row in pair.iterrows():
+        assert row["total"] == pytest.approx(bounds.theorem_5_3_bound(K, labels, P, row["lam"], 0.05).total, rel=1e-10)
+    Q = bounds.q_matrix(P, labels)
+    assert pair["complexity"].iloc[0] == pytest.approx(np.einsum("hi,hi->", Q, np.linalg.solve(K, Q.T).T), rel=1e-10)
+
+    x, labels = _inputs("binary", 60, 0)
+    net = TwoLayerNet(x.shape[1], 64, seed=0).double()
+    K = empirical_ntk(net, torch.as_tensor(x)).numpy()
+    y = np.where(labels == 5, 1.0, -1.0)
+    rows = table[table["task"] == "binary_empirical"]
+    assert rows["complexity"].iloc[0] == pytest.approx(y @ np.linalg.solve((K + K.T) / 2, y), rel=1e-8)
+
+
+def test_the_bounds_premises_and_brackets_hold_in_every_row(cache):
+    table = _run().table
+    assert (table["leading_min"] <= table["total"] * (1 + 1e-12)).all()  # the leading terms are part of the bound
+    assert (table["ridge"] <= table["complexity"] * (1 + 1e-12)).all()  # yᵀ(K + λ²I)⁻¹y ≤ yᵀK⁻¹y
+    assert (table["comp_error"] < 1e-8).all()  # at these sizes yᵀK⁻¹y is exact to far below what the study reads
+    assert (table["min_pivot"] > 0).all() and (table["kappa_lower"] >= 1).all()
+    # beyond grid_max_n one factorisation: λ* alone, its ridge term bounded by the complexity, the total above
+    # the exact one at the same λ and the leading minimum unchanged
+    beyond = _run(grid_max_n=100).table
+    big = beyond[beyond["n"] == 120]
+    assert set(big["lam_kind"]) == {"leading"} and not big["ridge_exact"].any()
+    exact = table[(table["n"] == 120) & (table["lam_kind"] == "leading")]
+    merged = big.merge(exact, on=["task", "n", "seed", "noise"], suffixes=("_bounded", "_exact"))
+    assert len(merged) == len(big) > 0
+    assert (merged["total_bounded"] > merged["total_exact"]).all()
+    np.testing.assert_allclose(merged["leading_min_bounded"], merged["leading_min_exact"], rtol=1e-12)
+    np.testing.assert_allclose(merged["ridge_bounded"], merged["complexity_bounded"], rtol=1e-12)
+
+
+def test_sizes_are_capped_by_the_data_and_the_full_set_has_one_unit():
+    config = experiments.make_config("bound_scale", "quick", binary_sizes=(100, 10**6), seeds=(0, 1, 2))
+    units = bound_scale._units(config, {"binary": 500, "multiclass": 2_000})
+    assert [(t, n, s) for t, n, s in units if t == "binary"] == [
+        ("binary", 100, 0),
+        ("binary", 100, 1),
+        ("binary", 100, 2),
+        ("binary", 500, 0),
+    ]
+    medium = experiments.make_config("bound_scale", "medium")
+    units = bound_scale._units(medium, {"binary": 11_272, "multiclass": 60_000})
+    assert ("multiclass", 60_000, 0) in units and ("binary", 11_272, 0) in units
+    assert [s for t, n, s in units if n == 32_000] == [0]  # one subset above one_subset_above
+    assert [s for t, n, s in units if t == "multiclass" and n == 16_000] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"binary_sizes": ()}, "binary_sizes must be a non-empty tuple"),
+        ({"multiclass_sizes": (1,)}, "multiclass_sizes must be an int >= 2"),
+        ({"lams": (0.0, 1.0)}, "every λ of lams must be > 0"),
+        ({"p": 0.5}, r"p must lie in \[0.0, 0.5\)"),
+        ({"empirical_n": -1}, "empirical_n"),
+    ],
+)
+def test_bad_configuration_is_refused(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        experiments.make_config("bound_scale", "quick", **overrides)
+
+
+def test_a_finished_unit_leaves_no_factor_on_disk(cache):
+    _run(binary_sizes=(60,), multiclass_sizes=(60,), empirical_n=0, seeds=(0,))
+    assert not any((cache / "factors").rglob("*.npz"))
+    assert _run(binary_sizes=(60,), multiclass_sizes=(60,), empirical_n=0, seeds=(0,)).meta["cached"]
