@@ -25,10 +25,18 @@ def _run(**extra):
 
 
 def _inputs(task: str, n: int, seed: int):
-    mnist = data.load_mnist("train")
-    pool = np.flatnonzero(np.isin(mnist.labels, (5, 8))) if task.startswith("binary") else np.arange(len(mnist.labels))
+    """The unit's training subset and the first 100 test images of its task (drawn here, not by the study)."""
+    mnist, test = data.load_mnist("train"), data.load_mnist("test")
+    binary = task.startswith("binary")
+    pool = np.flatnonzero(np.isin(mnist.labels, (5, 8))) if binary else np.arange(len(mnist.labels))
     idx = pool[np.sort(np.random.default_rng(seed).choice(len(pool), size=n, replace=False))]
-    return data.sphere_features(mnist.images[idx]), mnist.labels[idx]
+    t_idx = (np.flatnonzero(np.isin(test.labels, (5, 8))) if binary else np.arange(len(test.labels)))[:100]
+    return (
+        data.sphere_features(mnist.images[idx]),
+        mnist.labels[idx],
+        data.sphere_features(test.images[t_idx]),
+        test.labels[t_idx],
+    )
 
 
 def test_every_unit_equals_the_dense_computation(cache):
@@ -43,9 +51,11 @@ def test_every_unit_equals_the_dense_computation(cache):
         ("multiclass", 60),
         ("multiclass", 120),
     ]
-    x, labels = _inputs("binary", 120, 1)
+    x, labels, x_test, labels_test = _inputs("binary", 120, 1)
     K = infinite.setting1_kernel(x)
     y = np.where(labels == 5, 1.0, -1.0)
+    noisy = noise.flip_binary(y, 0.2, seed=1)
+    K_test = infinite.setting1_kernel(x_test, x)
     rows = table[(table["task"] == "binary") & (table["n"] == 120) & (table["seed"] == 1)]
     assert rows["complexity"].iloc[0] == pytest.approx(y @ np.linalg.solve(K, y), rel=1e-10)
     assert rows["trace"].iloc[0] == pytest.approx(60.0, rel=1e-14)  # tr K = n/2 on the sphere
@@ -54,21 +64,26 @@ def test_every_unit_equals_the_dense_computation(cache):
         assert row["total"] == pytest.approx(dense.total, rel=1e-10)
         assert row["rademacher_signal"] == pytest.approx(dense.rescale * dense.additive.rademacher_signal, rel=1e-10)
         assert row["ridge"] == pytest.approx(y @ np.linalg.solve(K + row["lam"] ** 2 * np.eye(120), y), rel=1e-10)
+        f = K_test @ np.linalg.solve(K + row["lam"] ** 2 * np.eye(120), noisy)
+        assert row["test_error"] == np.mean(np.sign(f) != np.where(labels_test == 5, 1, -1))
     star = rows[rows["lam_kind"] == "leading"]["lam"].iloc[0]
     sigma = bounds.binary_noise_subgaussian_sigma(0.2) / 0.6
     assert star == pytest.approx(bounds.leading_lambda(y @ np.linalg.solve(K, y), 120, np.trace(K), sigma), rel=1e-10)
 
-    x, labels = _inputs("multiclass", 60, 0)
+    x, labels, x_test, labels_test = _inputs("multiclass", 60, 0)
     K = infinite.setting1_kernel(x)
     rows = table[(table["task"] == "multiclass") & (table["n"] == 60) & (table["seed"] == 0)]
     P = noise.pairflip_transition(10, 0.2)
     pair = rows[rows["noise"] == "pair-flip 0.2"]
+    noisy = np.eye(10)[noise.corrupt(labels, P, seed=0)]
     for _, row in pair.iterrows():
         assert row["total"] == pytest.approx(bounds.theorem_5_3_bound(K, labels, P, row["lam"], 0.05).total, rel=1e-10)
+        f = infinite.setting1_kernel(x_test, x) @ np.linalg.solve(K + row["lam"] ** 2 * np.eye(60), noisy)
+        assert row["test_error"] == np.mean(np.argmax(f, axis=1) != labels_test)
     Q = bounds.q_matrix(P, labels)
     assert pair["complexity"].iloc[0] == pytest.approx(np.einsum("hi,hi->", Q, np.linalg.solve(K, Q.T).T), rel=1e-10)
 
-    x, labels = _inputs("binary", 60, 0)
+    x, labels, _, _ = _inputs("binary", 60, 0)
     net = TwoLayerNet(x.shape[1], 64, seed=0).double()
     K = empirical_ntk(net, torch.as_tensor(x)).numpy()
     y = np.where(labels == 5, 1.0, -1.0)
@@ -87,6 +102,7 @@ def test_the_bounds_premises_and_brackets_hold_in_every_row(cache):
     beyond = _run(grid_max_n=100).table
     big = beyond[beyond["n"] == 120]
     assert set(big["lam_kind"]) == {"leading"} and not big["ridge_exact"].any()
+    assert big["test_error"].isna().all() and table["test_error"].notna().all()  # only where K + λ²I is factored
     exact = table[(table["n"] == 120) & (table["lam_kind"] == "leading")]
     merged = big.merge(exact, on=["task", "n", "seed", "noise"], suffixes=("_bounded", "_exact"))
     assert len(merged) == len(big) > 0

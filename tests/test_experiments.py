@@ -30,7 +30,13 @@ TINY = {
         lr_grid=(0.5, 1.0),
     ),
     "bound_scale": dict(
-        binary_sizes=(60, 120), multiclass_sizes=(60, 120), empirical_n=60, width=64, lams=(0.5, 2.0), seeds=(0, 1)
+        binary_sizes=(60, 120),
+        multiclass_sizes=(60, 120),
+        empirical_n=60,
+        width=64,
+        n_test=100,
+        lams=(0.5, 2.0),
+        seeds=(0, 1),
     ),
 }
 

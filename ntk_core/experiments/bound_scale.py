@@ -25,6 +25,8 @@ model and λ) hold tr K, the complexity, the ridge term, every term of the theor
 total, the leading terms' minimum over λ, and the
 conditioning of K: the relative error of yᵀK⁻¹y estimated by a step of iterative refinement (``comp_error``), the
 smallest pivot (an upper bound on K's smallest eigenvalue) and the lower bound on K's condition number it gives.
+Where K + λ²I is factored, the row also holds the clean test error of KRR trained on labels corrupted with the
+unit's seed (``test_error``, on the first ``n_test`` test images of the task, 0: all): the error the bound bounds.
 Subsets below the full size are drawn with the unit's seed (the full set has one unit).
 """
 
@@ -93,6 +95,7 @@ class Config(ExperimentConfig):
     binary_sizes: tuple[int, ...] = (250, 500, 1_000)
     multiclass_sizes: tuple[int, ...] = (250, 500, 1_000)
     empirical_n: int = 500
+    n_test: int = 500
     width: int = 1_000
     grid_max_n: int = 12_000
     one_subset_above: int = 20_000
@@ -107,13 +110,13 @@ class Config(ExperimentConfig):
     @classmethod
     def quick(cls) -> "Config":
         """n = 250, 500 and 1,000 for both tasks (three subsets each), the empirical NTK at width 1,000 on 500
-        images: seconds."""
+        images, 500 test images."""
         return cls()
 
     @classmethod
     def medium(cls) -> "Config":
         """Up to the full data: every "5" and "8" (11,272) and every training image (60,000; its K would be
-        28.8 GB in float64), the λ grid up to n = 12,000, the empirical NTK at width 10,000 on all 11,272; one
+        28.8 GB in float64), the whole test split, the λ grid up to n = 12,000, the empirical NTK at width 10,000 on all 11,272; one
         subset at n = 32,000 (each of its factorisations ≈ 10 minutes on 2 cores)."""
         return cls(
             profile="medium",
@@ -121,6 +124,7 @@ class Config(ExperimentConfig):
             multiclass_sizes=(1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000),
             empirical_n=11_272,
             width=10_000,
+            n_test=0,
             seeds=(0, 1, 2),
         )
 
@@ -133,12 +137,13 @@ class Config(ExperimentConfig):
             multiclass_sizes=(1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000),
             empirical_n=11_272,
             width=10_000,
+            n_test=0,
             grid_max_n=60_000,
             one_subset_above=60_000,
             seeds=(0, 1, 2, 3, 4),
         )
 
-    counts = {"width": 1, "grid_max_n": 1, "one_subset_above": 1, "memory_budget": 1}
+    counts = {"width": 1, "n_test": 0, "grid_max_n": 1, "one_subset_above": 1, "memory_budget": 1}
 
     def _check(self) -> None:
         for name in ("binary_sizes", "multiclass_sizes"):
@@ -202,7 +207,21 @@ def _terms(bound: bounds.AdditiveNoiseBound, scale: float) -> dict[str, float]:
     return {t: scale * getattr(bound, t) for t in TERMS}
 
 
-def _binary_rows(config: Config, FK: FactoredKernel, y: np.ndarray, n: int) -> list[dict]:
+def _test_error(
+    K: KernelMatrix, K_test: np.ndarray | None, Y_noisy: np.ndarray, lam: float, clean: np.ndarray
+) -> float:
+    """Clean test error of KRR on the noisy labels (eq. (8), one column per output as eq. (9)): sign or argmax of
+    ``k(X_test, X)(K + λ²I)⁻¹Ỹ`` against the clean test labels; NaN where K + λ²I was not factored."""
+    if K_test is None or isinstance(K, _RidgeAtZero):
+        return math.nan
+    f = K_test @ K.ridge_solve(Y_noisy, lam)
+    predicted = np.sign(f) if f.ndim == 1 else np.argmax(f, axis=1)
+    return float(np.mean(predicted != clean))
+
+
+def _binary_rows(config: Config, FK: FactoredKernel, y: np.ndarray, n: int, test: tuple, seed: int) -> list[dict]:
+    K_test, y_test = test
+    y_noisy = noise.flip_binary(y, config.p, seed=seed)
     trace = FK.trace()
     comp = float(bounds.complexity(FK, y))
     sigma_eff = bounds.binary_noise_subgaussian_sigma(config.p) / (1 - 2 * config.p)
@@ -223,6 +242,7 @@ def _binary_rows(config: Config, FK: FactoredKernel, y: np.ndarray, n: int) -> l
                 **_terms(b.additive, b.rescale),
                 "total": b.total,
                 "leading_min": lead,
+                "test_error": _test_error(K, K_test, y_noisy, lam, y_test),
             }
         )
     return rows
@@ -237,7 +257,8 @@ def _lambdas(config: Config, FK: FactoredKernel, n: int, lam_star: float) -> lis
     return [(lam_star, "leading", _RidgeAtZero(FK))]
 
 
-def _multiclass_rows(config: Config, FK: FactoredKernel, labels: np.ndarray, n: int) -> list[dict]:
+def _multiclass_rows(config: Config, FK: FactoredKernel, labels: np.ndarray, n: int, test, seed: int) -> list[dict]:
+    K_test, labels_test = test
     trace = FK.trace()
     rows = []
     for name, P in (
@@ -245,6 +266,7 @@ def _multiclass_rows(config: Config, FK: FactoredKernel, labels: np.ndarray, n: 
         (f"pair-flip {config.rate:g}", noise.pairflip_transition(10, config.rate)),
     ):
         Q = bounds.q_matrix(P, labels)  # (10, n): the clean labels q⁽ʰ⁾ of each output
+        noisy = np.eye(10)[noise.corrupt(labels, P, seed=seed)]
         comps = np.atleast_1d(bounds.complexity(FK, np.ascontiguousarray(Q.T)))
         sigmas = bounds.multiclass_noise_subgaussian_sigma(P)
         gap = bounds.gap(P)
@@ -265,36 +287,47 @@ def _multiclass_rows(config: Config, FK: FactoredKernel, labels: np.ndarray, n: 
                     **{t: sum(getattr(o, t) for o in b.per_output) / b.gap for t in TERMS},
                     "total": b.total,
                     "leading_min": lead,
+                    "test_error": _test_error(K, K_test, noisy, lam, labels_test),
                 }
             )
     return rows
 
 
-def _empirical_source(config: Config, x: np.ndarray, seed: int) -> KernelSource:
-    """The empirical NTK of Setting 1's network (first layer trained) at ``config.width``, in memory."""
+def _empirical(
+    config: Config, x: np.ndarray, x_test: np.ndarray | None, seed: int
+) -> tuple[KernelSource, np.ndarray | None]:
+    """The empirical NTK of Setting 1's network (first layer trained) at ``config.width``, in memory (float64:
+    K is factored at λ = 0), and its test-by-train block (if ``x_test`` is given)."""
     import torch
 
     from ..nets import TwoLayerNet
     from ..ntk import empirical_ntk
 
-    net = TwoLayerNet(x.shape[1], config.width, seed=seed).double()  # float64: K is factored at λ = 0
-    K = empirical_ntk(net, torch.as_tensor(x, dtype=torch.float64)).numpy()
-    return KernelSource.from_matrix((K + K.T) / 2.0, name=f"empirical NTK, width {config.width}")
+    net = TwoLayerNet(x.shape[1], config.width, seed=seed).double()
+    xt = torch.as_tensor(x, dtype=torch.float64)
+    K = empirical_ntk(net, xt).numpy()
+    K_test = None if x_test is None else empirical_ntk(net, torch.as_tensor(x_test, dtype=torch.float64), xt).numpy()
+    return KernelSource.from_matrix((K + K.T) / 2.0, name=f"empirical NTK, width {config.width}"), K_test
 
 
-def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: int, folder) -> list[dict]:
+def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: int, test, folder) -> list[dict]:
+    """The rows of one (task, n, seed): ``test`` holds the test inputs and their clean labels."""
     n = len(labels)
+    x_test, labels_test = test
+    factored = n <= config.grid_max_n  # K + λ²I factored at λ > 0: KRR's test error can be measured
+    K_test: np.ndarray | None
     if task == "binary_empirical":
-        source = _empirical_source(config, x, seed)
+        source, K_test = _empirical(config, x, x_test if factored else None, seed)
     else:
         source = KernelSource.from_function(_kernel, x, name="setting1_kernel")
+        K_test = _kernel(x_test, x) if factored else None
     FK = FactoredKernel(source, folder, memory_budget=config.memory_budget)
     if task == "multiclass":
-        rows = _multiclass_rows(config, FK, labels, n)
+        rows = _multiclass_rows(config, FK, labels, n, (K_test, labels_test), seed)
         conditioning = _conditioning(FK, np.eye(10)[labels])
     else:
         y = np.where(labels == 5, 1.0, -1.0)
-        rows = _binary_rows(config, FK, y, n)
+        rows = _binary_rows(config, FK, y, n, (K_test, np.where(labels_test == 5, 1.0, -1.0)), seed)
         conditioning = _conditioning(FK, y)
     shutil.rmtree(folder, ignore_errors=True)  # kept until the unit is done: a killed unit resumes its factors
     return [{**row, **conditioning} for row in rows]
@@ -302,19 +335,28 @@ def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: in
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
     """One row per (task, n, subset seed, noise model, λ): the bound's terms (see the module docstring)."""
-    mnist = data.load_mnist("train")
+    mnist, mnist_test = data.load_mnist("train"), data.load_mnist("test")
     ctx.add_dataset(mnist)
+    ctx.add_dataset(mnist_test)
     features = data.sphere_features(mnist.images)
     is_5_or_8 = np.flatnonzero(np.isin(mnist.labels, (5, 8)))
     available = {"binary": len(is_5_or_8), "multiclass": len(mnist.labels)}
+    test_pools = {
+        "binary": np.flatnonzero(np.isin(mnist_test.labels, (5, 8))),
+        "multiclass": np.arange(len(mnist_test.labels)),
+    }
+    tests = {}
+    for base, pool in test_pools.items():  # the first n_test of each test pool (0: all of it)
+        idx = pool[: config.n_test or len(pool)]
+        tests[base] = (data.sphere_features(mnist_test.images[idx]), mnist_test.labels[idx].astype(np.int64))
     rows = []
     for task, n, seed in _units(config, available):
-        pool = is_5_or_8 if task.startswith("binary") else np.arange(len(mnist.labels))
+        base = "binary" if task.startswith("binary") else "multiclass"
+        pool = is_5_or_8 if base == "binary" else np.arange(len(mnist.labels))
         idx = pool[_subset(len(pool), n, seed)]
         key = {"task": task, "n": n, "seed": seed}
         folder = cache_dir() / "factors" / f"bound_scale-{task}-{n}-{seed}"
-        unit = ctx.unit(
-            key, functools.partial(_unit, config, task, features[idx], mnist.labels[idx].astype(np.int64), seed, folder)
-        )
+        train = (features[idx], mnist.labels[idx].astype(np.int64))
+        unit = ctx.unit(key, functools.partial(_unit, config, task, *train, seed, tests[base], folder))
         rows += [{"task": task, "n": n, "seed": seed, **r} for r in unit]
     return pd.DataFrame(rows)
