@@ -10,7 +10,7 @@ Before it estimates anything, ``auto`` counts the forward cost of one example
 method's plan (two forward passes, 2 and 3 examples). The old set-up counted
 the cost in a separate pass under ``torch.utils.flop_counter.FlopCounterMode``
 (``ntk_core.ntk_gram._forward_cost``); the new one counts it in the plan's traced
-passes (``ntk_core.ntk.structured._traced_cost``). This script times, side by side
+passes (``ntk_core.ntk.structured._taped_cost``). This script times, side by side
 in one process (interleaved rounds, best time kept), on the Setting 2 CNN
 (built as in ``bench_structured.py``):
 

@@ -77,8 +77,8 @@ __all__ = [
     "file_lock",
 ]
 
+#: Version of the file layout written by :func:`save`; a file of another version is "not mine".
 FORMAT = 1
-"""Version of the file layout written by :func:`save`; a file of another version is "not mine"."""
 
 _HEADER = "__header__"
 _SEAL_LEN = 64

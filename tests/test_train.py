@@ -465,3 +465,14 @@ def test_inputs_follow_the_models_dtype_and_a_missing_batch_dimension_is_named()
     assert np.isfinite(result.history["loss"]).all()
     with pytest.raises(ValueError, match=r"x\[:1\], of shape \(1,\).*examples along its first dimension"):
         train(net, x[0], classes[:4], config)  # one example without its batch dimension (4 features)
+
+
+def test_targets_and_auxiliary_variables_follow_the_models_dtype():
+    """AUX's variables b and the targets take the dtype of the model's outputs, not torch's default (float64 in
+    this module): a float32 model trains in float32 throughout, a float64 one in float64."""
+    x, classes, net = _three_class_problem()
+    config = TrainConfig(method="aux", loss="l2", lam=0.5, epochs=3, lr=0.01, seed=0)
+    single = train(net.float(), x, classes, config)
+    assert single.aux is not None and single.aux.dtype == torch.float32
+    double = train(_three_class_problem()[2].double(), x, classes, config)
+    assert double.aux is not None and double.aux.dtype == torch.float64

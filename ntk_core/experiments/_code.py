@@ -10,11 +10,14 @@ while any change to what the computation executes does not:
   follows ``empirical_ntk`` into ``ntk.py``; ``data.load_mnist`` after ``from .. import data`` follows
   ``load_mnist`` into ``data.py``), transitively; a module used as a whole value is included whole;
 * top-level statements that define nothing (``if …:`` blocks, bare calls) are always included;
-* each statement enters as the dump of its syntax tree without docstrings, comments or type annotations
-  (``__all__`` and ``if TYPE_CHECKING:`` blocks are left out: they do not change what runs);
-* a class's profile constructors (the class methods ``quick``, ``medium`` and ``full`` of a ``Config``) are
-  left out as well: they only choose a config's values, and the values are part of a result's identity
-  beside the code (``_runner.run_experiment``), so that sizing one profile leaves the others' results current.
+* each statement enters as the dump of its syntax tree without docstrings, other bare strings (an attribute's
+  docstring), comments or type annotations (``__all__`` and ``if TYPE_CHECKING:`` blocks are left out: they do
+  not change what runs);
+* a class's profile constructors (the class methods ``quick``, ``medium`` and ``full`` of a ``Config``) and the
+  field defaults of a ``Config`` are left out as well: they only choose a config's values, and the resolved
+  values are part of a result's identity beside the code (``_runner.run_experiment``; a record whose profile
+  resolves to other values is stale for that reason), so that sizing one profile leaves the others' results
+  current.
 
 :func:`code_fingerprint` hashes the included statements as a sorted set, **without the modules they sit in**:
 moving a function or class to another module (and changing the ``import`` lines that find it) leaves the
@@ -47,20 +50,29 @@ def _is_profile_method(stmt: ast.stmt) -> bool:
     )
 
 
+def _is_bare_string(stmt: ast.stmt) -> bool:
+    """A statement that is only a string: a docstring, or an attribute's docstring after an assignment."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
 def _strip(node: ast.AST) -> ast.AST:
-    """``node`` without docstrings, type annotations and profile constructors (in place)."""
+    """``node`` without docstrings and other bare strings, type annotations, profile constructors and the field
+    defaults of a ``Config`` (in place)."""
     for sub in ast.walk(node):
         if isinstance(sub, ast.ClassDef):
             sub.body = [s for s in sub.body if not _is_profile_method(s)] or [ast.Pass()]
-        body = getattr(sub, "body", None)
-        if (
-            isinstance(sub, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            sub.body = body[1:] or [ast.Pass()]
+            if sub.name == "Config":  # its field defaults: the resolved config is in a result's identity
+                for stmt in sub.body:
+                    if isinstance(stmt, ast.AnnAssign):
+                        stmt.value = None
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(sub, field, None)
+            if isinstance(block, list) and any(isinstance(s, ast.stmt) and _is_bare_string(s) for s in block):
+                setattr(
+                    sub,
+                    field,
+                    [s for s in block if not _is_bare_string(s)] or ([ast.Pass()] if field == "body" else []),
+                )
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
             sub.returns = None
         elif isinstance(sub, ast.arg):

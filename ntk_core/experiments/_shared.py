@@ -66,8 +66,6 @@ REGIME_COLUMNS = (
 class Splits:
     """Train / validation / test tensors of one experiment run; ``y_*`` are clean labels (±1 or class indices).
 
-    (Not ``ntk_core.data.Split``, the name of one split of a data set on disk.)
-
     The validation split is cut from the training split and held out of training
     (it is what early stopping and the λ grid search look at).
     """

@@ -37,7 +37,7 @@ from ..ntk import empirical_ntk
 from ..regime import linearised_outputs
 from ..train import TrainConfig, predict, train
 from ._runner import ExperimentConfig, RunContext
-from ._shared import RegimeTracker, make_split, paired_stats
+from ._shared import RegimeTracker, check_one_row_per_seed, make_split, paired_stats
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
 __all__ = ["Config", "compute", "paired_effect"]
@@ -185,8 +185,6 @@ def paired_effect(table: pd.DataFrame, low: float = 0.0, high: float = 0.5) -> d
     the standard error of the mean: the effect of α is "beyond seed-to-seed spread" when the mean exceeds
     two standard errors.
     """
-    from ._shared import check_one_row_per_seed  # (a function-level import: the fingerprint follows it)
-
     check_one_row_per_seed(table, ["alpha"], "the difference trick's table")
     wide = table.pivot_table(index="seed", columns="alpha", values="test_error")
     if low not in wide.columns or high not in wide.columns:

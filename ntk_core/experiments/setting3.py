@@ -100,6 +100,7 @@ from ._shared import (
     REGIME_COLUMNS,
     Splits,
     bracket,
+    check_one_row_per_seed,
     mark_selected,
     paired_stats,
     split_from,
@@ -638,8 +639,6 @@ def paired_gain(table: pd.DataFrame, noise_rate: float, better: str, worse: str,
     """Test accuracy of summary method ``better`` minus that of ``worse`` at ``noise_rate``, paired by seed
     (same data, same corrupted labels, same initialisation), on the rows :func:`chosen` keeps: per-seed
     differences, mean, standard deviation (ddof 1) and standard error of the mean (NaN for one seed)."""
-    from ._shared import check_one_row_per_seed  # (a function-level import: the fingerprint follows it)
-
     table = chosen(table, oracle)
     s = table[(table["part"] == "summary") & (table["noise"] == noise_rate)]
     check_one_row_per_seed(s, ["method"], "Setting 3's summary rows")

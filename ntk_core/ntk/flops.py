@@ -2,13 +2,13 @@
 
 :func:`torch.utils.flop_counter.FlopCounterMode` counts aten operations (mm, addmm, bmm, baddbmm, convolutions,
 attention kernels) at 2 FLOPs per multiply-add, and counts neither bias additions nor elementwise work. The
-structured plan's traced forward passes (:mod:`ntk_core.ntk.structured`) see torch *functions*, one level above
-aten; :func:`flop_rule` gives, per function, the rule that counts what aten will run for it, so that the trace
-counts the forward FLOPs without a second, counting pass. A function that may run counted operations the trace
+structured plan's taped forward passes (:mod:`ntk_core.ntk.structured`) see torch *functions*, one level above
+aten; :func:`flop_rule` gives, per function, the rule that counts what aten will run for it, so that the tape
+counts the forward FLOPs without a second, counting pass. A function that may run counted operations the tape
 cannot see (a Python composite such as ``F.multi_head_attention_forward``, an LSTM, ``tensordot``, the fused CPU
 attention kernel) has a rule that returns NaN: the caller then counts with ``FlopCounterMode`` instead.
 
-Also the two helpers the trace and these rules share: :func:`func_name` and :func:`parse_einsum`.
+Also the two helpers the tape and these rules share: :func:`func_name` and :func:`parse_einsum`.
 """
 
 from __future__ import annotations
@@ -228,13 +228,13 @@ _RULE_CACHE: dict[Any, FlopRule | None] = {}
 
 
 def flop_rule(func: Any) -> FlopRule | None:
-    """How the recorder counts the FLOPs of a call of ``func``: a rule, or None where it runs none.
+    """How the tape counts the FLOPs of a call of ``func``: a rule, or None where it runs none.
 
     A builtin (C) function is counted by its name's rule, or not countable if its name is one of
-    :data:`_HIDES_FLOPS`, else free. A Python function (a composite the recorder cannot see inside: torch's own
+    :data:`_HIDES_FLOPS`, else free. A Python function (a composite the tape cannot see inside: torch's own
     in ``torch.nn.functional``, ``torch.functional`` and ``torch.Tensor``, a user's, an operator overload) is
     free only if it is a torch function of :data:`_FLOP_FREE`, counted if it has a rule, else not countable.
-    Cached per function (this runs on every operation of the plan's traced passes).
+    Cached per function (this runs on every operation of the plan's taped passes).
     """
     try:
         return _RULE_CACHE[func]

@@ -89,9 +89,9 @@ log = logging.getLogger(__name__)
 def _estimates(prob: _Problem, structured: bool = True) -> tuple[dict[str, CostEstimate], StructuredPlan | None, int]:
     """Every method's estimate, the structured method's plan (routes per parameter) and the NTVP chunk.
 
-    ``structured=True``: the plan's two traced forward passes also count the forward cost of an example (no
-    separate counting pass unless the trace cannot count it). ``structured=False``: no plan (the model is not
-    traced), the cost is counted by :func:`_forward_cost`, and there is no estimate for ``"structured"``.
+    ``structured=True``: the plan's two taped forward passes also count the forward cost of an example (no
+    separate counting pass unless the tape cannot count it). ``structured=False``: no plan (the model is not
+    taped), the cost is counted by :func:`_forward_cost`, and there is no estimate for ``"structured"``.
     """
     plan = _plan(prob) if structured else None
     cost = plan._forward if plan is not None and plan._forward is not None else _forward_cost(prob)
@@ -356,9 +356,9 @@ def _prepare(
     out_dt = _resolve_dtype(out_dtype, model, "out_dtype") if out_dtype is not None else prob.dtype
     if tile_size is not None:
         check_count(tile_size, "tile_size")
-    if method == "jacobian":  # its tile needs no FLOP count: no extra forward pass, no trace
+    if method == "jacobian":  # its tile needs no FLOP count: no extra forward pass, no tape
         return _Run(prob, method, tile_size or _jacobian_tile(prob)[0], out_dt, None, 0)
-    # the model is traced for the structured rule only where that method may run
+    # the model is taped for the structured rule only where that method may run
     est, plan, chunk = _estimates(prob, structured=method in ("auto", "structured"))
     chosen = _pick(est) if method == "auto" else method
     if announce and method == "auto":

@@ -375,8 +375,8 @@ def _forward_cost(prob: _Problem) -> _ForwardCost:
     """Run one example through the model, counting its FLOPs (``FlopCounterMode``) and the outputs of its leaf
     modules.
 
-    The path without a trace (and the fallback where the structured plan's trace cannot count the FLOPs, see
-    :func:`ntk_core.ntk.structured._traced_cost`).
+    The path without a tape (and the fallback where the structured plan's tape cannot count the FLOPs, see
+    :func:`ntk_core.ntk.structured._taped_cost`).
     """
     sizes: list[int] = []
     handles = _leaf_output_hooks(prob.model, sizes)

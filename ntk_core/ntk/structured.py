@@ -114,7 +114,7 @@ class _Ref:
 
 @dataclass
 class _Use:
-    """One use of a parameter in a recorded call.
+    """One use of a parameter in a taped call.
 
     Bilinear: ``grad_W = scale * sum_t u_t ⊗ δ_t`` in the canonical layout
     ``idx (G, D, K)``; ``u(a) -> (b, T, G, D)``, ``g(cot) -> (b, T, G, O, K)``.
@@ -204,7 +204,7 @@ _CONV = {"conv1d": 1, "conv2d": 2, "conv3d": 3}
 def _tensors(obj: Any) -> list[Tensor]:
     """The tensors in ``obj`` (nested tuples, lists and dicts, as torch functions take and return them), in order.
 
-    Called on every operation of a traced forward pass: a plain recursion, several times faster than
+    Called on every operation of a taped forward pass: a plain recursion, several times faster than
     ``torch.utils._pytree.tree_flatten`` (40 % of a plan's time on the Setting 2 CNN).
     """
     found: list[Tensor] = []
@@ -223,8 +223,8 @@ def _collect(obj: Any, found: list[Tensor]) -> None:
             _collect(item, found)
 
 
-class _Recorder(TorchFunctionMode):
-    """Follows the trained parameters through one forward pass and records their uses.
+class _Tape(TorchFunctionMode):
+    """The tape of one forward pass: follows the trained parameters through it and keeps their uses.
 
     ``capture=True`` also keeps each use's activation operand and adds a zero
     probe (``requires_grad``) to the output of every call with a use of a
@@ -832,14 +832,14 @@ def _aranges(prob: _Problem) -> dict[str, Tensor]:
     return {n: torch.arange(p.numel(), device=p.device).reshape(p.shape) for n, p in prob.params.items()}
 
 
-#: Cotangents at the recorded outputs by differentiating the outputs themselves ("taps", True) or zero probes
+#: Cotangents at the taped outputs by differentiating the outputs themselves ("taps", True) or zero probes
 #: added to them (False). Taps copy nothing; probes cost a fill and an add per output (0.06 s of a 0.28 s
 #: forward on the 3-layer CNN at n = 128). Where the model changes a tapped output in place afterwards (an
 #: in-place ReLU), the forward pass is run again with probes.
 _GRADIENT_TAPS = True
 
 
-def _record(
+def _tape_pass(
     prob: _Problem,
     aranges: dict[str, Tensor],
     x: Inputs,
@@ -847,26 +847,24 @@ def _record(
     keep: set[str] | None = None,
     taps: bool = False,
     count: bool = False,
-) -> tuple[_Recorder, Tensor]:
-    rec = _Recorder(prob.params, aranges, _n_examples(x), capture, keep, taps, count)
+) -> tuple[_Tape, Tensor]:
+    rec = _Tape(prob.params, aranges, _n_examples(x), capture, keep, taps, count)
     with rec:
         out = prob.forward(prob.params, x)
     return rec, out
 
 
-def _record_cotangents(
-    prob: _Problem, aranges: dict[str, Tensor], x: Inputs, keep: set[str]
-) -> tuple[_Recorder, Tensor]:
+def _tape_cotangents(prob: _Problem, aranges: dict[str, Tensor], x: Inputs, keep: set[str]) -> tuple[_Tape, Tensor]:
     """The capturing forward pass: with taps if they are safe for this model, else with probes."""
     if _GRADIENT_TAPS:
         try:
-            rec, out = _record(prob, aranges, x, capture=True, keep=keep, taps=True)
+            rec, out = _tape_pass(prob, aranges, x, capture=True, keep=keep, taps=True)
         except RuntimeError:  # e.g. an in-place operation on a tapped output that is a leaf
             pass
         else:
             if not rec.modified():
                 return rec, out
-    return _record(prob, aranges, x, capture=True, keep=keep)
+    return _tape_pass(prob, aranges, x, capture=True, keep=keep)
 
 
 def _describe(sigs: list[tuple[Any, ...]]) -> str:
@@ -907,9 +905,9 @@ def _one_example(at2: float, at3: float) -> float | None:
     return one if math.isfinite(one) and slope >= 0 and one >= 0 else None
 
 
-def _traced_cost(prob: _Problem, runs: list[_Recorder], sizes: tuple[int, int]) -> _ForwardCost | None:
+def _taped_cost(prob: _Problem, runs: list[_Tape], sizes: tuple[int, int]) -> _ForwardCost | None:
     """The forward cost of one example from the plan's counting passes (2 and 3 examples; ``sizes``: the sums of
-    the leaf modules' outputs in each), equal to :func:`ntk_core.ntk._forward_cost`'s; None where the trace's
+    the leaf modules' outputs in each), equal to :func:`ntk_core.ntk._forward_cost`'s; None where the tape's
     count cannot be trusted (a call whose FLOPs it cannot count, counts not affine in the batch)."""
     flops = _one_example(runs[0].flops, runs[1].flops)
     activations = _one_example(float(sizes[0]), float(sizes[1]))
@@ -919,10 +917,10 @@ def _traced_cost(prob: _Problem, runs: list[_Recorder], sizes: tuple[int, int]) 
 
 
 def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
-    """Trace the model on two small batches, find each parameter's uses and choose its route.
+    """Run the model on two small batches under the tape, find each parameter's uses and choose its route.
 
-    ``cost``: the model's forward cost per example, if counted already; else the two traced passes count it too
-    (FLOPs and leaf-module outputs, :func:`_traced_cost`), or, where they cannot,
+    ``cost``: the model's forward cost per example, if counted already; else the two taped passes count it too
+    (FLOPs and leaf-module outputs, :func:`_taped_cost`), or, where they cannot,
     :func:`ntk_core.ntk._forward_cost` does. The plan keeps it (``_forward``).
     """
     aranges = _aranges(prob)
@@ -936,14 +934,14 @@ def _plan(prob: _Problem, cost: _ForwardCost | None = None) -> StructuredPlan:
         with torch.no_grad():
             for b in (2, 3):
                 x = _rows(prob.x1, torch.arange(b, device=prob.device) % n1)
-                runs.append(_record(prob, aranges, x, capture=False, count=measure)[0])
+                runs.append(_tape_pass(prob, aranges, x, capture=False, count=measure)[0])
                 ends.append(len(sizes))
     finally:
         for h in handles:
             h.remove()
     if cost is None:
-        traced = _traced_cost(prob, runs, (sum(sizes[: ends[0]]), sum(sizes[ends[0] :])))
-        cost = traced if traced is not None else _forward_cost(prob)
+        taped = _taped_cost(prob, runs, (sum(sizes[: ends[0]]), sum(sizes[ends[0] :])))
+        cost = taped if taped is not None else _forward_cost(prob)
     unsupported = dict(runs[0].unsupported)
     for n, why in runs[1].unsupported.items():
         unsupported.setdefault(n, why)
@@ -1068,7 +1066,7 @@ class _OperationEngine:
         keep = set(plan.names("gram")) | set(plan.names("grad"))
         if keep:
             with torch.enable_grad():
-                rec, out = _record_cotangents(prob, self._aranges, x, keep)
+                rec, out = _tape_cotangents(prob, self._aranges, x, keep)
                 uses: dict[str, list[_Use]] = {n: [] for n in keep}
                 for u in rec.uses:
                     if u.name in keep:
@@ -1174,7 +1172,7 @@ def _cotangents(out: Tensor, probes: list[Tensor | None], n_out: int) -> list[Te
     """Per call: the cotangent ``(b, O, *out[1:])`` of every output at the call's output (None if no probe)."""
     live = [p for p in probes if p is not None]
     per_o: list[list[Tensor]] = []
-    if not out.requires_grad:  # no recorded use reaches the output
+    if not out.requires_grad:  # no taped use reaches the output
         per_o = [[torch.zeros_like(p) for p in live] for _ in range(n_out)]
     for o in range(n_out if out.requires_grad else 0):
         grads = torch.autograd.grad(out[:, o].sum(), live, retain_graph=o < n_out - 1, allow_unused=True)
@@ -1250,7 +1248,7 @@ def plan_structured(
 ) -> StructuredPlan:
     """How :func:`~ntk_core.ntk.structured_ntk` will differentiate each trained parameter, and what it will cost.
 
-    One forward pass on two small batches (2 and 3 examples) is traced; each
+    One forward pass on two small batches (2 and 3 examples) is taped; each
     trained parameter's uses are recognised (see the module description) and
     its route chosen by estimated FLOPs: the pairwise rule ``"gram"``,
     per-example gradients ``"grad"``, or per-example Jacobians
