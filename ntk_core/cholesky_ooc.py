@@ -87,7 +87,7 @@ class KernelSource:
     """Where the tiles of an (n, n) kernel matrix K come from: a matrix read by blocks, or a kernel function.
 
     Build it with :meth:`from_matrix` or :meth:`from_function`. :meth:`block` returns ``K[rows, cols]`` in
-    float64; :attr:`identity` is what the tiles of K depend on (for a matrix the SHA-256 of its lower
+    float64; ``identity`` is what the tiles of K depend on (for a matrix the SHA-256 of its lower
     triangle, computed in one pass that also checks symmetry; for a function its name and the fingerprint of
     the inputs), and names the folder of a factor.
 

@@ -146,3 +146,50 @@ def test_a_finished_unit_leaves_no_factor_on_disk(cache):
     _run(binary_sizes=(60,), multiclass_sizes=(60,), empirical_n=0, seeds=(0,))
     assert not any((cache / "factors").rglob("*.npz"))
     assert _run(binary_sizes=(60,), multiclass_sizes=(60,), empirical_n=0, seeds=(0,)).meta["cached"]
+
+
+def test_the_growth_summary_and_fit_read_the_table(cache):
+    from ntk_core.bookkit.studies import bound_growth, growth_fit
+    from ntk_core.bookkit.studies.scaling import GROWTH_COLUMNS
+
+    table = _run(grid_max_n=100).table  # n = 120 beyond the grid: its bound at λ* is an upper bound
+    growth = bound_growth(table)
+    assert list(growth.columns) == list(GROWTH_COLUMNS)
+    assert len(growth) == 2 + 2 * 2 + 1  # binary: 2 sizes; multiclass: 2 noise models x 2 sizes; empirical: 1
+    row = growth[(growth["task"] == "binary") & (growth["n"] == 60)].iloc[0]
+    part = table[(table["task"] == "binary") & (table["n"] == 60) & (table["lam_kind"] == "leading")]
+    assert row["subsets"] == 2 and row["complexity"] == part["complexity"].mean() and row["bound_exact"]
+    grid = table[(table["task"] == "binary") & (table["n"] == 60) & (table["lam_kind"] == "grid")]
+    assert row["best_grid_bound"] == grid.groupby("seed")["total"].min().mean()
+    big = growth[growth["n"] == 120]
+    assert not big["bound_exact"].any() and big["best_grid_bound"].isna().all() and big["test_error"].isna().all()
+    assert (growth["leading_min"] <= growth["bound"]).all()
+    # the fit: an exact power law is recovered, and one subset per size leaves no spread
+    fit = growth_fit(table, "binary", "flip 0.2", "complexity")
+    assert fit["sizes"] == [60, 120] and fit["b_lo"] <= fit["b"] <= fit["b_hi"]
+    exact = table.assign(leading_min=3.0 * table["n"].astype(float) ** -0.5)
+    law = growth_fit(exact, "multiclass", "symmetric 0.2", "leading_min", boot=50)
+    assert law["b"] == pytest.approx(-0.5, abs=1e-12) and law["n_at_1"] == pytest.approx(9.0, rel=1e-9)
+    assert law["b_lo"] == pytest.approx(law["b_hi"], abs=1e-12)
+    with pytest.raises(ValueError, match="need positive values at >= 2 sizes"):
+        growth_fit(table, "binary", "flip 0.2", "complexity", n_from=100)
+
+
+def test_the_full_data_claims_hold_on_a_run_and_bite_on_a_changed_one(cache):
+    from ntk_core.bookkit.ledger import Ledger
+    from ntk_core.bookkit.studies.scaling import full_data_claims, full_data_lines
+
+    table = _run(binary_sizes=(40, 80, 120)).table
+    ledger = Ledger("test")
+    growth, numbers = full_data_claims(ledger, table)
+    assert {c.status for c in ledger.claims} == {"vacuous"} and len(ledger.claims) == 4  # binary, 2 P, empirical
+    assert numbers["binary"]["last"]["n"] == 120 and numbers["binary"]["far"]["sizes"] == [40, 80, 120]
+    assert numbers["multiclass, pair-flip 0.2"]["far"] is None  # two sizes: no far-end fit
+    lines = full_data_lines(numbers)
+    assert len(lines) == 4 and lines[0].startswith("binary: at n = 120, yᵀK⁻¹y / n = ") and "reaches 1 at" in lines[0]
+    with pytest.raises(AssertionError, match="ill-conditioned"):
+        full_data_claims(Ledger("test"), table.assign(comp_error=1e-3))
+    tiny = table.copy()
+    tiny.loc[(tiny["task"] == "binary") & (tiny["n"] == 120), "leading_min"] = 0.5  # a bound that is informative
+    with pytest.raises(AssertionError):
+        full_data_claims(Ledger("test"), tiny)

@@ -247,7 +247,7 @@ def weight_panels(curves, layer: int, suptitle: str | None = None):
 
 def show_table(rows, digits: int = 3, caption: str | None = None) -> None:
     """Display a table for a reader: a DataFrame or a list of dicts (one per row), floats rounded to
-    ``digits``, without the pandas index, under a ``caption`` if given (in a notebook, as HTML; elsewhere, as
+    ``digits``, a missing value as "–", without the pandas index, under a ``caption`` if given (in a notebook, as HTML; elsewhere, as
     text)."""
     import pandas as pd
     from IPython.display import display
@@ -257,7 +257,7 @@ def show_table(rows, digits: int = 3, caption: str | None = None) -> None:
     title = [("text-align", "left"), ("font-weight", "bold"), ("padding", "0.8em 0 0.3em")]
     styled = (
         df.style.hide(axis="index")
-        .format(precision=digits, thousands=",")
+        .format(precision=digits, thousands=",", na_rep="–")
         .set_table_styles(
             [
                 {"selector": "th", "props": cells},

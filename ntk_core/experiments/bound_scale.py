@@ -32,6 +32,7 @@ Subsets below the full size are drawn with the unit's seed (the full set has one
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import shutil
@@ -116,8 +117,8 @@ class Config(ExperimentConfig):
     @classmethod
     def medium(cls) -> "Config":
         """Up to the full data: every "5" and "8" (11,272) and every training image (60,000; its K would be
-        28.8 GB in float64), the whole test split, the λ grid up to n = 12,000, the empirical NTK at width 10,000 on all 11,272; one
-        subset at n = 32,000 (each of its factorisations ≈ 10 minutes on 2 cores)."""
+        28.8 GB in float64), the whole test split, the λ grid up to n = 12,000, the empirical NTK at width
+        10,000 on all 11,272; one subset at n = 32,000 (each of its factorisations ≈ 10 minutes on 2 cores)."""
         return cls(
             profile="medium",
             binary_sizes=(1_000, 2_000, 4_000, 8_000, 11_272),
@@ -131,16 +132,8 @@ class Config(ExperimentConfig):
     @classmethod
     def full(cls) -> "Config":
         """The medium sizes with five subsets per size below the full data and the λ grid at every n."""
-        return cls(
-            profile="full",
-            binary_sizes=(1_000, 2_000, 4_000, 8_000, 11_272),
-            multiclass_sizes=(1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000),
-            empirical_n=11_272,
-            width=10_000,
-            n_test=0,
-            grid_max_n=60_000,
-            one_subset_above=60_000,
-            seeds=(0, 1, 2, 3, 4),
+        return dataclasses.replace(
+            cls.medium(), profile="full", grid_max_n=60_000, one_subset_above=60_000, seeds=(0, 1, 2, 3, 4)
         )
 
     counts = {"width": 1, "n_test": 0, "grid_max_n": 1, "one_subset_above": 1, "memory_budget": 1}

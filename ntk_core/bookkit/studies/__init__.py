@@ -10,7 +10,7 @@ solves a regression (:mod:`ntk_core.krr`): the studies *measure*.
 * :mod:`~ntk_core.bookkit.studies.errors`: clean errors of KRR trained on noisy labels (Theorems 5.1–5.3);
 * :mod:`~ntk_core.bookkit.studies.wide`: wide networks against their kernel (width sweeps, Theorem 4.1's
   training against KRR, the difference trick);
-* :mod:`~ntk_core.bookkit.studies.scaling`: power-law fits;
+* :mod:`~ntk_core.bookkit.studies.scaling`: power-law fits, and the growth of the bounds up to the full data;
 * :mod:`~ntk_core.bookkit.studies.own_loop`: RDI and AUX in a user's own training loop.
 
 The functions of the first four are re-exported here (``from ntk_core.bookkit import studies``;
@@ -29,7 +29,7 @@ from .lemmas import (
     rademacher_monte_carlo,
     ridge_fit,
 )
-from .scaling import loglog_slope
+from .scaling import bound_growth, growth_fit, loglog_slope
 from .wide import TrainVsKRR, WidthSweep, initial_output_effect, ntk_width_sweep, train_vs_krr
 
 __all__ = [
@@ -46,6 +46,8 @@ __all__ = [
     "lemma_monte_carlo",
     "rademacher_monte_carlo",
     "ridge_fit",
+    "bound_growth",
+    "growth_fit",
     "loglog_slope",
     "TrainVsKRR",
     "WidthSweep",
