@@ -84,6 +84,7 @@ from .krr_ooc import as_kernel_matrix, is_on_disk
 
 __all__ = [
     "AdditiveNoiseBound",
+    "BOUND_TERMS",
     "PrintedScaleWarning",
     "PRINTED_TRACE_RATIO",
     "BinaryBound",
@@ -712,6 +713,20 @@ def _lemma_c2(ridge: float, n: int, lam: float, sigma: float, delta: float) -> L
 
 
 # =========================================================================== Theorem 5.1 machinery
+
+
+#: The terms of Theorem 5.1's explicit bound (the fields of :class:`AdditiveNoiseBound` that its ``total`` adds),
+#: in the order of the proof; Theorems 5.2 and 5.3 rescale the same terms.
+BOUND_TERMS: tuple[str, ...] = (
+    "train_bias",
+    "train_noise",
+    "train_tail",
+    "rademacher_signal",
+    "rademacher_noise",
+    "rademacher_tail",
+    "rademacher_net",
+    "concentration",
+)
 
 
 @dataclass(frozen=True)

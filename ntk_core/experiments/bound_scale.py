@@ -53,16 +53,7 @@ __all__ = ["Config", "TASKS", "TERMS", "compute"]
 #: The units' tasks.
 TASKS = ("binary", "multiclass", "binary_empirical")
 #: The terms of the explicit bounds (Theorem 5.1's, shared by 5.2 and 5.3), in the order of the paper's proof.
-TERMS = (
-    "train_bias",
-    "train_noise",
-    "train_tail",
-    "rademacher_signal",
-    "rademacher_noise",
-    "rademacher_tail",
-    "rademacher_net",
-    "concentration",
-)
+TERMS = bounds.BOUND_TERMS
 
 
 class _RidgeAtZero(KernelMatrix):
