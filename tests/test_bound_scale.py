@@ -149,7 +149,7 @@ def test_a_finished_unit_leaves_no_factor_on_disk(cache):
 
 
 def test_the_growth_summary_and_fit_read_the_table(cache):
-    from ntk_core.bookkit.studies import bound_growth, growth_fit
+    from ntk_core.bookkit.studies.scaling import bound_growth, growth_figure, growth_fit
     from ntk_core.bookkit.studies.scaling import GROWTH_COLUMNS
 
     table = _run(grid_max_n=100).table  # n = 120 beyond the grid: its bound at λ* is an upper bound
@@ -171,6 +171,11 @@ def test_the_growth_summary_and_fit_read_the_table(cache):
     law = growth_fit(exact, "multiclass", "symmetric 0.2", "leading_min", boot=50)
     assert law["b"] == pytest.approx(-0.5, abs=1e-12) and law["n_at_1"] == pytest.approx(9.0, rel=1e-9)
     assert law["b_lo"] == pytest.approx(law["b_hi"], abs=1e-12)
+    fig = growth_figure(growth)
+    top, bottom = fig.axes
+    assert len(top.lines) == 4 and [ln.get_label() for ln in top.lines][0] == "binary, flip 0.2"
+    hollow = [ln for ln in bottom.lines if ln.get_markerfacecolor() == "none" and len(ln.get_xdata())]
+    assert sorted(int(x) for ln in hollow for x in ln.get_xdata()) == [120, 120, 120]  # beyond the grid: upper
     with pytest.raises(ValueError, match="need positive values at >= 2 sizes"):
         growth_fit(table, "binary", "flip 0.2", "complexity", n_from=100)
 

@@ -188,3 +188,47 @@ def test_a_pickled_npy_is_refused(tmp_path, capsys):
     args = ["bound", "--theorem", "5.2", "--kernel", str(tmp_path / "K.npy"), "--labels", str(tmp_path / "evil.npy")]
     assert main([*args, "--lam", "1", "--p", "0.1"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_bound_of_an_infinite_kernel_factored_tile_by_tile_without_storing_K(tmp_path, capsys):
+    """--infinite setting1 --inputs X: K's tiles computed from X as the tiled Cholesky needs them (never
+    stored), every term equal to the dense route's; a second run finds the factors; --factored on a saved K too."""
+    from ntk_core.infinite import setting1_kernel
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((90, 6))
+    x *= np.sqrt(6) / np.linalg.norm(x, axis=1, keepdims=True)
+    y = np.sign(x[:, 0] + 0.1)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "K.npy", setting1_kernel(x))
+    base = ["bound", "--theorem", "5.2", "--labels", str(tmp_path / "y.npy"), "--p", "0.1", "--lam", "0.7"]
+    fn = [*base, "--infinite", "setting1", "--inputs", str(tmp_path / "x.npy"), "--factored", str(tmp_path / "f")]
+    assert main([*fn, "--json", str(tmp_path / "a.json")]) == 0
+    expected = bounds.theorem_5_2_bound(setting1_kernel(x), y, 0.7, 0.1, 0.05)
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert a["total"] == pytest.approx(expected.total, rel=1e-9)
+    assert a["additive.rademacher_signal"] == pytest.approx(expected.additive.rademacher_signal, rel=1e-9)
+    tiles = sorted((tmp_path / "f").rglob("*.npz"))
+    stamps = [t.stat().st_mtime_ns for t in tiles]
+    assert len(tiles) == 2 and main([*fn, "--json", str(tmp_path / "b.json")]) == 0  # λ = 0 and λ = 0.7
+    assert [t.stat().st_mtime_ns for t in tiles] == stamps  # found, not recomputed
+    assert json.loads((tmp_path / "b.json").read_text()) == a
+    saved = [
+        *base,
+        "--kernel",
+        str(tmp_path / "K.npy"),
+        "--factored",
+        str(tmp_path / "g"),
+        "--json",
+        str(tmp_path / "c.json"),
+    ]
+    assert main(saved) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["total"] == pytest.approx(expected.total, rel=1e-9)
+    capsys.readouterr()
+    assert main([*base, "--infinite", "setting1", "--inputs", str(tmp_path / "x.npy")]) == 2
+    assert "needs --inputs (the inputs X) and --factored DIR" in capsys.readouterr().err
+    assert main([*base, "--kernel", str(tmp_path / "K.npy"), "--inputs", str(tmp_path / "x.npy")]) == 2
+    assert "--inputs goes with --infinite" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: --kernel and --infinite exclude each other
+        main([*base, "--kernel", str(tmp_path / "K.npy"), "--infinite", "setting1"])

@@ -141,7 +141,10 @@ def test_glue_figure_hands_the_figure_over_and_closes_it(monkeypatch):
     assert glued["fig_x"] == (fig, False) and not plt.fignum_exists(fig.number)
     plots.glue_placeholder("fig_y", "not computed: no CIFAR-10")
     placeholder, display = glued["fig_y"]
-    assert not display and [t.get_text() for t in placeholder.texts] == ["not computed: no CIFAR-10"]
+    assert not display and [t.get_text() for ax in placeholder.axes for t in ax.texts] == ["not computed: no CIFAR-10"]
+    from IPython.core.pylabtools import print_figure
+
+    assert print_figure(placeholder, "png")  # an image, not the figure's repr (IPython draws no axes-less figure)
 
 
 def test_no_figure_text_below_the_browser_checks_floor():

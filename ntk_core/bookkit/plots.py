@@ -140,7 +140,9 @@ def glue_placeholder(name: str, why: str) -> None:
     import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=(6, 0.8))
-    fig.text(0.5, 0.5, why, ha="center", va="center")
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # IPython renders no image of a figure without axes: its repr leaks
+    ax.axis("off")
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
     glue_figure(name, fig)
 
 

@@ -263,11 +263,29 @@ def add_bound(sub: Any) -> None:
         help="every term of Theorem 5.1, 5.2 or 5.3 from a saved kernel and labels",
         description="Every term of the explicit bound of Theorem 5.1 (additive noise), 5.2 (binary, flip rate p) or "
         "5.3 (K classes, transition matrix P), from a kernel matrix K saved as .npy (read from disk in blocks, "
-        "never whole: any n the disk holds) or .pt, and the *clean* labels the bound is stated for (with only "
-        "noisy labels, yᵀK⁻¹y of the noisy ones is an estimate of the bound's complexity, not the bound).",
+        "never whole: any n the disk holds) or .pt — or an infinite-width kernel of saved inputs, factored tile by "
+        "tile without storing K (--infinite, --inputs, --factored) — and the *clean* labels the bound is stated "
+        "for (with only noisy labels, yᵀK⁻¹y of the noisy ones is an estimate of the bound's complexity, not the "
+        "bound).",
     )
     bound.add_argument("--theorem", choices=("5.1", "5.2", "5.3"), required=True)
-    bound.add_argument("--kernel", type=Path, required=True, help="K, (n, n): .npy (out of core) or .pt")
+    which = bound.add_mutually_exclusive_group(required=True)
+    which.add_argument("--kernel", type=Path, help="K, (n, n): .npy (out of core) or .pt")
+    which.add_argument(
+        "--infinite",
+        choices=tuple(INFINITE_KERNELS),
+        help="instead of a saved K: this infinite-width kernel of --inputs, its tiles computed as the tiled "
+        "Cholesky factorisation needs them (K never stored; needs --factored)",
+    )
+    bound.add_argument("--inputs", type=Path, default=None, help="with --infinite: the inputs X, (n, d) .npy or .pt")
+    bound.add_argument(
+        "--factored",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="solve by a tiled Cholesky factorisation of K + λ²I kept in DIR (ntk_core.cholesky_ooc: resumable, "
+        "accurate at λ → 0 where conjugate gradients need many passes) instead of K's own route",
+    )
     bound.add_argument(
         "--labels", type=Path, required=True, help="clean labels, (n,): targets (5.1), ±1 (5.2) or classes (5.3)"
     )
@@ -321,12 +339,37 @@ def terms(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _kernel_argument(path: Path) -> Any:
+#: The infinite-width kernels ``bound --infinite`` computes from inputs (``k(x1, x2)``; on a diagonal tile
+#: ``x2 is x1``).
+INFINITE_KERNELS: dict[str, str] = {
+    "setting1": "ntk_core.infinite.setting1_kernel: two-layer ReLU NTK, first layer trained (Setting 1)",
+    "relu-ntk": "ntk_core.infinite.relu_ntk: two-layer ReLU NTK, both layers trained",
+}
+
+
+def _kernel_argument(args: argparse.Namespace) -> Any:
+    """K as the bounds take it: a saved matrix (a ``.npy`` read in blocks), or with ``--factored`` a
+    :class:`~ntk_core.cholesky_ooc.FactoredKernel` of that matrix or of ``--infinite`` on ``--inputs``."""
+    from .. import infinite
+    from ..cholesky_ooc import FactoredKernel, KernelSource
+
+    if args.infinite is not None:
+        if args.inputs is None or args.factored is None:
+            raise ValueError("--infinite needs --inputs (the inputs X) and --factored DIR (where the factors go)")
+        x = load_array(args.inputs, "--inputs")
+        x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
+        fn = infinite.setting1_kernel if args.infinite == "setting1" else infinite.relu_ntk
+        return FactoredKernel(KernelSource.from_function(fn, x, name=args.infinite), args.factored)
+    if args.inputs is not None:
+        raise ValueError("--inputs goes with --infinite; with --kernel, K is given")
+    path = args.kernel
     if path.suffix.lower() == ".npy":
         if not path.is_file():
             raise ValueError(f"--kernel: no file {path}")
-        return str(path)  # read in blocks (ntk_core.krr_ooc)
-    return np.asarray(load_array(path, "--kernel"), dtype=np.float64)
+        K: Any = str(path)  # read in blocks (ntk_core.krr_ooc)
+    else:
+        K = np.asarray(load_array(path, "--kernel"), dtype=np.float64)
+    return K if args.factored is None else FactoredKernel(KernelSource.from_matrix(K, "--kernel"), args.factored)
 
 
 def _leading(theorem: str, K: Any, labels: np.ndarray, args: argparse.Namespace, P: np.ndarray | None) -> float:
@@ -356,7 +399,7 @@ def bound(args: argparse.Namespace) -> int:
             raise ValueError(f"Theorem {args.theorem} needs {flag}")
         labels = load_array(args.labels, "--labels")
         labels = np.asarray(labels.numpy() if hasattr(labels, "numpy") else labels).reshape(-1)
-        K = _kernel_argument(args.kernel)
+        K = _kernel_argument(args)
         P = _transition(args.noise, labels) if args.theorem == "5.3" else None
         lam = args.lam if args.lam is not None else _leading(args.theorem, K, labels, args, P)
         if args.theorem == "5.1":

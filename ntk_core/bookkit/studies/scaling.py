@@ -227,3 +227,36 @@ def full_data_lines(numbers: dict) -> list[str]:
             )
         lines.append(line)
     return lines
+
+
+def growth_figure(growth: pd.DataFrame) -> Any:
+    """Two panels from a :func:`bound_growth` table, against n (log axes): yᵀK⁻¹y / n per task and noise model;
+    and, per task and noise model, the leading terms' minimum over λ (a lower bound on the bound at every λ,
+    solid), the bound at λ* (dashed; hollow markers where its ridge term is bounded by yᵀK⁻¹y, an upper bound)
+    and the measured clean test error (dotted), with the trivial value 1. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.2, 9.0))
+    for i, ((task, noise), rows) in enumerate(growth.groupby(["task", "noise"], sort=False)):
+        rows = rows.sort_values("n")
+        color, label = f"C{i}", f"{task.replace('_', ' ')}, {noise}"
+        top.plot(rows["n"], rows["complexity / n"], "o-", color=color, label=label)
+        bottom.plot(rows["n"], rows["leading_min"], "o-", color=color, label=label)
+        exact = rows["bound_exact"].to_numpy()
+        bottom.plot(rows["n"], rows["bound"], "--", color=color)
+        bottom.plot(rows["n"][exact], rows["bound"][exact], "s", color=color)
+        bottom.plot(rows["n"][~exact], rows["bound"][~exact], "s", color=color, markerfacecolor="none")
+        if rows["test_error"].notna().any():
+            bottom.plot(rows["n"], rows["test_error"], ":", marker=".", color=color)
+    sizes = sorted(set(growth["n"]))
+    for ax in (top, bottom):
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes], rotation=45, ha="right")
+        ax.minorticks_off()
+    top.set(xlabel="training set size $n$", ylabel=r"$y^\top K^{-1} y \,/\, n$")
+    top.legend(fontsize=9)
+    bottom.axhline(1.0, color="grey", lw=1)
+    bottom.set(yscale="log", xlabel="training set size $n$", ylabel="bound on the clean error")
+    bottom.set_title("solid: leading terms (a lower bound); dashed: the bound at λ*; dotted: measured", fontsize=9)
+    fig.tight_layout()
+    return fig
