@@ -6,8 +6,10 @@ training image) the float64 K alone is 28.8 GB. This module factors
 
 .. math::
 
-    K + \lambda^2 I = L L^\top, \qquad
-    L_{jj} L_{jj}^\top = A_{jj} - \sum_{k<j} L_{jk} L_{jk}^\top, \qquad
+    K + \lambda^2 I = L L^\top,
+
+    L_{jj} L_{jj}^\top = A_{jj} - \sum_{k<j} L_{jk} L_{jk}^\top,
+
     L_{ij} = \Big(A_{ij} - \sum_{k<j} L_{ik} L_{jk}^\top\Big) L_{jj}^{-\top} \quad (i > j),
 
 with ``A = K + λ²I`` cut into b × b tiles, column of tiles by column of tiles (the left-looking order), so
