@@ -6,8 +6,10 @@ training image) the float64 K alone is 28.8 GB. This module factors
 
 .. math::
 
-    K + \lambda^2 I = L L^\top, \qquad
-    L_{jj} L_{jj}^\top = A_{jj} - \sum_{k<j} L_{jk} L_{jk}^\top, \qquad
+    K + \lambda^2 I = L L^\top,
+
+    L_{jj} L_{jj}^\top = A_{jj} - \sum_{k<j} L_{jk} L_{jk}^\top,
+
     L_{ij} = \Big(A_{ij} - \sum_{k<j} L_{ik} L_{jk}^\top\Big) L_{jj}^{-\top} \quad (i > j),
 
 with ``A = K + λ²I`` cut into b × b tiles, column of tiles by column of tiles (the left-looking order), so
@@ -88,7 +90,7 @@ class KernelSource:
 
     Build it with :meth:`from_matrix` or :meth:`from_function`. :meth:`block` returns ``K[rows, cols]`` in
     float64; ``identity`` is what the tiles of K depend on (for a matrix the SHA-256 of its lower
-    triangle, computed in one pass that also checks symmetry; for a function its name and the fingerprint of
+    triangle, computed while its symmetry is checked; for a function its name and the fingerprint of
     the inputs), and names the folder of a factor.
 
     Examples
@@ -116,9 +118,9 @@ class KernelSource:
         """A source that reads a matrix by blocks: an array or tensor, a memory map, a ``.npy`` path, a
         :class:`~ntk_core.kernel_matrix.DenseKernel` or an :class:`~ntk_core.krr_ooc.OnDiskKernel`.
 
-        One pass over K (``rows_per_read`` rows at a time, default from :data:`DEFAULT_CHOLESKY_MEMORY`)
-        checks it square, finite and symmetric (to the tolerance of its dtype,
-        :func:`ntk_core._checks.symmetry_rtol`) and hashes its lower triangle.
+        K is read twice, by strips of ``rows_per_read`` rows and of as many columns (default from
+        :data:`DEFAULT_CHOLESKY_MEMORY`), to check it square, finite and symmetric (to the tolerance of its
+        dtype, :func:`ntk_core._checks.symmetry_rtol`) and to hash its lower triangle.
         """
         from .krr_ooc import OnDiskKernel
 

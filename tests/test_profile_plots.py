@@ -131,20 +131,28 @@ def test_a_short_log_axis_gets_two_tick_labels():
 
 
 def test_glue_figure_hands_the_figure_over_and_closes_it(monkeypatch):
+    import warnings
+
+    import matplotlib
     import matplotlib.pyplot as plt
     import myst_nb
+    from IPython.core.pylabtools import print_figure
 
     glued = {}
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.update({name: (value, display)}))
     fig, ax = plt.subplots()
     plots.glue_figure("fig_x", fig)
     assert glued["fig_x"] == (fig, False) and not plt.fignum_exists(fig.number)
-    plots.glue_placeholder("fig_y", "not computed: no CIFAR-10")
-    placeholder, display = glued["fig_y"]
-    assert not display and [t.get_text() for ax in placeholder.axes for t in ax.texts] == ["not computed: no CIFAR-10"]
-    from IPython.core.pylabtools import print_figure
-
-    assert print_figure(placeholder, "png")  # an image, not the figure's repr (IPython draws no axes-less figure)
+    with matplotlib.rc_context():
+        plots.set_style()  # as in a chapter: its tight layout applies to the placeholder
+        plots.glue_placeholder("fig_y", "not computed: no CIFAR-10")
+        placeholder, display = glued["fig_y"]
+        assert not display
+        assert [t.get_text() for a in placeholder.axes for t in a.texts] == ["not computed: no CIFAR-10"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a warning would be printed on the page
+            # an image (IPython draws none of a figure without axes: the page showed the figure's repr)
+            assert print_figure(placeholder, "png", bbox_inches="tight")
 
 
 def test_no_figure_text_below_the_browser_checks_floor():

@@ -139,8 +139,9 @@ def glue_placeholder(name: str, why: str) -> None:
     skipped (data not on this machine, say): the page builds and says what is missing."""
     import matplotlib.pyplot as plt
 
-    fig = plt.figure(figsize=(6, 0.8))
-    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # IPython renders no image of a figure without axes: its repr leaks
+    # one blank subplot: IPython renders no image of a figure without axes (its repr would show), and an axes
+    # placed by hand warns under the book style's tight layout
+    fig, ax = plt.subplots(figsize=(6, 0.8))
     ax.axis("off")
     ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
     glue_figure(name, fig)
