@@ -518,6 +518,7 @@ class FactoredKernel(KernelMatrix):
         self.memory_budget = memory_budget
         self.progress = progress
         self._factors: dict[float, TiledCholesky] = {}
+        self._quadratics: dict[tuple, float | np.ndarray] = {}
 
     def __repr__(self) -> str:
         return f"FactoredKernel({self.source.name}, n={self.n}, factored at λ = {sorted(self._factors)})"
@@ -561,4 +562,12 @@ class FactoredKernel(KernelMatrix):
         return self.factor(lam).solve(Y)
 
     def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        return self.factor(lam).quadratic(Y)
+        """``Yᵀ(K + λ²I)⁻¹Y`` per column, computed once per (λ, Y): each is a pass over a factor that may be far
+        larger than memory, and a bound asks for the same ones again (yᵀK⁻¹y and the ridge term at each λ)."""
+        lam = check_lam(lam)
+        Y = np.asarray(Y)
+        key = (lam, Y.shape, Y.dtype.str, hashlib.sha256(np.ascontiguousarray(Y).tobytes()).hexdigest())
+        if key not in self._quadratics:
+            self._quadratics[key] = self.factor(lam).quadratic(Y)
+        value = self._quadratics[key]
+        return value.copy() if isinstance(value, np.ndarray) else value

@@ -198,3 +198,23 @@ def test_the_full_data_claims_hold_on_a_run_and_bite_on_a_changed_one(cache):
     tiny.loc[(tiny["task"] == "binary") & (tiny["n"] == 120), "leading_min"] = 0.5  # a bound that is informative
     with pytest.raises(AssertionError):
         full_data_claims(Ledger("test"), tiny)
+
+
+def test_a_unit_key_says_whether_it_factors_on_the_grid(cache, monkeypatch):
+    """Units on the λ grid and units beyond ``grid_max_n`` run different code: their keys differ by more than
+    numbers, so that a replay of one unit of every class replays both."""
+    from ntk_core.experiments._record import unit_class
+    from ntk_core.experiments._runner import RunContext
+
+    keys = []
+    unit = RunContext.unit
+    monkeypatch.setattr(RunContext, "unit", lambda self, key, fn: keys.append(key) or unit(self, key, fn))
+    _run(grid_max_n=100)
+    assert {(k["task"], k["n"], k["grid"]) for k in keys} == {
+        ("binary", 60, True),
+        ("binary", 120, False),
+        ("binary_empirical", 60, True),
+        ("multiclass", 60, True),
+        ("multiclass", 120, False),
+    }
+    assert len({unit_class(k) for k in keys}) == 5

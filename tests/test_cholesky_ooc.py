@@ -223,3 +223,25 @@ def test_the_bounds_take_a_factored_kernel(mnist_like, tmp_path: Path) -> None:
     assert multi.total == pytest.approx(bounds.theorem_5_3_bound(K, labels, P, 2.0, 0.05).total, rel=1e-8)
     np.testing.assert_allclose(FK.matvec(Y), K @ Y, rtol=0, atol=1e-12 * np.abs(Y).max())
     assert isinstance(FK.factor(0.0), TiledCholesky)
+
+
+def test_each_quadratic_is_one_pass_over_its_factor(mnist_like, tmp_path: Path, monkeypatch) -> None:
+    """A bound asks for yᵀK⁻¹y and its ridge term again and again (at each λ, then the ridge term alone): each
+    (λ, Y) costs one pass over its factor, and the values are those of the passes."""
+    x, y, Y = mnist_like
+    FK = FactoredKernel(KernelSource.from_function(infinite.setting1_kernel, x), tmp_path, tile=100)
+    passes: list[float] = []
+    forward = TiledCholesky.forward
+    monkeypatch.setattr(TiledCholesky, "forward", lambda self, V: passes.append(self.lam) or forward(self, V))
+    for _ in range(2):  # the second round finds every value
+        for lam in (0.5, 1.0):
+            bounds.theorem_5_2_bound(FK, y, lam, 0.2, 0.05)  # on ȳ = 0.6 y: yᵀK⁻¹y and the ridge term
+            ridge = bounds.ridge_complexity(FK, y, lam)
+        complexity = bounds.complexity(FK, y)
+    # ȳ at λ = 0, 0.5, 1, y at the same: one pass each
+    assert sorted(passes) == [0.0, 0.0, 0.5, 0.5, 1.0, 1.0]
+    assert (ridge, complexity) == (FK.factor(1.0).quadratic(y), FK.factor(0.0).quadratic(y))
+    first = FK.ridge_quadratic(Y, 1.0)
+    first[0] = -1.0  # a copy: the kept value cannot be changed through it
+    np.testing.assert_array_equal(FK.ridge_quadratic(Y, 1.0), FK.factor(1.0).quadratic(Y))
+    assert FK.ridge_quadratic(y[::-1].copy(), 1.0) == FK.factor(1.0).quadratic(y[::-1])  # other labels: computed

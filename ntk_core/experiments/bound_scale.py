@@ -232,11 +232,17 @@ def _binary_rows(config: Config, FK: FactoredKernel, y: np.ndarray, n: int, test
     return rows
 
 
+def _on_grid(config: Config, n: int) -> bool:
+    """Whether a unit of size ``n`` factors K + λ²I at every λ of the grid (``n ≤ grid_max_n``) or brackets the
+    bound with the factor at λ = 0 alone: the two run different code, so the flag is part of the unit's key."""
+    return n <= config.grid_max_n
+
+
 def _lambdas(config: Config, FK: FactoredKernel, n: int, lam_star: float) -> list[tuple[float, str, KernelMatrix]]:
     """(λ, kind, kernel) of a unit's rows: the grid and λ* with exact ridge terms up to ``grid_max_n``; beyond it
     λ* alone, its ridge term bounded by the complexity (:class:`_RidgeAtZero`: no factorisation but λ = 0)."""
     exact: KernelMatrix = FK
-    if n <= config.grid_max_n:
+    if _on_grid(config, n):
         return [(lam, "grid", exact) for lam in config.lams] + [(lam_star, "leading", exact)]
     return [(lam_star, "leading", _RidgeAtZero(FK))]
 
@@ -298,7 +304,7 @@ def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: in
     """The rows of one (task, n, seed): ``test`` holds the test inputs and their clean labels."""
     n = len(labels)
     x_test, labels_test = test
-    factored = n <= config.grid_max_n  # K + λ²I factored at λ > 0: KRR's test error can be measured
+    factored = _on_grid(config, n)  # K + λ²I factored at λ > 0: KRR's test error can be measured
     K_test: np.ndarray | None
     if task == "binary_empirical":
         source, K_test = _empirical(config, x, x_test if factored else None, seed)
@@ -338,7 +344,7 @@ def compute(config: Config, ctx: RunContext) -> pd.DataFrame:
         base = "binary" if task.startswith("binary") else "multiclass"
         pool = is_5_or_8 if base == "binary" else np.arange(len(mnist.labels))
         idx = pool[_subset(len(pool), n, seed)]
-        key = {"task": task, "n": n, "seed": seed}
+        key = {"task": task, "n": n, "seed": seed, "grid": _on_grid(config, n)}
         folder = cache_dir() / "factors" / f"bound_scale-{task}-{n}-{seed}"
         train = (features[idx], mnist.labels[idx].astype(np.int64))
         unit = ctx.unit(key, functools.partial(_unit, config, task, *train, seed, tests[base], folder))
