@@ -42,10 +42,10 @@ test: $(STAMP) $(CHROMIUM) book
 	$(PY) -m pytest -q --doctest-modules ntk_core
 	$(PY) -m pytest
 
-## replay: re-run one unit of every unit class of every medium record and compare it with the record (about
-## 1,900 s of recorded compute; `make test` replays a sample within NTK_REPLAY_MAX_S, default 300 s)
+## replay: re-run one whole unit of every unit class of every medium record and compare it with the record (about
+## 1,900 s of recorded compute; `make test` replays the first epochs of the units with per-epoch rows)
 replay: $(STAMP)
-	NTK_REPLAY_MAX_S=inf $(PY) -m pytest -q -s tests/test_recorded.py -k test_recorded_result_replays
+	NTK_REPLAY_WHOLE=1 $(PY) -m pytest -q -s tests/test_recorded.py -k test_recorded_result_replays
 
 ## mutation: plant each bug of mutation/mutants.py in a copy and run the fast tests (slow; not part of `make test`)
 mutation: $(STAMP)

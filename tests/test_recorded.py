@@ -2,20 +2,21 @@
 
 ``test_recorded_result_replays`` re-runs units of the records (``python -m ntk_core replay``, each in a process
 of its own, which starts in the record's arithmetic: ``ntk_core.experiments._arithmetic``; two at a time, started
-with the session by ``tests/support/replay_plan.py``, so that they run beside the other tests) and checks that each
-equals its recorded rows to 1e-6, and that every record's ``table.csv`` is what its units give.
-Which units: one of each of a sample of the records' unit classes (``unit_class``: units of one class run the
-same code with other numbers), drawn with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``,
-within ``NTK_REPLAY_MAX_S`` seconds of recorded compute time over all records (default
-``replay_plan.DEFAULT_REPLAY_MAX_S``, so that ``make test`` stays well under 30 minutes on 2 cores; successive seeds
-replay every class in turn). ``make replay`` (``NTK_REPLAY_MAX_S=inf``) replays one unit of **every** class of
-every record, as ``python -m ntk_core attest`` does before it calls changed code equivalent. A machine that
-cannot compute in a record's arithmetic, or that loads other data, skips with the reason. The other tests record
-a tiny configuration into a temporary folder.
+with the session by ``tests/support/replay_plan.py``, so that they run beside the other tests), checks each against
+its recorded rows, and checks that every record's ``table.csv`` is what its units give. Which units: one of
+**every** unit class of every record (``unit_class``: units of one class run the same code with other numbers),
+drawn within the class with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``, so that a record that
+does not reproduce fails every run. Units of Settings 2 and 3 (per-epoch rows) are replayed as prefixes, their first
+epochs compared bit for bit (``_record.Prefix``), the others whole to 1e-6; ``make replay`` (``NTK_REPLAY_WHOLE=1``)
+replays whole units, as ``python -m ntk_core attest`` does before it calls changed code equivalent.
+``NTK_REPLAY_MAX_S`` replays a sample of the classes within a budget instead. A machine that cannot compute in a
+record's arithmetic, or that loads other data, skips with the reason. The other tests record a tiny configuration
+into a temporary folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import sys
 
 import pandas as pd
 import pytest
-from replay_plan import REPLAY_MAX_S, replay_seed
+from replay_plan import REPLAY_MAX_S, REPLAY_WHOLE, replay_seed
 
 from ntk_core import experiments
 from ntk_core.__main__ import main
@@ -35,6 +36,7 @@ from ntk_core.experiments._record import (
     ReplayTooCostly,
     choose_across,
     choose_units,
+    prefix_of_record,
     record_dir,
     recorded,
     replay,
@@ -63,12 +65,14 @@ def test_recorded_result_replays(name, replays):
     units = json.loads((record_dir(name, "medium") / "units.json").read_text())
     classes = {unit_class(u["key"]) for u in units}
     replayed = {unit_class(key) for key, _ in plan if key is not None}
+    prefix = None if REPLAY_WHOLE else prefix_of_record(name, "medium")
     print(
         f"replaying {name} with NTK_REPLAY_SEED={replay_seed()}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
-        f"{len(classes)} unit classes ({'; '.join(sorted(replayed)) or 'none: its table only'})"
+        f"{len(classes)} unit classes ({'; '.join(sorted(replayed)) or 'none: its table only'}), "
+        + ("whole" if prefix is None else f"their first {prefix.epochs} of {prefix.of} epochs")
     )
     if REPLAY_MAX_S == float("inf"):
-        assert {unit_class(key) for key, _ in plan if key is not None} == classes
+        assert replayed == classes
     for key, future in plan:
         status, result, stderr = future.result()
         if status in (3, 4):  # this machine cannot compute in the record's arithmetic, or has other data
@@ -79,6 +83,7 @@ def test_recorded_result_replays(name, replays):
             continue
         (check,) = result["checks"]
         assert check["key"] == key
+        assert check["epochs"] in (None, None if prefix is None else prefix.epochs)  # None: whole (no per-epoch rows)
         assert not check["problems"], f"{name} unit {key} (NTK_REPLAY_SEED={replay_seed()}): {check['problems']}"
 
 
@@ -357,6 +362,61 @@ def test_replay_detects_a_changed_value(data_env):
     _record._write_provenance(folder / "provenance.json", prov)  # sealed again: the replay finds the number
     checks = replay("setting1", "quick", root=root, keys=[units[0]["key"]])
     assert len(checks) == 1 and any("test_error" in p for p in checks[0].problems)
+
+
+#: a tiny Setting 3 (a few seconds): 8 epochs evaluated on each, the learning rate decayed after epoch 6
+SETTING3_TINY = dict(
+    n_train=48,
+    n_val=16,
+    n_test=32,
+    n_probe=4,
+    width=4,
+    epochs=8,
+    lr_milestones=(6,),
+    batch_size=16,
+    noise_levels=(0.4,),
+    losses=("ce",),
+    lam_grid=(1.0,),
+    seeds=(0,),
+)
+
+
+def test_a_prefix_replay_trains_the_first_epochs_and_compares_them_bit_for_bit(data_env, monkeypatch):
+    from ntk_core.experiments import setting3
+
+    root = data_env / "records"
+    experiments.record("setting3", "quick", root=root, **SETTING3_TINY)
+    prefix = prefix_of_record("setting3", "quick", root)
+    assert (prefix.parts, prefix.epochs, prefix.of) == (("curves",), _record.PREFIX_EPOCHS, 8)
+    cut = prefix.config(experiments.make_config("setting3", "quick", **SETTING3_TINY))
+    assert (cut.epochs, cut.lr_milestones) == (4, ())  # the milestone after the prefix is left out
+    checks = replay("setting3", "quick", root=root, per_class=True, prefix=True)
+    assert len(checks) == 2 and all(not c.problems and c.epochs == 4 for c in checks), [c.problems for c in checks]
+    for c in checks:  # the per-epoch rows of epochs 1-4, nothing else
+        assert [r["epoch"] for r in c.replayed] == [1, 2, 3, 4] and {r["part"] for r in c.replayed} == {"curves"}
+
+    train_config = setting3._train_config
+
+    def with_change(**change):
+        monkeypatch.setattr(setting3, "_train_config", lambda *a: dataclasses.replace(train_config(*a), **change))
+
+    # the learning rate 2^-20 (relative; the network is float32) off from the first step: the exact comparison finds it
+    with_change(lr=train_config(cut, "ce", None, 0).lr * (1 + 2**-20))
+    found = replay("setting3", "quick", root=root, per_class=True, prefix=True)
+    assert all(c.problems for c in found), "a last-bit change of every step passed the prefix replay"
+    # a change that only the later epochs run (the decay after epoch 6) is not seen by the prefix, only by a whole
+    # replay: what the prefix leaves out
+    with_change(lr_gamma=0.5)
+    assert all(not c.problems for c in replay("setting3", "quick", root=root, per_class=True, prefix=True))
+    assert all(c.problems for c in replay("setting3", "quick", root=root, per_class=True))
+
+
+def test_an_experiment_without_per_epoch_rows_is_replayed_whole(data_env):
+    root = data_env / "records"
+    _record_tiny(root)
+    assert prefix_of_record("setting1", "quick", root) is None
+    checks = replay("setting1", "quick", root=root, per_class=True, prefix=True)
+    assert checks and all(c.epochs is None and not c.problems for c in checks)
 
 
 def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkeypatch):

@@ -58,6 +58,10 @@ __all__ = [
     "attest",
     "check_table",
     "choose_units",
+    "Prefix",
+    "PREFIX_EPOCHS",
+    "prefix_for",
+    "prefix_of_record",
     "choose_across",
     "unit_class",
     "UnitCheck",
@@ -563,6 +567,8 @@ class UnitCheck:
     recorded: list[dict[str, Any]]
     replayed: list[dict[str, Any]]
     problems: list[str]
+    #: a prefix replay: the epochs trained (its per-epoch rows up to them compared); None: the whole unit
+    epochs: int | None = None
 
 
 class DataDiffer(Exception):
@@ -582,6 +588,55 @@ class _ReplayDone(BaseException):
     pass
 
 
+#: the fewest epochs a prefix replay trains (the configs of Settings 2 and 3 need at least 4)
+PREFIX_EPOCHS = 4
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """A prefix replay: train a unit for its first ``epochs`` epochs only and compare its per-epoch rows (those of
+    the table ``parts`` an experiment names in its module's ``EPOCH_PARTS``) up to that epoch, **bit for bit**.
+
+    The first epochs of a run are the same computation whatever its length: the learning-rate schedule, the
+    weight decays and the order of the mini-batches depend on the epoch alone, and the measures taken along the
+    way only read the network. So a config with ``epochs`` cut (and the learning-rate milestones after the cut
+    left out) trains exactly the first epochs of the recorded run. Differences of arithmetic have not been
+    amplified by training yet after a few epochs, so the comparison is exact, not within a tolerance: a last-bit
+    difference of the weights shows in the losses and distances of the rows. What a prefix replay does not check
+    is what only the later epochs run (the end of the run, the measures at its quarter, half and end, the
+    selection among epochs): a whole replay (:func:`replay` without ``prefix``, :func:`attest`) does.
+    """
+
+    parts: tuple[str, ...]
+    epochs: int
+    of: int
+
+    def rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The per-epoch rows up to :attr:`epochs`."""
+        return [r for r in rows if r.get("part") in self.parts and int(r.get("epoch", self.epochs + 1)) <= self.epochs]
+
+    def config(self, config: Any) -> Any:
+        """``config`` for the first :attr:`epochs` epochs: the learning-rate milestones after them left out."""
+        changes: dict[str, Any] = {"epochs": self.epochs}
+        if hasattr(config, "lr_milestones"):
+            changes["lr_milestones"] = tuple(m for m in config.lr_milestones if m < self.epochs)
+        return dataclasses.replace(config, **changes)
+
+
+def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Prefix | None:
+    """The :class:`Prefix` of a record: its first evaluated epoch from :data:`PREFIX_EPOCHS` on; None when the
+    experiment records no per-epoch rows (its module has no ``EPOCH_PARTS``) or that epoch ends the run."""
+    from . import get
+
+    parts = tuple(getattr(get(name), "EPOCH_PARTS", ()))
+    total = getattr(config, "epochs", None)
+    if not parts or not isinstance(total, int):
+        return None
+    evaluated = {int(r["epoch"]) for u in units_list for r in u["rows"] if r.get("part") in parts and "epoch" in r}
+    later = sorted(e for e in evaluated if PREFIX_EPOCHS <= e < total)
+    return Prefix(parts, later[0], total) if later else None
+
+
 @dataclass
 class _ReplayContext(RunContext):
     recorded_units: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
@@ -590,6 +645,7 @@ class _ReplayContext(RunContext):
     checks: list[UnitCheck] = dataclasses.field(default_factory=list)
     done: set[str] = dataclasses.field(default_factory=set)
     tol: float = 1e-6
+    prefix: Prefix | None = None
 
     def add_data(self, description: str, fingerprint: str) -> None:
         super().add_data(description, fingerprint)
@@ -612,7 +668,15 @@ class _ReplayContext(RunContext):
             fresh_rows = json.loads(
                 json.dumps(fresh if isinstance(fresh, list) else [fresh], default=_cell_default, allow_nan=True)
             )
-            self.checks.append(UnitCheck(json.loads(canon), rows, fresh_rows, compare_rows(rows, fresh_rows, self.tol)))
+            prefix = self.prefix
+            kept = [] if prefix is None else prefix.rows(rows)
+            if prefix is not None and kept:  # a training unit, replayed for the prefix's epochs
+                fresh_kept = prefix.rows(fresh_rows)
+                problems = compare_rows(kept, fresh_kept, self.tol)
+                check = UnitCheck(json.loads(canon), kept, fresh_kept, problems, prefix.epochs)
+            else:  # whole (a unit without per-epoch rows, e.g. Setting 2's spectrum, is the same under the cut config)
+                check = UnitCheck(json.loads(canon), rows, fresh_rows, compare_rows(rows, fresh_rows, self.tol))
+            self.checks.append(check)
             if len(self.checks) == len(self.chosen):
                 raise _ReplayDone()
         return json.loads(json.dumps(rows))
@@ -622,6 +686,14 @@ def _cell_default(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     raise TypeError(f"cannot compare a {type(value).__name__}: {value!r:.80}")
+
+
+def prefix_of_record(name: str, profile: str = "medium", root: str | os.PathLike[str] | None = None) -> Prefix | None:
+    """The :class:`Prefix` that a prefix replay of the record of ``name`` trains (:func:`prefix_for`)."""
+    folder = record_dir(name, profile, root)
+    provenance = _provenance(folder, name, profile)
+    units_list = json.loads(_read_verified(folder, "units.json", provenance))
+    return prefix_for(name, _config_from(name, provenance), units_list)
 
 
 def replay(
@@ -636,9 +708,14 @@ def replay(
     keys: list[dict[str, Any]] | None = None,
     max_seconds: float | None = None,
     per_class: bool = False,
+    prefix: bool = False,
 ) -> list[UnitCheck]:
     """Re-run ``units`` units of the record of ``name`` (chosen at random with ``seed`` among the ``cheapest``
     fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
+
+    ``prefix=True``: where the experiment records per-epoch rows, train each chosen unit for its first epochs only
+    and compare those rows bit for bit (:class:`Prefix`; ``tol`` is then 0); a unit of an experiment without
+    per-epoch rows is replayed whole. ``max_seconds`` then counts a prefix's share of the unit's recorded time.
 
     The other units are not computed: their recorded rows are handed back, and the run stops as soon as every
     chosen unit is replayed. The torch thread count is set to the recorded one while replaying (float sums in
@@ -662,6 +739,12 @@ def replay(
         )
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     recorded_units = {_canon(u["key"]): u["rows"] for u in units_list}
+    config = _config_from(name, provenance)
+    cut = prefix_for(name, config, units_list) if prefix else None
+    if cut is not None:
+        config, tol = cut.config(config), 0.0
+        share = cut.epochs / cut.of
+        units_list = [{**u, "seconds": None if u["seconds"] is None else u["seconds"] * share} for u in units_list]
     if keys is not None:
         chosen = {_canon(_jsonable(k)) for k in keys}
     else:
@@ -675,13 +758,13 @@ def replay(
             per_class=per_class,
         )
         chosen = {_canon(u["key"]) for u in picked}
-    config = _config_from(name, provenance)
     ctx = _ReplayContext(
         unit_dir=Path(os.devnull),
         recorded_units=recorded_units,
         chosen=chosen,
         expected_data=list(provenance.get("data_fingerprints", [])),
         tol=tol,
+        prefix=cut,
     )
     try:
         _compute_as_recorded(name, provenance, config, ctx)

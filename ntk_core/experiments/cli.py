@@ -151,6 +151,12 @@ def _replay_parser(sub: Any) -> None:
     replay.add_argument("--max-seconds", type=float, default=None, help="budget in recorded compute seconds")
     replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
     replay.add_argument(
+        "--prefix",
+        action="store_true",
+        help="train each unit of an experiment with per-epoch rows for its first epochs only and compare those "
+        "rows bit for bit (much cheaper; what only the later epochs run is not checked)",
+    )
+    replay.add_argument(
         "--table",
         action="store_true",
         help="instead of units: check that table.csv is the table the recorded units give (nothing is trained)",
@@ -204,7 +210,13 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
                 print(f"{args.experiment}: the record is current for this code (nothing to attest)")
         else:
             checks = replay(
-                args.experiment, args.profile, seed=args.seed, keys=keys, max_seconds=args.max_seconds, per_class=True
+                args.experiment,
+                args.profile,
+                seed=args.seed,
+                keys=keys,
+                max_seconds=args.max_seconds,
+                per_class=True,
+                prefix=args.prefix,
             )
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -220,8 +232,10 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
     else:
         for check in checks:
             verdict = "equal" if not check.problems else f"DIFFERS: {'; '.join(check.problems[:5])}"
+            if check.epochs is not None:
+                verdict += f" (its first {check.epochs} epochs)"
             print(f"{args.experiment} unit {json.dumps(check.key, sort_keys=True)}: {verdict}")
-        outcome["checks"] = [{"key": c.key, "problems": c.problems} for c in checks]
+        outcome["checks"] = [{"key": c.key, "problems": c.problems, "epochs": c.epochs} for c in checks]
         status = 1 if any(c.problems for c in checks) or outcome.get("table_problems") else 0
         if args.command == "attest" and checks:
             print(f"{args.experiment}: " + ("NOT attested: the record stays stale" if status else "attested: current"))

@@ -133,6 +133,11 @@ __all__ = [
     "seed_verdict",
 ]
 
+#: the parts of the table with one row per evaluated epoch of a training run (the learning curves and the
+#: per-layer norms): a prefix replay of a unit trains its first epochs only and compares these rows
+#: (``experiments._record.Prefix``)
+EPOCH_PARTS = ("curves", "layers")
+
 _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}
 _TUNED = ["SGD+AUX", "SGD+RDI"]  # the methods whose λ is chosen on validation
 

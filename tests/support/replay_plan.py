@@ -1,11 +1,16 @@
 """The replay of the medium records as a pytest plugin (loaded by ``tests/conftest.py``): its processes start with the
 session's first test, so that they run beside the rest of the suite, and ``tests/test_recorded.py`` collects them.
 
-Which units: one of each of a sample of the records' unit classes (``unit_class``: units of one class run the same
-code with other numbers), drawn with the seed ``NTK_REPLAY_SEED`` (drawn and printed by ``conftest.py`` unless given),
-within ``NTK_REPLAY_MAX_S`` seconds of recorded compute time over all records (default :data:`DEFAULT_REPLAY_MAX_S`;
-``inf``: one unit of every class, as ``make replay``). Each unit is replayed by ``python -m ntk_core replay`` in a
-process of its own, one thread each, two at a time, longest first; each record's ``table.csv`` is checked too.
+Which units: one of **every** unit class of every record (``unit_class``: units of one class run the same code with
+other numbers), so that a record that does not reproduce fails every run, not the runs that happen to draw its
+class; the unit of each class is drawn among its cheapest half with the seed ``NTK_REPLAY_SEED`` (drawn and printed
+by ``conftest.py`` unless given). A unit of an experiment with per-epoch rows (Settings 2 and 3) is replayed as a
+**prefix**: its first epochs only, compared bit for bit (``experiments._record.Prefix``), which is what makes every
+class affordable in ``make test``; ``NTK_REPLAY_WHOLE=1`` (``make replay``) replays whole units instead, as
+``python -m ntk_core attest`` does. ``NTK_REPLAY_MAX_S`` (seconds of recorded compute over all records, a prefix
+counted by its share of the run) replays a sample of the classes within that budget instead of all of them. Each
+unit is replayed by ``python -m ntk_core replay`` in a process of its own, one thread each, two at a time, longest
+first; each record's ``table.csv`` is checked too.
 """
 
 from __future__ import annotations
@@ -19,14 +24,11 @@ from pathlib import Path
 
 import pytest
 
-#: the replay budget of ``make test``, in seconds of recorded compute time over all records: about 300 s recorded is
-#: 5-8 minutes of two replay processes on the 2-core development VMs (the records were made on the fastest of them),
-#: which run beside the other tests. Not less: a unit of Setting 3 is at least 270 s of recorded compute and one of
-#: Figure 4 at least 196 s, so with 150 s no seed draws either (0 of 400 seeds), and a machine that computed their
-#: convolutions or their GD differently would pass every ``make test``; with 300 s, 38 % and 15 % of the seeds do
-DEFAULT_REPLAY_MAX_S = 300.0
-#: the replay budget of this run (NTK_REPLAY_MAX_S; ``inf``: one unit of every class of every record)
-REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", DEFAULT_REPLAY_MAX_S))
+#: the replay budget of this run (``NTK_REPLAY_MAX_S``, seconds of recorded compute over all records; unset: one
+#: unit of every class of every record)
+REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "inf"))
+#: whole units (``NTK_REPLAY_WHOLE=1``, ``make replay``) instead of the prefixes of the units with per-epoch rows
+REPLAY_WHOLE = os.environ.get("NTK_REPLAY_WHOLE", "0") == "1"
 #: the test that reads the replays (``tests/test_recorded.py``)
 REPLAY_TEST = "test_recorded_result_replays"
 
@@ -39,7 +41,7 @@ def replay_seed() -> int:
 def _replay_cli(name: str, key: dict | None, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
     """``python -m ntk_core replay <name> --key <key>`` (``key=None``: ``--table``) in a process of its own: exit
     status, its JSON, its stderr."""
-    which = ["--table"] if key is None else ["--key", json.dumps(key)]
+    which = ["--table"] if key is None else ["--key", json.dumps(key), *([] if REPLAY_WHOLE else ["--prefix"])]
     done = subprocess.run(
         [sys.executable, "-m", "ntk_core", "replay", name, *which, "--json", out],
         env=env,
@@ -56,7 +58,7 @@ def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     """The chosen units of every record, replayed two at a time, longest first: {name: [(key, future)]} (or a
     reason), each record's table check (key ``None``) included."""
     from ntk_core import experiments
-    from ntk_core.experiments._record import RecordMissing, choose_across, record_dir, recorded
+    from ntk_core.experiments._record import RecordMissing, choose_across, prefix_of_record, record_dir, recorded
 
     env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
     env.pop("NTK_CORE_CACHE", None)
@@ -69,7 +71,12 @@ def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
         except RecordMissing as missing:
             plans[name] = f"no recorded medium result of {name} yet: {missing}"
             continue
-        units_by_record[name] = json.loads((record_dir(name, "medium") / "units.json").read_text())
+        units = json.loads((record_dir(name, "medium") / "units.json").read_text())
+        prefix = None if REPLAY_WHOLE else prefix_of_record(name, "medium")
+        share = 1.0 if prefix is None else prefix.epochs / prefix.of  # of a unit's recorded time
+        units_by_record[name] = [
+            {**u, "seconds": None if u["seconds"] is None else u["seconds"] * share} for u in units
+        ]
     chosen = choose_across(units_by_record, seed=replay_seed(), max_seconds=REPLAY_MAX_S)
     jobs = []
     for name, units in chosen.items():
