@@ -615,6 +615,11 @@ class Prefix:
         """The per-epoch rows up to :attr:`epochs`."""
         return [r for r in rows if r.get("part") in self.parts and int(r.get("epoch", self.epochs + 1)) <= self.epochs]
 
+    def costs(self, units_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``units.json``'s entries with the recorded compute time of each cut to the prefix's share of the run."""
+        share = self.epochs / self.of
+        return [{**u, "seconds": None if u["seconds"] is None else u["seconds"] * share} for u in units_list]
+
     def config(self, config: Any) -> Any:
         """``config`` for the first :attr:`epochs` epochs: the learning-rate milestones after them left out."""
         changes: dict[str, Any] = {"epochs": self.epochs}
@@ -714,7 +719,8 @@ def replay(
     fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
 
     ``prefix=True``: where the experiment records per-epoch rows, train each chosen unit for its first epochs only
-    and compare those rows bit for bit (:class:`Prefix`; ``tol`` is then 0); a unit of an experiment without
+    and compare those rows bit for bit (:class:`Prefix`; ``tol`` is then 0, and a unit without per-epoch rows,
+    such as Setting 2's spectrum, is compared whole, bit for bit, under the cut config); an experiment without
     per-epoch rows is replayed whole. ``max_seconds`` then counts a prefix's share of the unit's recorded time.
 
     The other units are not computed: their recorded rows are handed back, and the run stops as soon as every
@@ -742,9 +748,7 @@ def replay(
     config = _config_from(name, provenance)
     cut = prefix_for(name, config, units_list) if prefix else None
     if cut is not None:
-        config, tol = cut.config(config), 0.0
-        share = cut.epochs / cut.of
-        units_list = [{**u, "seconds": None if u["seconds"] is None else u["seconds"] * share} for u in units_list]
+        config, tol, units_list = cut.config(config), 0.0, cut.costs(units_list)
     if keys is not None:
         chosen = {_canon(_jsonable(k)) for k in keys}
     else:

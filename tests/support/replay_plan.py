@@ -73,10 +73,7 @@ def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
             continue
         units = json.loads((record_dir(name, "medium") / "units.json").read_text())
         prefix = None if REPLAY_WHOLE else prefix_of_record(name, "medium")
-        share = 1.0 if prefix is None else prefix.epochs / prefix.of  # of a unit's recorded time
-        units_by_record[name] = [
-            {**u, "seconds": None if u["seconds"] is None else u["seconds"] * share} for u in units
-        ]
+        units_by_record[name] = units if prefix is None else prefix.costs(units)  # a prefix's share of the time
     chosen = choose_across(units_by_record, seed=replay_seed(), max_seconds=REPLAY_MAX_S)
     jobs = []
     for name, units in chosen.items():
