@@ -26,6 +26,7 @@ import sys
 import pandas as pd
 import pytest
 from replay_plan import REPLAY_MAX_S, REPLAY_WHOLE, replay_seed
+from test_experiments_cifar import TINY as CIFAR_TINY
 
 from ntk_core import experiments
 from ntk_core.__main__ import main
@@ -364,21 +365,15 @@ def test_replay_detects_a_changed_value(data_env):
     assert len(checks) == 1 and any("test_error" in p for p in checks[0].problems)
 
 
-#: a tiny Setting 3 (a few seconds): 8 epochs evaluated on each, the learning rate decayed after epoch 6
-SETTING3_TINY = dict(
-    n_train=48,
-    n_val=16,
-    n_test=32,
-    n_probe=4,
-    width=4,
-    epochs=8,
-    lr_milestones=(6,),
-    batch_size=16,
-    noise_levels=(0.4,),
-    losses=("ce",),
-    lam_grid=(1.0,),
-    seeds=(0,),
-)
+#: the tiny Setting 3 of the end-to-end test run for 8 epochs, the learning rate decayed after epoch 6: one loss, one λ
+SETTING3_TINY = {
+    **CIFAR_TINY["setting3"],
+    "epochs": 8,
+    "lr_milestones": (6,),
+    "noise_levels": (0.4,),
+    "losses": ("ce",),
+    "lam_grid": (1.0,),
+}
 
 
 def test_a_prefix_replay_trains_the_first_epochs_and_compares_them_bit_for_bit(data_env, monkeypatch):
