@@ -143,6 +143,20 @@ def test_auto_picks_a_method_that_runs() -> None:
         assert choice.method in METHODS and set(choice.estimates) == set(METHODS)
 
 
+def test_choosing_once_then_naming_the_method_gives_autos_kernel_bit_for_bit() -> None:
+    """What the docstrings advise for many kernels of one model at one size: ``select_method`` once, then
+    ``method=choice.method`` in each call (no choosing, no traced passes); the same method and tile as ``auto``."""
+    picked = set()
+    for make, data in INPUTS.values():
+        for n in (6, 64):
+            model, x = make(), data(n, 0)
+            method = select_method(model, x, memory_budget=256 * 1024).method
+            picked.add(method)
+            auto = empirical_ntk(model, x, memory_budget=256 * 1024)
+            assert torch.equal(empirical_ntk(model, x, method=method, memory_budget=256 * 1024), auto)
+    assert picked >= {"jacobian", "structured"}  # both kinds of choice are checked
+
+
 def test_only_floating_inputs_take_the_compute_dtype() -> None:
     """float64 floats computed in float32: cast; the bool mask and the int64 ids are kept as they are."""
     seen: list[tuple[torch.dtype, ...]] = []

@@ -123,7 +123,12 @@ def select_method(
     feature maps (forward/backward passes, per-example Jacobians) per example
     plus a per-pair contraction; memory is the working set of the tile size
     that fits ``memory_budget``. The cheapest method within the budget wins.
-    ``print(select_method(...))`` shows the comparison.
+    ``print(select_method(...))`` shows the comparison. The choice follows the
+    model's architecture and the sizes (n1, n2): a caller who computes many
+    kernels of one model at one size (a kernel along training, say) can choose
+    once and pass ``method=choice.method`` to :func:`empirical_ntk`, which
+    returns ``method="auto"``'s kernel bit for bit, without choosing again
+    (for ``"jacobian"``, without running the model under a tape at all).
 
     Parameters
     ----------
@@ -207,7 +212,13 @@ def empirical_ntk(
     method : {"auto", "jacobian", "ntvp", "structured"}
         ``"jacobian"``, ``"ntvp"``, ``"structured"`` or ``"auto"`` (the cheapest
         by estimated FLOPs within the memory budget; see :func:`select_method`,
-        and the INFO log of this module for what was picked).
+        and the INFO log of this module for what was picked). Choosing runs the
+        model twice under a tape (2 and 3 examples): milliseconds, which only a
+        kernel of milliseconds notices. ``"structured"`` needs those passes for
+        its plan anyway; ``"jacobian"`` needs neither them nor a FLOP count. For
+        many kernels of one model at one input size, choose once and name the
+        method in each call, ``method=select_method(model, x).method``: the same
+        kernel, bit for bit.
     output : {"trace", "full"}
         ``"trace"``: ``(n1, n2)``, **summed** over the O outputs (the
         ``torch.func`` tutorial's convention; neural-tangents averages).
