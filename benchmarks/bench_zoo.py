@@ -12,7 +12,7 @@ a round runs auto, the tutorial, ``select_method`` (the choice alone) and the ch
 the rounds, as a user computing many kernels of one model at one size would) in turn, so that the load of a
 shared machine falls on all alike. The kernels must agree (relative Frobenius error < 1e-4, float32).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py            # about a minute on one thread
+    OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py            # 1-4 minutes on one thread
     OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py --repeat 1 # smoke test
 """
 

@@ -145,7 +145,7 @@ def test_auto_picks_a_method_that_runs() -> None:
 
 def test_choosing_once_then_naming_the_method_gives_autos_kernel_bit_for_bit() -> None:
     """What the docstrings advise for many kernels of one model at one size: ``select_method`` once, then
-    ``method=choice.method`` in each call (no choosing, no traced passes); the same method and tile as ``auto``."""
+    ``method=choice.method`` in each call (no choosing again); the same method and tile as ``auto``."""
     picked = set()
     for make, data in INPUTS.values():
         for n in (6, 64):
