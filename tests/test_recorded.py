@@ -7,7 +7,8 @@ its recorded rows, and checks that every record's ``table.csv`` is what its unit
 **every** unit class of every record (``unit_class``: units of one class run the same code with other numbers),
 drawn within the class with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``, so that a record that
 does not reproduce fails every run. Units of Settings 2 and 3 (per-epoch rows) are replayed as prefixes, their first
-epochs compared bit for bit (``_record.Prefix``), the others whole to 1e-6; ``make replay`` (``NTK_REPLAY_WHOLE=1``)
+epochs compared bit for bit (``_record.Prefix``), units of ``bound_scale`` by their rows at the leading λ
+(``_record.RowCut``: the λ grid's factorisations left out), the others whole to 1e-6; ``make replay`` (``NTK_REPLAY_WHOLE=1``)
 replays whole units, as ``python -m ntk_core attest`` does before it calls changed code equivalent.
 ``NTK_REPLAY_MAX_S`` replays a sample of the classes within a budget instead. A machine that cannot compute in a
 record's arithmetic, or that loads other data, skips with the reason. The other tests record a tiny configuration
@@ -70,7 +71,7 @@ def test_recorded_result_replays(name, replays):
     print(
         f"replaying {name} with NTK_REPLAY_SEED={replay_seed()}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
         f"{len(classes)} unit classes ({'; '.join(sorted(replayed)) or 'none: its table only'}), "
-        + ("whole" if prefix is None else f"their first {prefix.epochs} of {prefix.of} epochs")
+        + ("whole" if prefix is None else prefix.describe())
     )
     if REPLAY_MAX_S == float("inf"):
         assert replayed == classes
@@ -404,6 +405,46 @@ def test_a_prefix_replay_trains_the_first_epochs_and_compares_them_bit_for_bit(d
     with_change(lr_gamma=0.5)
     assert all(not c.problems for c in replay("setting3", "quick", root=root, per_class=True, prefix=True))
     assert all(c.problems for c in replay("setting3", "quick", root=root, per_class=True))
+
+
+def _record_units(root, name: str) -> list[dict]:
+    return json.loads((record_dir(name, "quick", root) / "units.json").read_text())
+
+
+def test_a_row_cut_replays_the_rows_at_the_leading_lambda_without_the_grid(data_env, monkeypatch):
+    """``bound_scale``'s cheaper replay (``REPLAY_ROWS``): the config without the λ grid computes each unit's rows at
+    λ* exactly as the whole config did; a change that only the grid's rows run passes it and fails a whole replay,
+    a change of λ* fails it."""
+    from ntk_core.experiments import bound_scale
+    from test_experiments import TINY as EXPERIMENT_TINY
+
+    root = data_env / "records"
+    experiments.record("bound_scale", "quick", root=root, **{**EXPERIMENT_TINY["bound_scale"], "grid_max_n": 100})
+    cut = prefix_of_record("bound_scale", "quick", root)
+    grid = experiments.make_config("bound_scale", "quick").lams
+    assert (
+        isinstance(cut, _record.RowCut) and cut.config(experiments.make_config("bound_scale", "quick")).lams == grid[:1]
+    )
+    assert cut.describe() == "their rows with lam_kind in ['leading'] (the λ grid cut to its first λ)"
+    checks = replay("bound_scale", "quick", root=root, per_class=True, prefix=True)
+    assert len(checks) == 5 and all(not c.problems and c.epochs is None for c in checks), [c.problems for c in checks]
+    assert all(c.replayed and {r["lam_kind"] for r in c.replayed} == {"leading"} for c in checks)
+    rows = {json.dumps(u["key"], sort_keys=True): u["rows"] for u in _record_units(root, "bound_scale")}
+    assert sum(len(rows[json.dumps(c.key, sort_keys=True)]) - len(c.recorded) for c in checks) > 0  # grid rows left out
+    lambdas = bound_scale._lambdas
+
+    def grid_moved(config, FK, n, lam_star):
+        return [
+            (lam * (1 + 1e-3) if kind == "grid" else lam, kind, K) for lam, kind, K in lambdas(config, FK, n, lam_star)
+        ]
+
+    monkeypatch.setattr(bound_scale, "_lambdas", grid_moved)
+    assert all(not c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, prefix=True))
+    assert any(c.problems for c in replay("bound_scale", "quick", root=root, per_class=True))
+    monkeypatch.setattr(bound_scale, "_lambdas", lambdas)
+    leading = bound_scale.bounds.leading_lambda
+    monkeypatch.setattr(bound_scale.bounds, "leading_lambda", lambda *a: leading(*a) * (1 + 1e-3))
+    assert all(c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, prefix=True))
 
 
 def test_an_experiment_without_per_epoch_rows_is_replayed_whole(data_env):

@@ -62,6 +62,7 @@ __all__ = [
     "PREFIX_EPOCHS",
     "prefix_for",
     "prefix_of_record",
+    "RowCut",
     "choose_across",
     "unit_class",
     "UnitCheck",
@@ -627,12 +628,66 @@ class Prefix:
             changes["lr_milestones"] = tuple(m for m in config.lr_milestones if m < self.epochs)
         return dataclasses.replace(config, **changes)
 
+    #: the comparison is bit for bit
+    exact = True
 
-def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Prefix | None:
-    """The :class:`Prefix` of a record: its first evaluated epoch from :data:`PREFIX_EPOCHS` on; None when the
-    experiment records no per-epoch rows (its module has no ``EPOCH_PARTS``) or that epoch ends the run."""
+    def describe(self) -> str:
+        return f"their first {self.epochs} of {self.of} epochs"
+
+
+@dataclass(frozen=True)
+class RowCut:
+    """A partial replay of an experiment without per-epoch rows whose units compute rows of several kinds, most of
+    the time going to kinds a cheaper config leaves out (``bound_scale``: one factorisation of K + λ²I per λ of
+    the grid, of which the rows at the leading λ* need none): the config that ``cut`` makes of the recorded one
+    computes, of each unit, the rows whose ``column`` is one of ``keep`` by the same arithmetic as the whole
+    config, and those rows are compared (within the replay's tolerance, as a whole unit's: BLAS may split a
+    factorisation otherwise on another thread count). An experiment declares it in its module as a dict
+    ``REPLAY_ROWS = {"column": ..., "keep": (...), "cut": function of the config}``. What it does not check is what
+    only the left-out rows run: a whole replay (:func:`replay` without ``prefix``, :func:`attest`) does.
+    """
+
+    column: str
+    keep: tuple[str, ...]
+    cut: Callable[[Any], Any]
+    #: no epochs: the rows kept are whole rows of the unit
+    epochs = None
+    exact = False
+
+    def rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows of the kinds kept."""
+        return [r for r in rows if r.get(self.column) in self.keep]
+
+    def costs(self, units_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``units.json``'s entries with the recorded compute time of each cut to an estimate of the cut's share:
+        ``(rows kept + 1) / (rows + 1)`` (the one for the work every row shares)."""
+        return [
+            {
+                **u,
+                "seconds": None
+                if u["seconds"] is None
+                else u["seconds"] * (len(self.rows(u["rows"])) + 1) / (len(u["rows"]) + 1),
+            }
+            for u in units_list
+        ]
+
+    def config(self, config: Any) -> Any:
+        """The cut config."""
+        return self.cut(config)
+
+    def describe(self) -> str:
+        return f"their rows with {self.column} in {list(self.keep)} ({(self.cut.__doc__ or '').strip()})"
+
+
+def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Prefix | RowCut | None:
+    """The :class:`Prefix` of a record: its first evaluated epoch from :data:`PREFIX_EPOCHS` on; for an experiment
+    that declares ``REPLAY_ROWS`` its :class:`RowCut`; None when the experiment records no per-epoch rows (its
+    module has no ``EPOCH_PARTS``) or that epoch ends the run."""
     from . import get
 
+    declared = getattr(get(name), "REPLAY_ROWS", None)
+    if declared is not None:
+        return RowCut(declared["column"], tuple(declared["keep"]), declared["cut"])
     parts = tuple(getattr(get(name), "EPOCH_PARTS", ()))
     total = getattr(config, "epochs", None)
     if not parts or not isinstance(total, int):
@@ -650,7 +705,7 @@ class _ReplayContext(RunContext):
     checks: list[UnitCheck] = dataclasses.field(default_factory=list)
     done: set[str] = dataclasses.field(default_factory=set)
     tol: float = 1e-6
-    prefix: Prefix | None = None
+    prefix: Prefix | RowCut | None = None
 
     def add_data(self, description: str, fingerprint: str) -> None:
         super().add_data(description, fingerprint)
@@ -675,7 +730,7 @@ class _ReplayContext(RunContext):
             )
             prefix = self.prefix
             kept = [] if prefix is None else prefix.rows(rows)
-            if prefix is not None and kept:  # a training unit, replayed for the prefix's epochs
+            if prefix is not None and kept:  # a training unit for the prefix's epochs, or the rows a cut keeps
                 fresh_kept = prefix.rows(fresh_rows)
                 problems = compare_rows(kept, fresh_kept, self.tol)
                 check = UnitCheck(json.loads(canon), kept, fresh_kept, problems, prefix.epochs)
@@ -693,8 +748,11 @@ def _cell_default(value: Any) -> Any:
     raise TypeError(f"cannot compare a {type(value).__name__}: {value!r:.80}")
 
 
-def prefix_of_record(name: str, profile: str = "medium", root: str | os.PathLike[str] | None = None) -> Prefix | None:
-    """The :class:`Prefix` that a prefix replay of the record of ``name`` trains (:func:`prefix_for`)."""
+def prefix_of_record(
+    name: str, profile: str = "medium", root: str | os.PathLike[str] | None = None
+) -> Prefix | RowCut | None:
+    """The :class:`Prefix` (or :class:`RowCut`) that a prefix replay of the record of ``name`` computes
+    (:func:`prefix_for`)."""
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
@@ -748,7 +806,8 @@ def replay(
     config = _config_from(name, provenance)
     cut = prefix_for(name, config, units_list) if prefix else None
     if cut is not None:
-        config, tol, units_list = cut.config(config), 0.0, cut.costs(units_list)
+        config, units_list = cut.config(config), cut.costs(units_list)
+        tol = 0.0 if cut.exact else tol
     if keys is not None:
         chosen = {_canon(_jsonable(k)) for k in keys}
     else:

@@ -154,7 +154,8 @@ def _replay_parser(sub: Any) -> None:
         "--prefix",
         action="store_true",
         help="train each unit of an experiment with per-epoch rows for its first epochs only and compare those "
-        "rows bit for bit (much cheaper; what only the later epochs run is not checked)",
+        "rows bit for bit; of bound_scale, compute the rows at the leading λ only (much cheaper; what only the "
+        "later epochs or the left-out rows run is not checked)",
     )
     replay.add_argument(
         "--table",
