@@ -182,7 +182,7 @@ def test_the_growth_summary_and_fit_read_the_table(cache):
 
 def test_the_full_data_claims_hold_on_a_run_and_bite_on_a_changed_one(cache):
     from ntk_core.bookkit.ledger import Ledger
-    from ntk_core.bookkit.studies.scaling import full_data_claims, full_data_lines
+    from ntk_core.bookkit.studies.scaling import full_data_claims, full_data_finding, full_data_lines
 
     table = _run(binary_sizes=(40, 80, 120)).table
     ledger = Ledger("test")
@@ -192,6 +192,12 @@ def test_the_full_data_claims_hold_on_a_run_and_bite_on_a_changed_one(cache):
     assert numbers["multiclass, pair-flip 0.2"]["far"] is None  # two sizes: no far-end fit
     lines = full_data_lines(numbers)
     assert len(lines) == 4 and lines[0].startswith("binary: at n = 120, yᵀK⁻¹y / n = ") and "reaches 1 at" in lines[0]
+    finding = full_data_finding(numbers)
+    assert finding.startswith("Measured on all 120 “5”s and “8”s (Theorem 5.2, the Setting-1 kernel): the leading")
+    assert finding.count("Measured") == 4 and finding.endswith("measured, not extrapolated.")
+    lead = numbers["binary"]["last"]["leading_min"]
+    assert f"the leading terms alone are {lead:.2f}" in finding
+    assert "not made yet" in full_data_finding(None)
     with pytest.raises(AssertionError, match="ill-conditioned"):
         full_data_claims(Ledger("test"), table.assign(comp_error=1e-3))
     tiny = table.copy()
