@@ -234,9 +234,9 @@ def full_data_finding(numbers: dict | None) -> str:
     """The chapter's finding restated from what was measured at the largest n (:func:`full_data_claims`' numbers;
     ``None``: no record yet, and the finding rests on the extrapolation alone): per task and noise model the
     leading terms' minimum over λ, the bound at λ* and, where K + λ²I was factored there, the measured clean test
-    error, and where the fit of the leading terms over the largest sizes reaches 1."""
+    error, and where the fit of the leading terms over the largest sizes reaches 1 (Markdown)."""
     if numbers is None:
-        return "The bound_scale medium record is not made yet, so the finding above rests on the extrapolation alone."
+        return "The `bound_scale` medium record is not made yet, so the finding above rests on the extrapolation alone."
     what = {
         "binary": "on all {n} “5”s and “8”s (Theorem 5.2, the Setting-1 kernel)",
         "binary_empirical": "with the empirical NTK of Setting 1's network on the same {n} images (Theorem 5.2)",
