@@ -8,8 +8,8 @@ its recorded rows, and checks that every record's ``table.csv`` is what its unit
 drawn within the class with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``, so that a record that
 does not reproduce fails every run. Units of Settings 2 and 3 (per-epoch rows) are replayed as prefixes, their first
 epochs compared bit for bit (``_record.Prefix``), units of ``bound_scale`` by their rows at the leading λ
-(``_record.RowCut``: the λ grid's factorisations left out), the others whole to 1e-6; ``make replay`` (``NTK_REPLAY_WHOLE=1``)
-replays whole units, as ``python -m ntk_core attest`` does before it calls changed code equivalent.
+(``_record.RowCut``: the λ grid's factorisations left out), the others whole to 1e-6; ``make replay``
+(``NTK_REPLAY_WHOLE=1``) replays whole units, as ``python -m ntk_core attest`` does before it calls changed code equivalent.
 ``NTK_REPLAY_MAX_S`` replays a sample of the classes within a budget instead. A machine that cannot compute in a
 record's arithmetic, or that loads other data, skips with the reason. The other tests record a tiny configuration
 into a temporary folder.
@@ -407,10 +407,6 @@ def test_a_prefix_replay_trains_the_first_epochs_and_compares_them_bit_for_bit(d
     assert all(c.problems for c in replay("setting3", "quick", root=root, per_class=True))
 
 
-def _record_units(root, name: str) -> list[dict]:
-    return json.loads((record_dir(name, "quick", root) / "units.json").read_text())
-
-
 def test_a_row_cut_replays_the_rows_at_the_leading_lambda_without_the_grid(data_env, monkeypatch):
     """``bound_scale``'s cheaper replay (``REPLAY_ROWS``): the config without the λ grid computes each unit's rows at
     λ* exactly as the whole config did; a change that only the grid's rows run passes it and fails a whole replay,
@@ -429,7 +425,10 @@ def test_a_row_cut_replays_the_rows_at_the_leading_lambda_without_the_grid(data_
     checks = replay("bound_scale", "quick", root=root, per_class=True, prefix=True)
     assert len(checks) == 5 and all(not c.problems and c.epochs is None for c in checks), [c.problems for c in checks]
     assert all(c.replayed and {r["lam_kind"] for r in c.replayed} == {"leading"} for c in checks)
-    rows = {json.dumps(u["key"], sort_keys=True): u["rows"] for u in _record_units(root, "bound_scale")}
+    rows = {
+        json.dumps(u["key"], sort_keys=True): u["rows"]
+        for u in json.loads((record_dir("bound_scale", "quick", root) / "units.json").read_text())
+    }
     assert sum(len(rows[json.dumps(c.key, sort_keys=True)]) - len(c.recorded) for c in checks) > 0  # grid rows left out
     lambdas = bound_scale._lambdas
 

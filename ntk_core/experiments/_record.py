@@ -643,13 +643,14 @@ class RowCut:
     computes, of each unit, the rows whose ``column`` is one of ``keep`` by the same arithmetic as the whole
     config, and those rows are compared (within the replay's tolerance, as a whole unit's: BLAS may split a
     factorisation otherwise on another thread count). An experiment declares it in its module as a dict
-    ``REPLAY_ROWS = {"column": ..., "keep": (...), "cut": function of the config}``. What it does not check is what
+    ``REPLAY_ROWS = {"column": ..., "keep": (...), "cut": function of the config, "what": what the cut leaves}``. What it does not check is what
     only the left-out rows run: a whole replay (:func:`replay` without ``prefix``, :func:`attest`) does.
     """
 
     column: str
     keep: tuple[str, ...]
     cut: Callable[[Any], Any]
+    what: str
     #: no epochs: the rows kept are whole rows of the unit
     epochs = None
     exact = False
@@ -676,7 +677,7 @@ class RowCut:
         return self.cut(config)
 
     def describe(self) -> str:
-        return f"their rows with {self.column} in {list(self.keep)} ({(self.cut.__doc__ or '').strip()})"
+        return f"their rows with {self.column} in {list(self.keep)} ({self.what})"
 
 
 def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Prefix | RowCut | None:
@@ -687,7 +688,7 @@ def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Pref
 
     declared = getattr(get(name), "REPLAY_ROWS", None)
     if declared is not None:
-        return RowCut(declared["column"], tuple(declared["keep"]), declared["cut"])
+        return RowCut(declared["column"], tuple(declared["keep"]), declared["cut"], declared["what"])
     parts = tuple(getattr(get(name), "EPOCH_PARTS", ()))
     total = getattr(config, "epochs", None)
     if not parts or not isinstance(total, int):

@@ -324,14 +324,14 @@ def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: in
 
 
 def _grid_cut(config: Config) -> Config:
-    """the λ grid cut to its first λ"""
+    """``config`` with its λ grid cut to the first λ (:data:`REPLAY_ROWS`)."""
     return dataclasses.replace(config, lams=config.lams[:1])
 
 
 #: What a cheaper replay of a unit computes and compares (``experiments._record.RowCut``): its rows at the leading
 #: λ*, with the grid cut to one λ, so that K + λ²I is factored at λ = 0, that λ and λ* instead of at every λ of the
 #: grid. λ* and the leading terms' minimum do not depend on the grid: those rows are the recorded ones.
-REPLAY_ROWS = {"column": "lam_kind", "keep": ("leading",), "cut": _grid_cut}
+REPLAY_ROWS = {"column": "lam_kind", "keep": ("leading",), "cut": _grid_cut, "what": "the λ grid cut to its first λ"}
 
 
 def compute(config: Config, ctx: RunContext) -> pd.DataFrame:

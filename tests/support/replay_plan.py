@@ -6,9 +6,9 @@ other numbers), so that a record that does not reproduce fails every run, not th
 class; the unit of each class is drawn among its cheapest half with the seed ``NTK_REPLAY_SEED`` (drawn and printed
 by ``conftest.py`` unless given). A unit of an experiment with per-epoch rows (Settings 2 and 3) is replayed as a
 **prefix**: its first epochs only, compared bit for bit (``experiments._record.Prefix``), and a unit of
-``bound_scale`` by its rows at the leading λ (``experiments._record.RowCut``: two factorisations of K + λ²I instead
-of one per λ of the grid), which is what makes every class affordable in ``make test``; ``NTK_REPLAY_WHOLE=1`` (``make replay``) replays whole units instead, as
-``python -m ntk_core attest`` does. ``NTK_REPLAY_MAX_S`` (seconds of recorded compute over all records, a prefix
+``bound_scale`` by its rows at the leading λ (``experiments._record.RowCut``: two or three factorisations of
+K + λ²I instead of one per λ of the grid), which is what makes every class affordable in ``make test``;
+``NTK_REPLAY_WHOLE=1`` (``make replay``) replays whole units instead, as ``python -m ntk_core attest`` does. ``NTK_REPLAY_MAX_S`` (seconds of recorded compute over all records, a prefix
 counted by its share of the run) replays a sample of the classes within that budget instead of all of them. Each
 unit is replayed by ``python -m ntk_core replay`` in a process of its own, one thread each, two at a time, longest
 first; each record's ``table.csv`` is checked too.
