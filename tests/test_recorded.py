@@ -456,11 +456,25 @@ def test_an_experiment_without_per_epoch_rows_is_replayed_whole(data_env):
 
 def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkeypatch):
     root = data_env / "records"
+    tiny = experiments.make_config("setting1", "quick", **TINY)
+    make_config = experiments.make_config
+    monkeypatch.setattr(
+        experiments,
+        "make_config",
+        lambda n, p, **o: tiny if (n, p) == ("setting1", "quick") else make_config(n, p, **o),
+    )
     _record_tiny(root)
     folder = record_dir("setting1", "quick", root)
     (folder / "provenance.json").unlink()  # as if killed before the end: the units are in work/
-    with pytest.raises(RecordMissing, match="--record"):
+    with pytest.raises(RecordMissing, match="a recording is under way: 5 finished units .*--record"):
         recorded("setting1", "quick", root=root)
+    assert _record.units_in_progress("setting1", "quick", root=root) == 5
+    with monkeypatch.context() as m:  # units of other code are not this recording's: not counted
+        m.setattr(_record, "config_hash", lambda name, config: "0123456789abcdef")
+        assert _record.units_in_progress("setting1", "quick", root=root) == 0
+        with pytest.raises(RecordMissing) as missing:
+            recorded("setting1", "quick", root=root)
+        assert "under way" not in str(missing.value)
     again = _record_tiny(root)
     assert again.meta["units_resumed"] == 5 and again.meta["units_computed"] == 0
     monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "0123456789ab")

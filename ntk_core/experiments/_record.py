@@ -305,11 +305,27 @@ def _read_verified(folder: Path, file: str, provenance: dict[str, Any]) -> bytes
     return data
 
 
+def units_in_progress(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> int:
+    """How many finished units of the current code and ``profile`` config the record's unit store (``work/``)
+    holds: a recording that has not written its record yet keeps them there (commit them as they come), and the
+    same ``--record`` command resumes from them. 0 when there are none or the profile has no config here."""
+    from . import make_config
+
+    try:
+        key = config_hash(name, make_config(name, profile))
+    except ValueError:
+        return 0
+    return sum(1 for _ in (record_dir(name, profile, root) / "work" / f"{key}.units").glob("*.npz"))
+
+
 def _provenance(folder: Path, name: str, profile: str) -> dict[str, Any]:
     path = folder / "provenance.json"
     if not path.exists():
+        units = units_in_progress(name, profile, root=folder.parent.parent)
+        started = f" (a recording is under way: {units} finished units in {folder / 'work'}, resumed by the command)"
         raise RecordMissing(
-            f"no recorded {profile} result of {name!r} in {folder}; record it with `{refresh_command(name, profile)}`"
+            f"no recorded {profile} result of {name!r} in {folder}{started if units else ''}; "
+            f"record it with `{refresh_command(name, profile)}`"
         )
     try:
         provenance = json.loads(path.read_text(encoding="utf-8"))
