@@ -1,0 +1,144 @@
+"""Setting 1's kernel on every MNIST training image (n = 60,000: 28.8 GB in float64) written to disk, tile by tile.
+
+The ``bound_scale`` study never stores K: its tiled Cholesky (``ntk_core.cholesky_ooc``) evaluates each tile of K
+when the factorisation needs it. This script measures what storing it would cost, for a reader who wants K on
+disk (``python -m ntk_core bound --kernel K.npy`` reads such a file in blocks):
+
+* the lower tiles (i ≥ j) of K = ``infinite.setting1_kernel`` on ``sphere_features`` of the images, side b, are
+  shared among ``--processes`` worker processes (one thread each) and each tile and its mirror are written into
+  one ``.npy`` file (``os.pwrite`` row by row into a file created by ``numpy.lib.format.open_memmap``),
+  flushed to disk before the clock stops;
+* **baseline**: one tile timed alone in this process before the workers start, times the number of tiles and
+  divided by the processes: what perfect scaling of that tile would give.
+
+Printed: the wall time, its ratio to the baseline, the file's size, each worker's peak resident memory
+(``ru_maxrss``) and the largest difference of a sample of entries (the diagonal and random ones) from the same
+kernel evaluated on those pairs alone. The file is removed at the end unless ``--keep``.
+
+    NTK_CORE_DATA=/path/to/data python benchmarks/bench_kernel_to_disk.py --n 60000 --processes 2 --dir /big/disk
+    python benchmarks/bench_kernel_to_disk.py --n 4000            # random unit vectors without NTK_CORE_DATA
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker, set before NumPy starts its BLAS
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ntk_core import data, infinite  # noqa: E402
+from ntk_core.cholesky_ooc import KernelSource  # noqa: E402
+
+
+def _inputs(n: int) -> tuple[np.ndarray, str]:
+    if os.environ.get("NTK_CORE_DATA"):
+        images = data.load_mnist("train").images
+        if n > len(images):
+            raise SystemExit(f"--n {n}: MNIST has {len(images)} training images")
+        return data.sphere_features(images[:n]), "MNIST"
+    x = np.random.default_rng(0).standard_normal((n, 784))
+    return x * (np.sqrt(784) / np.linalg.norm(x, axis=1, keepdims=True)), "random"
+
+
+def _worker(path: str, source: KernelSource, b: int, tiles: list[tuple[int, int]], out: "mp.Queue") -> None:
+    """Write ``tiles`` and their mirrors into the ``.npy`` at ``path``, row by row (``os.pwrite``: no memory map,
+    so that the resident memory measured is the worker's own, not the file's pages)."""
+    n = source.n
+    offset = np.load(path, mmap_mode="r").offset  # the .npy header's length
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for i, j in tiles:
+            rows, cols = slice(i * b, min((i + 1) * b, n)), slice(j * b, min((j + 1) * b, n))
+            tile = source.block(rows, cols)  # a diagonal tile evaluates k(x, x) exactly (x2 is x1)
+            for block, r0, c0 in ((tile, rows.start, cols.start), (tile.T, cols.start, rows.start))[: 1 + (i != j)]:
+                block = np.ascontiguousarray(block)
+                for r in range(block.shape[0]):
+                    os.pwrite(fd, block[r].tobytes(), offset + ((r0 + r) * n + c0) * 8)
+    finally:
+        os.close(fd)
+    out.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB → GiB
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=60_000)
+    parser.add_argument("--tile", type=int, default=3_750, help="tile side b (default 3,750: 16 tiles a side)")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--dir", type=Path, default=None, help="folder for the file (default: the temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep the file (its path is printed)")
+    args = parser.parse_args()
+    x, where = _inputs(args.n)
+    print(f"inputs: {where}")
+    source = KernelSource.from_function(infinite.setting1_kernel, x, name="setting1")
+    n, b = len(x), min(args.tile, args.n)
+    blocks = -(-n // b)
+    tiles = [(i, j) for i in range(blocks) for j in range(i + 1)]
+    t = time.perf_counter()
+    source.block(slice(b, 2 * b), slice(0, b))
+    one_tile = time.perf_counter() - t
+    baseline = one_tile * len(tiles) / args.processes
+    folder = Path(tempfile.mkdtemp(prefix="bench-k-", dir=args.dir))
+    path = folder / "K.npy"
+    try:
+        wall, peaks, error = _write(path, source, x, b, tiles, args.processes)
+        size = path.stat().st_size / 1e9
+    finally:
+        if not args.keep:  # nothing half-written is left behind, also when interrupted
+            path.unlink(missing_ok=True)
+            folder.rmdir()
+    print(
+        f"wall {wall / 60:.1f} min (one tile {one_tile:.2f} s; baseline {baseline / 60:.1f} min, ratio "
+        f"{wall / baseline:.2f}); file {size:.1f} GB; worker peak RSS "
+        + ", ".join(f"{p:.2f} GiB" for p in peaks)
+        + f"; largest difference on {len(range(0, n, 997)) + 200} sampled entries {error:.1e}"
+        + (f"; kept: {path}" if args.keep else "")
+    )
+
+
+def _write(
+    path: Path, source: KernelSource, x: np.ndarray, b: int, tiles: list[tuple[int, int]], processes: int
+) -> tuple[float, list[float], float]:
+    """Write K into ``path`` with ``processes`` workers; (seconds, each worker's peak RSS in GiB, the largest
+    difference of the sampled entries from the kernel evaluated on those pairs alone)."""
+    n = source.n
+    np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n)).flush()
+    print(f"n = {n:,}, {len(tiles)} tiles of {b:,}, {processes} processes, file {path}", flush=True)
+    ctx = mp.get_context("fork")
+    results: mp.Queue = ctx.Queue()
+    start = time.perf_counter()
+    workers = [
+        ctx.Process(target=_worker, args=(str(path), source, b, tiles[r::processes], results)) for r in range(processes)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+        if w.exitcode:
+            raise SystemExit(f"a worker failed (exit code {w.exitcode})")
+    os.sync()
+    wall = time.perf_counter() - start
+    peaks = [results.get(timeout=60) for _ in workers]
+    K = np.load(path, mmap_mode="r")
+    rng = np.random.default_rng(1)
+    diagonal = np.arange(0, n, 997)
+    a, c = rng.integers(0, n, 200), rng.integers(0, n, 200)
+    direct = [infinite.setting1_kernel(x[k : k + 1])[0, 0] for k in diagonal]
+    direct += [infinite.setting1_kernel(x[p : p + 1], x[q : q + 1])[0, 0] for p, q in zip(a, c)]
+    i, j = np.concatenate([diagonal, a]), np.concatenate([diagonal, c])
+    error = float(np.max(np.abs(np.asarray(K[i, j]) - np.array(direct))))
+    del K
+    return wall, peaks, error
+
+
+if __name__ == "__main__":
+    main()
