@@ -71,7 +71,16 @@ from .krr_ooc import OnDiskKernel, as_kernel_matrix, krr_predict_ooc, krr_solve_
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
 from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition
-from .ntk import CostEstimate, MethodChoice, distributed_ntk, empirical_ntk, jacobian_features, select_method
+from .ntk import (
+    CostEstimate,
+    KernelFn,
+    MethodChoice,
+    distributed_ntk,
+    empirical_ntk,
+    empirical_ntk_fn,
+    jacobian_features,
+    select_method,
+)
 from .regime import (
     agreement,
     kernel_drift,
@@ -117,6 +126,8 @@ __all__ = [
     "DifferenceTrick",
     "distributed_ntk",
     "empirical_ntk",
+    "empirical_ntk_fn",
+    "KernelFn",
     "empirical_transition",
     "flip_binary",
     "gap",

@@ -4,13 +4,15 @@ Layers, from the bottom: :mod:`~ntk_core.ntk.problem` (inputs, the problem of on
 per-example Jacobians), ``cost`` (cost models) and ``tiles`` (tiles and their
 checkpoints); the methods ``engines`` (``"jacobian"``, ``"ntvp"``) and
 :mod:`~ntk_core.ntk.structured` (``"structured"``, with ``flops``); on top,
-``gram`` (:func:`empirical_ntk`, :func:`select_method`) and
+``gram`` (:func:`empirical_ntk`, :func:`select_method`), ``kernel_fn`` (:func:`empirical_ntk_fn`: a
+model's kernel as a function that chooses its method once) and
 :mod:`~ntk_core.ntk.distributed` (the same tiles on many processes).
 """
 
 from .cost import CostEstimate, MethodChoice
 from .distributed import BACKENDS, GramResult, distributed_ntk, init_from_env
 from .gram import empirical_ntk, select_method, structured_ntk
+from .kernel_fn import KernelFn, empirical_ntk_fn
 from .problem import DEFAULT_MEMORY_BUDGET, METHODS, OUTPUTS, Inputs, InputsLike, NTKMethod, jacobian_features
 from .structured import ROUTES, ParameterRoute, StructuredPlan, plan_structured
 
@@ -24,6 +26,8 @@ __all__ = [
     "CostEstimate",
     "MethodChoice",
     "empirical_ntk",
+    "empirical_ntk_fn",
+    "KernelFn",
     "select_method",
     "jacobian_features",
     "structured_ntk",

@@ -216,9 +216,10 @@ def empirical_ntk(
         model twice under a tape (2 and 3 examples): milliseconds, which only a
         kernel of milliseconds notices. ``"structured"`` needs those passes for
         its plan anyway; ``"jacobian"`` needs neither them nor a FLOP count. For
-        many kernels of one model at one input size, choose once and name the
-        method in each call, ``method=select_method(model, x).method``: the same
-        kernel, bit for bit.
+        many kernels of one model, take :func:`~ntk_core.ntk.empirical_ntk_fn`
+        (the kernel as a function that chooses once per input signature), or
+        choose once and name the method in each call,
+        ``method=select_method(model, x).method``: the same kernel, bit for bit.
     output : {"trace", "full"}
         ``"trace"``: ``(n1, n2)``, **summed** over the O outputs (the
         ``torch.func`` tutorial's convention; neural-tangents averages).
