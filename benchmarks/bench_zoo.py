@@ -9,8 +9,9 @@ a ResNet block, an attention block with embeddings, a raw ``einsum`` layer)". Fo
 computed once, since x2 = x1). Each time is the median of ``--repeat`` rounds (default 5) after a warm-up round;
 a round runs auto, the tutorial, ``select_method`` (the choice alone) and the chosen method named outright
 ("pinned": ``empirical_ntk(model, x, method=select_method(model, x).method)`` with the choice made once, before
-the rounds, as a user computing many kernels of one model at one size would) in turn, so that the load of a
-shared machine falls on all alike. The kernels must agree (relative Frobenius error < 1e-4, float32).
+the rounds, as a user computing many kernels of one model at one size would) and ``empirical_ntk_fn(model)``
+("fn": the kernel as a function, made before the rounds; its first call, in the warm-up round, chooses, and the
+timed calls name the kept choice) in turn, so that the load of a shared machine falls on all alike. The kernels must agree (relative Frobenius error < 1e-4, float32).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py            # 1-4 minutes on one thread
     OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py --repeat 1 # smoke test
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
 
-from ntk_core import empirical_ntk, select_method
+from ntk_core import empirical_ntk, empirical_ntk_fn, select_method
 
 Inputs = Any  # one tensor, or a tuple of tensors passed as model(*x)
 
@@ -220,20 +221,22 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), float32, median of {args.repeat}")
     print(
         "| size | model | n | trained params | outputs | auto picked | auto s | of which choosing s | tutorial s "
-        "| auto / tutorial | pinned s | pinned / tutorial | rel. err |"
+        "| auto / tutorial | pinned s | pinned / tutorial | fn s | fn / tutorial | rel. err |"
     )
-    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     started = time.perf_counter()
     for size in args.sizes:
         for name, model, x in zoo(size, torch.Generator().manual_seed(0)):
             n = (x[0] if isinstance(x, tuple) else x).shape[0]
             pinned = select_method(model, x).method
-            (t_auto, t_tut, t_pick, t_pin), (k_auto, k_tut, choice, k_pin) = interleaved_medians(
+            kernel = empirical_ntk_fn(model)
+            (t_auto, t_tut, t_pick, t_pin, t_fn), (k_auto, k_tut, choice, k_pin, k_fn) = interleaved_medians(
                 [
                     lambda: empirical_ntk(model, x, method="auto"),  # noqa: B023
                     lambda: tutorial_ntk(model, x),  # noqa: B023
                     lambda: select_method(model, x),  # noqa: B023
                     lambda: empirical_ntk(model, x, method=pinned),  # noqa: B023
+                    lambda: kernel(x),  # noqa: B023
                 ],
                 args.repeat,
             )
@@ -241,11 +244,13 @@ def main(argv: list[str] | None = None) -> None:
             err = float((k_auto.double() - k_tut.double()).norm() / k_tut.double().norm())
             assert err < 1e-4, f"{name}: the kernels differ (relative error {err:.1e})"
             assert torch.equal(k_pin, k_auto), f"{name}: the pinned method's kernel is not auto's"
+            assert torch.equal(k_fn, k_auto) and len(kernel.choices) == 1, f"{name}: empirical_ntk_fn is not auto"
             n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
             n_out = model(*_args(tuple(t[:1] for t in x) if isinstance(x, tuple) else x[:1])).numel()
             print(
                 f"| {size} | {name} | {n} | {n_params:,} | {n_out} | {choice.method} | {t_auto:.3f} | "
-                f"{t_pick:.3f} | {t_tut:.3f} | {t_auto / t_tut:.2f}x | {t_pin:.3f} | {t_pin / t_tut:.2f}x | {err:.1e} |"
+                f"{t_pick:.3f} | {t_tut:.3f} | {t_auto / t_tut:.2f}x | {t_pin:.3f} | {t_pin / t_tut:.2f}x | {t_fn:.3f} | "
+                f"{t_fn / t_tut:.2f}x | {err:.1e} |"
             )
     print(f"total {time.perf_counter() - started:.0f} s")
 
