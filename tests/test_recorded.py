@@ -59,6 +59,17 @@ def _record_tiny(root):
     return experiments.record("setting1", "quick", root=root, **TINY)
 
 
+def _tiny_is_the_quick_profile(monkeypatch):
+    """Make the tiny config what setting1's quick profile resolves to (so a tiny record is current, not stale)."""
+    tiny = experiments.make_config("setting1", "quick", **TINY)
+    make_config = experiments.make_config
+    monkeypatch.setattr(
+        experiments,
+        "make_config",
+        lambda n, p, **o: tiny if (n, p) == ("setting1", "quick") else make_config(n, p, **o),
+    )
+
+
 @pytest.mark.parametrize("name", experiments.EXPERIMENTS)
 def test_recorded_result_replays(name, replays):
     plan = replays[name]
@@ -101,13 +112,7 @@ def test_every_medium_record_is_current(name):
 
 def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(data_env, monkeypatch, capsys):
     root = data_env / "records"
-    tiny = experiments.make_config("setting1", "quick", **TINY)
-    make_config = experiments.make_config
-    monkeypatch.setattr(
-        experiments,
-        "make_config",
-        lambda n, p, **o: tiny if (n, p) == ("setting1", "quick") else make_config(n, p, **o),
-    )
+    _tiny_is_the_quick_profile(monkeypatch)
     _record_tiny(root)
     assert not recorded("setting1", "quick", root=root).meta["stale"]
     assert _record.attest("setting1", "quick", root=root) == []  # current: nothing to attest
@@ -456,13 +461,7 @@ def test_an_experiment_without_per_epoch_rows_is_replayed_whole(data_env):
 
 def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkeypatch):
     root = data_env / "records"
-    tiny = experiments.make_config("setting1", "quick", **TINY)
-    make_config = experiments.make_config
-    monkeypatch.setattr(
-        experiments,
-        "make_config",
-        lambda n, p, **o: tiny if (n, p) == ("setting1", "quick") else make_config(n, p, **o),
-    )
+    _tiny_is_the_quick_profile(monkeypatch)
     _record_tiny(root)
     folder = record_dir("setting1", "quick", root)
     (folder / "provenance.json").unlink()  # as if killed before the end: the units are in work/

@@ -52,7 +52,16 @@ def _model_signature(model: nn.Module) -> Hashable:
 class KernelFn:
     """``k(x1, x2=None)``: the empirical NTK of one model, its method chosen once per signature.
 
-    Made by :func:`empirical_ntk_fn`, which documents the parameters.
+    Made by :func:`empirical_ntk_fn`, which says what it computes.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, as for :func:`~ntk_core.ntk.empirical_ntk`.
+    method : {"auto", "jacobian", "ntvp", "structured"}
+        ``"auto"`` (chosen once per signature) or a method named for every call.
+    output, tile_size, dtype, device, out_dtype, memory_budget
+        As for :func:`~ntk_core.ntk.empirical_ntk`.
 
     Attributes
     ----------
@@ -137,17 +146,7 @@ class KernelFn:
         )
 
 
-def empirical_ntk_fn(
-    model: nn.Module,
-    *,
-    method: NTKMethod = "auto",
-    output: Output = "trace",
-    tile_size: int | None = None,
-    dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-    out_dtype: torch.dtype | None = None,
-    memory_budget: int | None = None,
-) -> KernelFn:
+def empirical_ntk_fn(model: nn.Module, **options: Any) -> KernelFn:
     """The empirical NTK of ``model`` as a function ``k(x1, x2=None)``, for many kernels of one model.
 
     ``k(x1, x2)`` is ``empirical_ntk(model, x1, x2, ...)`` (paper, Section 3.2: the Gram matrix of
@@ -164,10 +163,10 @@ def empirical_ntk_fn(
     ----------
     model : torch.nn.Module
         The network, as for :func:`~ntk_core.ntk.empirical_ntk`.
-    method : {"auto", "jacobian", "ntvp", "structured"}
-        ``"auto"`` (chosen once per signature) or a method named for every call.
-    output, tile_size, dtype, device, out_dtype, memory_budget
-        As for :func:`~ntk_core.ntk.empirical_ntk`.
+    **options
+        ``method`` (``"auto"``: chosen once per signature, or a method named for every call), ``output``,
+        ``tile_size``, ``dtype``, ``device``, ``out_dtype``, ``memory_budget``: as for
+        :func:`~ntk_core.ntk.empirical_ntk` (see :class:`KernelFn`).
 
     Returns
     -------
@@ -199,13 +198,4 @@ def empirical_ntk_fn(
     >>> k(x[:3], x).shape, len(k.choices)   # a test-by-train block: a new signature
     (torch.Size([3, 8]), 2)
     """
-    return KernelFn(
-        model,
-        method=method,
-        output=output,
-        tile_size=tile_size,
-        dtype=dtype,
-        device=device,
-        out_dtype=out_dtype,
-        memory_budget=memory_budget,
-    )
+    return KernelFn(model, **options)
