@@ -192,10 +192,10 @@ def empirical_ntk_fn(model: nn.Module, **options: Any) -> KernelFn:
     >>> torch.equal(k(x), empirical_ntk(net, x))
     True
     >>> with torch.no_grad():
-    ...     _ = net.hidden.weight.mul_(1.1)   # a training step: the same signature, new values
+    ...     _ = net.hidden.weight.mul_(1.1)  # a step: new values
     >>> torch.equal(k(x), empirical_ntk(net, x)), len(k.choices)
     (True, 1)
-    >>> k(x[:3], x).shape, len(k.choices)   # a test-by-train block: a new signature
+    >>> k(x[:3], x).shape, len(k.choices)  # a new signature
     (torch.Size([3, 8]), 2)
     """
     return KernelFn(model, **options)
