@@ -650,6 +650,11 @@ def test_side_by_side_and_record_line(data_env):
         compare.side_by_side(quick, None, ["noise", "seed"], "mean")
 
     assert "not recorded yet" in compare.record_line("setting1", None)
+    with pytest.MonkeyPatch.context() as m:  # a recording under way (its count: test_interrupted_recording_...)
+        m.setattr(compare, "units_in_progress", lambda name, profile: 7)
+        line = compare.record_line("setting1", None)
+    assert "being recorded, 7 units finished" in line and "--record" in line
+    assert str(experiments.records_root()) not in line  # no path of the machine that builds the book
     root = data_env / "records"
     fresh = _record_tiny(root)  # a tiny config: stale against the quick profile's own
     assert "STALE" in compare.record_line("setting1", fresh)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..experiments import RecordMissing, Result, recorded, records_root, refresh_command
+from ..experiments import RecordMissing, Result, recorded, records_root, refresh_command, units_in_progress
 
 __all__ = [
     "medium",
@@ -111,6 +111,15 @@ def record_line(name: str, result: Result | None) -> str:
     refreshes it; a record made current by attestation (``python -m ntk_core attest``) says by which replay.
     """
     if result is None:
+        try:
+            units = units_in_progress(name, "medium")
+        except RecordMissing:  # an installed package: no records at all
+            units = 0
+        if units:
+            return (
+                f"medium ({name}): being recorded, {units} units finished so far (kept in results/medium/{name}/work/); "
+                f"the same command resumes it: `{refresh_command(name, 'medium')}`"
+            )
         return f"medium ({name}): not recorded yet; record it with `{refresh_command(name, 'medium')}`"
     m = result.meta
     machine = m.get("machine", {})

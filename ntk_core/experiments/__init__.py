@@ -28,7 +28,7 @@ from typing import Any
 from .profile import PROFILES
 from ._runner import Result, run_experiment
 from ._shared import check_one_row_per_seed, memorised_fraction, paired_stats
-from ._record import RecordMissing, record_dir, recorded, records_root, refresh_command
+from ._record import RecordMissing, record_dir, recorded, records_root, refresh_command, units_in_progress
 
 __all__ = [
     "EXPERIMENTS",
@@ -45,6 +45,7 @@ __all__ = [
     "paired_stats",
     "check_one_row_per_seed",
     "refresh_command",
+    "units_in_progress",
 ]
 
 #: The names of the experiments, in the order of the paper.

@@ -52,6 +52,7 @@ __all__ = [
     "records_root",
     "record_experiment",
     "recorded",
+    "units_in_progress",
     "replay",
     "ReplayTooCostly",
     "ArithmeticDiffers",
