@@ -31,7 +31,7 @@ from test_experiments_cifar import TINY as CIFAR_TINY
 
 from ntk_core import experiments
 from ntk_core.__main__ import main
-from ntk_core.experiments import _arithmetic, _record
+from ntk_core.experiments import _arithmetic, _record, _runner
 from ntk_core.experiments._record import (
     ArithmeticDiffers,
     RecordMissing,
@@ -108,6 +108,42 @@ def test_every_medium_record_is_current(name):
     except RecordMissing as missing:
         pytest.skip(str(missing))
     assert not meta["stale"], f"the {name} record is stale ({'; '.join(meta['stale_reasons'])}): {meta['refresh']}"
+
+
+def test_first_units_go_first_and_the_record_does_not_depend_on_it(data_env, monkeypatch):
+    computed = []
+    compute_unit = _runner.RunContext._compute_unit
+
+    def noting(path, identity, fn):
+        computed.append(identity["unit"])
+        return compute_unit(path, identity, fn)
+
+    monkeypatch.setattr(_runner.RunContext, "_compute_unit", staticmethod(noting))
+    plain = _record_tiny(data_env / "plain")
+    order = [u["method"] for u in computed]
+    assert order == ["GD", "rdi", "rdi", "aux", "aux"]  # the experiment's own order
+    computed.clear()
+    first = experiments.record(
+        "setting1", "quick", root=data_env / "first", first=[{"method": "aux", "lam": 2.0}], **TINY
+    )
+    # the unit asked for first, then the rest in the experiment's order
+    assert [(u["method"], u["lam"]) for u in computed] == [
+        ("aux", 2.0),
+        ("GD", None),
+        ("rdi", 0.5),
+        ("rdi", 2.0),
+        ("aux", 0.5),
+    ]
+    assert len(computed) == 5 and first.meta["units_computed"] == 5
+    folders = [record_dir("setting1", "quick", data_env / r) for r in ("plain", "first")]
+    assert (folders[0] / "table.csv").read_bytes() == (folders[1] / "table.csv").read_bytes()
+    assert plain.table.equals(first.table)
+    with pytest.raises(ValueError, match="no unit's key holds .*looks like .*'method'"):
+        experiments.record("setting1", "quick", root=data_env / "none", first=[{"method": "sgd"}], **TINY)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        experiments.record("setting1", "quick", root=data_env / "none", first=[{}], **TINY)
+    assert main(["run", "setting1", "--first", "{bad"]) == 2  # not JSON
+    assert main(["run", "setting1", "--first", '{"n": 1}']) == 2  # only with --record
 
 
 def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(data_env, monkeypatch, capsys):

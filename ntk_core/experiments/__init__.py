@@ -202,6 +202,7 @@ def record(
     progress: bool = False,
     out: Any = None,
     workers: int = 1,
+    first: list[dict[str, Any]] | None = None,
     **overrides: Any,
 ) -> Result:
     """Run experiment ``name`` and record its result with provenance under ``<root>/<profile>/<name>/``.
@@ -225,6 +226,9 @@ def record(
         Where to print progress lines.
     workers : int
         Processes that compute the units at once, as for :func:`run`.
+    first : list of dict, optional
+        Parts of unit keys (``[{"n": 60000}]``) whose units are computed before the others: a long unit first,
+        so that a recording stopped at a session's end loses a short one. The record does not depend on it.
     **overrides
         Config fields to replace.
 
@@ -237,5 +241,13 @@ def record(
 
     config = make_config(name, profile, **overrides)
     return record_experiment(
-        name, config, get(name).compute, root=root, use_cache=use_cache, progress=progress, out=out, workers=workers
+        name,
+        config,
+        get(name).compute,
+        root=root,
+        use_cache=use_cache,
+        progress=progress,
+        out=out,
+        workers=workers,
+        first=first,
     )

@@ -44,7 +44,16 @@ import pandas as pd
 
 from .. import _store
 from . import _arithmetic
-from ._runner import Result, RunContext, _jsonable, _round_trip, code_fingerprint, config_hash, prefetch_units
+from ._runner import (
+    Result,
+    RunContext,
+    _jsonable,
+    _round_trip,
+    code_fingerprint,
+    config_hash,
+    first_units,
+    prefetch_units,
+)
 
 __all__ = [
     "RecordMissing",
@@ -187,10 +196,13 @@ def record_experiment(
     progress: bool = False,
     out: TextIO | None = None,
     workers: int = 1,
+    first: list[dict[str, Any]] | None = None,
 ) -> Result:
     """Run ``compute`` on ``config`` with its units stored in the record's ``work/`` folder, then write the record.
 
     ``workers`` > 1 computes the units in that many processes at once (``prefetch_units`` in ``_runner.py``).
+    ``first``: parts of unit keys (``[{"n": 60000}]``) whose units are computed before all the others
+    (``first_units``), so that a long unit does not run when a session ends; the record is the same.
 
     Units already in ``work/`` (same experiment, config, code and data) are reused: an interrupted recording
     resumes unit by unit. Returns the :class:`Result` as :func:`recorded` will load it.
@@ -215,6 +227,7 @@ def record_experiment(
             unit_dir=work / f"{key}.units", progress=progress, identity=identity, use_cache=use_cache, log=log
         )
         start = time.perf_counter()
+        first_units(compute, config, ctx, first or [])
         prefetch_units(compute, config, ctx, workers)
         table = _round_trip(compute(config, ctx))
         wall = time.perf_counter() - start

@@ -64,6 +64,7 @@ __all__ = [
     "RunContext",
     "run_experiment",
     "prefetch_units",
+    "first_units",
     "cache_dir",
     "code_fingerprint",
     "config_hash",
@@ -223,10 +224,10 @@ class RunContext:
     use_cache: bool = True
     #: when a list, every unit appends ``{"key", "seconds", "rows"}`` to it (what a recorded result keeps)
     log: list[dict[str, Any]] | None = None
-    #: names of the units that the worker processes of ``prefetch_units`` computed for this run: read back even when
-    #: ``use_cache`` is False, and counted as computed
+    #: names of the units computed for this run before it (by the worker processes of ``prefetch_units``, or by
+    #: ``first_units``): read back even when ``use_cache`` is False, and counted as computed
     fresh: set[str] = field(default_factory=set)
-    #: how many of the units computed were computed by those workers
+    #: how many of the units computed were computed ahead of the run (by those workers or ``first_units``)
     units_from_workers: int = 0
 
     def add_data(self, description: str, fingerprint: str) -> None:
@@ -405,6 +406,61 @@ def prefetch_units(
         raise
     pre.finish()
     ctx.fresh |= pre.done
+
+
+@dataclass
+class _First(RunContext):
+    """Runs ``compute``, computing (in this process) only the units whose key holds every item of one of
+    ``first``; the others get an empty list of rows, as :class:`_Prefetch` hands them."""
+
+    first: tuple[dict[str, Any], ...] = ()
+    computed: set[str] = field(default_factory=set)
+    example: dict[str, Any] | None = None  # the first key seen, for the error message of a first that matches none
+
+    def unit(
+        self, key: dict[str, Any], fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        plain = _jsonable(key)
+        self.example = self.example or plain
+        if not any(all(k in plain and plain[k] == v for k, v in want.items()) for want in self.first):
+            return []
+        before = self.units_computed
+        rows = super().unit(key, fn)
+        if self.units_computed > before:
+            self.computed.add(self._where(key)[0])
+        return rows
+
+
+def first_units(
+    compute: Callable[[Any, RunContext], pd.DataFrame], config: Any, ctx: RunContext, first: list[dict[str, Any]]
+) -> int:
+    """Compute the units of ``compute`` whose key holds every item of one of ``first`` before all the others.
+
+    A unit's key does not depend on when it is computed, so a long unit can go first: a recording that a
+    session's end stops loses only the unit it was computing, and that should be a short one. The units are
+    computed in this process in the order ``compute`` reaches them; ``compute`` then runs as usual and reads
+    them back. A ``first`` that matches no unit is an error (a misspelt key would otherwise pass silently).
+
+    Returns
+    -------
+    int
+        The number of units matched (computed now, or found already stored).
+    """
+    if not first:
+        return 0
+    for want in first:
+        if not isinstance(want, dict) or not want:
+            raise ValueError(f"each first unit must be a non-empty dict of key items, got {want!r}")
+    pre = _First(unit_dir=ctx.unit_dir, identity=ctx.identity, use_cache=ctx.use_cache, first=tuple(first))
+    try:
+        compute(config, pre)
+    except Exception:  # noqa: BLE001  (compute may fail on the empty rows; the real run raises what is real)
+        pass
+    matched = pre.units_computed + pre.units_loaded
+    if not matched:
+        raise ValueError(f"no unit's key holds {first}; a unit key of this experiment looks like {pre.example}")
+    ctx.fresh |= pre.computed
+    return matched
 
 
 class _DataProbe(RunContext):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import json
 import math
 import os
 import sys
@@ -61,6 +63,14 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
         action="store_true",
         help="record the result with provenance under results/<profile>/<experiment>/ (resumable; commit that folder)",
     )
+    run.add_argument(
+        "--first",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="with --record: compute the units whose key holds these items first, e.g. '{\"n\": 60000}' "
+        "(repeatable; a long unit first, so that an interrupted recording loses a short one)",
+    )
     show = sub.add_parser("show", help="print a recorded result (table and provenance)")
     show.add_argument("experiment", choices=EXPERIMENTS)
     show.add_argument("--profile", choices=PROFILES, default="medium")
@@ -101,6 +111,14 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    try:
+        first = [json.loads(text) for text in args.first]
+    except ValueError as err:
+        print(f"error: --first takes a JSON object such as '{{\"n\": 60000}}' ({err})", file=sys.stderr)
+        return 2
+    if first and not args.record:
+        print("error: --first orders the units of a recording: use it with --record", file=sys.stderr)
+        return 2
     if args.device is not None:
         overrides["device"] = args.device
     if args.seeds is not None:
@@ -112,7 +130,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
             raise ValueError(f"bad --set value: {err}") from None
         if args.record and reexec and not _arithmetic.pinned() and os.environ.get(_REEXEC) is None:
             _restart(_arithmetic.environment(_arithmetic.PINS), argv)
-        runner = record_experiment if args.record else run_experiment
+        runner = functools.partial(record_experiment, first=first) if args.record else run_experiment
         result = runner(
             args.experiment,
             config,
