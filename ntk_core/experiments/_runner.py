@@ -452,13 +452,16 @@ def first_units(
         if not isinstance(want, dict) or not want:
             raise ValueError(f"each first unit must be a non-empty dict of key items, got {want!r}")
     pre = _First(unit_dir=ctx.unit_dir, identity=ctx.identity, use_cache=ctx.use_cache, first=tuple(first))
+    stopped = ""
     try:
         compute(config, pre)
-    except Exception:  # noqa: BLE001  (compute may fail on the empty rows; the real run raises what is real)
-        pass
+    except Exception as err:  # noqa: BLE001  (compute may fail on the empty rows; the real run raises what is real)
+        stopped = f" (compute stopped early on the empty rows of the other units: {type(err).__name__}: {err})"
     matched = pre.units_computed + pre.units_loaded
     if not matched:
-        raise ValueError(f"no unit's key holds {first}; a unit key of this experiment looks like {pre.example}")
+        raise ValueError(
+            f"no unit's key holds {first}; a unit key of this experiment looks like {pre.example}{stopped}"
+        )
     ctx.fresh |= pre.computed
     return matched
 
