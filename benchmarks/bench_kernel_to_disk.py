@@ -4,15 +4,15 @@ The ``bound_scale`` study never stores K: its tiled Cholesky (``ntk_core.cholesk
 when the factorisation needs it. This script measures what storing it would cost, for a reader who wants K on
 disk (``python -m ntk_core bound --kernel K.npy`` reads such a file in blocks):
 
-* the lower tiles (i ≥ j) of K = ``infinite.setting1_kernel`` on ``sphere_features`` of the images, side b, are
-  shared among ``--processes`` worker processes (one thread each) and each tile and its mirror are written into
-  one ``.npy`` file (``os.pwrite`` row by row into a file created by ``numpy.lib.format.open_memmap``),
-  flushed to disk before the clock stops;
+* ``ntk_core.kernel_file.write_kernel`` (what ``python -m ntk_core kernel`` runs): the lower tiles (i ≥ j) of
+  K = ``infinite.setting1_kernel`` on ``sphere_features`` of the images, side b, shared among ``--processes``
+  worker processes (one thread each), each tile and its mirror written into one ``.npy`` file row by row and
+  synced, one marker per finished tile (resumable), the file renamed into place when whole;
 * **baseline**: one tile timed alone in this process before the workers start, times the number of tiles and
   divided by the processes: what perfect scaling of that tile would give.
 
-Printed: the wall time, its ratio to the baseline, the file's size, each worker's peak resident memory
-(``ru_maxrss``) and the largest difference of a sample of entries (the diagonal and random ones) from the same
+Printed: the wall time, its ratio to the baseline, the file's size, the largest peak resident memory of the
+workers (``ru_maxrss`` of the children) and the largest difference of a sample of entries (the diagonal and random ones) from the same
 kernel evaluated on those pairs alone. The file is removed at the end unless ``--keep``.
 
     NTK_CORE_DATA=/path/to/data python benchmarks/bench_kernel_to_disk.py --n 60000 --processes 2 --dir /big/disk
@@ -22,9 +22,9 @@ kernel evaluated on those pairs alone. The file is removed at the end unless ``-
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ntk_core import data, infinite  # noqa: E402
 from ntk_core.cholesky_ooc import KernelSource  # noqa: E402
+from ntk_core.kernel_file import write_kernel  # noqa: E402
 
 
 def _inputs(n: int) -> tuple[np.ndarray, str]:
@@ -48,25 +49,6 @@ def _inputs(n: int) -> tuple[np.ndarray, str]:
         return data.sphere_features(images[:n]), "MNIST"
     x = np.random.default_rng(0).standard_normal((n, 784))
     return x * (np.sqrt(784) / np.linalg.norm(x, axis=1, keepdims=True)), "random"
-
-
-def _worker(path: str, source: KernelSource, b: int, tiles: list[tuple[int, int]], out: "mp.Queue") -> None:
-    """Write ``tiles`` and their mirrors into the ``.npy`` at ``path``, row by row (``os.pwrite``: no memory map,
-    so that the resident memory measured is the worker's own, not the file's pages)."""
-    n = source.n
-    offset = np.load(path, mmap_mode="r").offset  # the .npy header's length
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        for i, j in tiles:
-            rows, cols = slice(i * b, min((i + 1) * b, n)), slice(j * b, min((j + 1) * b, n))
-            tile = source.block(rows, cols)  # a diagonal tile evaluates k(x, x) exactly (x2 is x1)
-            for block, r0, c0 in ((tile, rows.start, cols.start), (tile.T, cols.start, rows.start))[: 1 + (i != j)]:
-                block = np.ascontiguousarray(block)
-                for r in range(block.shape[0]):
-                    os.pwrite(fd, block[r].tobytes(), offset + ((r0 + r) * n + c0) * 8)
-    finally:
-        os.close(fd)
-    out.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB → GiB
 
 
 def main() -> None:
@@ -82,52 +64,36 @@ def main() -> None:
     source = KernelSource.from_function(infinite.setting1_kernel, x, name="setting1")
     n, b = len(x), min(args.tile, args.n)
     blocks = -(-n // b)
-    tiles = [(i, j) for i in range(blocks) for j in range(i + 1)]
+    tiles = blocks * (blocks + 1) // 2
     t = time.perf_counter()
     source.block(slice(b, 2 * b), slice(0, b))
     one_tile = time.perf_counter() - t
-    baseline = one_tile * len(tiles) / args.processes
+    baseline = one_tile * tiles / args.processes
     folder = Path(tempfile.mkdtemp(prefix="bench-k-", dir=args.dir))
     path = folder / "K.npy"
     try:
-        wall, peaks, error = _write(path, source, x, b, tiles, args.processes)
+        wall, peak, error = _write(path, source, x, b, args.processes)
         size = path.stat().st_size / 1e9
     finally:
-        if not args.keep:  # nothing half-written is left behind, also when interrupted
-            path.unlink(missing_ok=True)
-            folder.rmdir()
+        if not args.keep:  # nothing is left behind, also when interrupted (the part file and its tile markers)
+            shutil.rmtree(folder, ignore_errors=True)
     print(
         f"wall {wall / 60:.1f} min (one tile {one_tile:.2f} s; baseline {baseline / 60:.1f} min, ratio "
-        f"{wall / baseline:.2f}); file {size:.1f} GB; worker peak RSS "
-        + ", ".join(f"{p:.2f} GiB" for p in peaks)
+        f"{wall / baseline:.2f}); file {size:.1f} GB; largest worker peak RSS {peak:.2f} GiB"
         + f"; largest difference on {len(range(0, n, 997)) + 200} sampled entries {error:.1e}"
         + (f"; kept: {path}" if args.keep else "")
     )
 
 
-def _write(
-    path: Path, source: KernelSource, x: np.ndarray, b: int, tiles: list[tuple[int, int]], processes: int
-) -> tuple[float, list[float], float]:
-    """Write K into ``path`` with ``processes`` workers; (seconds, each worker's peak RSS in GiB, the largest
+def _write(path: Path, source: KernelSource, x: np.ndarray, b: int, processes: int) -> tuple[float, float, float]:
+    """Write K into ``path`` with ``processes`` workers; (seconds, the workers' largest peak RSS in GiB, the largest
     difference of the sampled entries from the kernel evaluated on those pairs alone)."""
     n = source.n
-    np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n)).flush()
-    print(f"n = {n:,}, {len(tiles)} tiles of {b:,}, {processes} processes, file {path}", flush=True)
-    ctx = mp.get_context("fork")
-    results: mp.Queue = ctx.Queue()
+    print(f"n = {n:,}, tiles of {b:,}, {processes} processes, file {path}", flush=True)
     start = time.perf_counter()
-    workers = [
-        ctx.Process(target=_worker, args=(str(path), source, b, tiles[r::processes], results)) for r in range(processes)
-    ]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-        if w.exitcode:
-            raise SystemExit(f"a worker failed (exit code {w.exitcode})")
-    os.sync()
+    write_kernel(source, path, tile=b, processes=processes)
     wall = time.perf_counter() - start
-    peaks = [results.get(timeout=60) for _ in workers]
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB → GiB
     K = np.load(path, mmap_mode="r")
     rng = np.random.default_rng(1)
     diagonal = np.arange(0, n, 997)
@@ -137,7 +103,7 @@ def _write(
     i, j = np.concatenate([diagonal, a]), np.concatenate([diagonal, c])
     error = float(np.max(np.abs(np.asarray(K[i, j]) - np.array(direct))))
     del K
-    return wall, peaks, error
+    return wall, peak, error
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     sub.add_parser("list", help="list the experiments")
     cli_kernels.add_gram(sub)
     cli_kernels.add_bound(sub)
+    cli_kernels.add_kernel(sub)
     _replay_parser(sub)
     args = parser.parse_args(argv)
 
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
         return cli_kernels.gram(args)
     if args.command == "bound":
         return cli_kernels.bound(args)
+    if args.command == "kernel":
+        return cli_kernels.kernel(args)
     if args.command in ("replay", "attest"):
         return _replay(args, reexec, argv)
 

@@ -347,19 +347,73 @@ INFINITE_KERNELS: dict[str, str] = {
 }
 
 
+def infinite_source(name: str, inputs: Path) -> Any:
+    """The :class:`~ntk_core.cholesky_ooc.KernelSource` of the infinite-width kernel ``name``
+    (:data:`INFINITE_KERNELS`) on the inputs saved in ``inputs`` (K never formed whole)."""
+    from .. import infinite
+    from ..cholesky_ooc import KernelSource
+
+    x = load_array(inputs, "--inputs")
+    x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
+    fn = infinite.setting1_kernel if name == "setting1" else infinite.relu_ntk
+    return KernelSource.from_function(fn, x, name=name)
+
+
+def add_kernel(sub: Any) -> None:
+    """Register ``kernel``."""
+    kernel = sub.add_parser(
+        "kernel",
+        help="an infinite-width kernel of saved inputs written to a .npy, tile by tile (N processes, resumable)",
+        description="K = k(X, X) of an infinite-width kernel on saved inputs X, written into one .npy file tile by "
+        "tile (ntk_core.kernel_file.write_kernel): the lower tiles are evaluated and mirrored, shared among "
+        "--processes worker processes; K grows in OUT.part with one marker per "
+        "finished tile in OUT.tiles/, so that a killed run resumes, and becomes OUT only when whole. For the "
+        "empirical NTK of a network, use `gram`; `bound --kernel OUT` reads the file in blocks.",
+    )
+    kernel.add_argument("--infinite", choices=tuple(INFINITE_KERNELS), required=True)
+    kernel.add_argument("--inputs", type=Path, required=True, help="the inputs X, (n, d): a .npy or .pt file")
+    kernel.add_argument("--out", type=Path, required=True, help="the .npy file to write")
+    kernel.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes (default 1); with several, set OMP_NUM_THREADS so that processes x threads fits the cores",
+    )
+    kernel.add_argument("--tile", type=int, default=None, help="tile side (default: from the memory budget)")
+    kernel.add_argument("--progress", action="store_true", help="a progress bar over the tiles")
+
+
+def kernel(args: argparse.Namespace) -> int:
+    """Run ``kernel``: 0 done, 2 bad input (said on stderr, no traceback)."""
+    from ..kernel_file import write_kernel
+
+    try:
+        out = write_kernel(
+            infinite_source(args.infinite, args.inputs),
+            args.out,
+            tile=args.tile,
+            processes=args.processes,
+            progress=args.progress,
+        )
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(
+        f"{out.path}: K of {args.infinite}, {out.n} x {out.n} float64, {out.tiles} tiles of {out.tile} "
+        f"({out.computed} computed now)"
+    )
+    return 0
+
+
 def _kernel_argument(args: argparse.Namespace) -> Any:
     """K as the bounds take it: a saved matrix (a ``.npy`` read in blocks), or with ``--factored`` a
     :class:`~ntk_core.cholesky_ooc.FactoredKernel` of that matrix or of ``--infinite`` on ``--inputs``."""
-    from .. import infinite
     from ..cholesky_ooc import FactoredKernel, KernelSource
 
     if args.infinite is not None:
         if args.inputs is None or args.factored is None:
             raise ValueError("--infinite needs --inputs (the inputs X) and --factored DIR (where the factors go)")
-        x = load_array(args.inputs, "--inputs")
-        x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
-        fn = infinite.setting1_kernel if args.infinite == "setting1" else infinite.relu_ntk
-        return FactoredKernel(KernelSource.from_function(fn, x, name=args.infinite), args.factored)
+        return FactoredKernel(infinite_source(args.infinite, args.inputs), args.factored)
     if args.inputs is not None:
         raise ValueError("--inputs goes with --infinite; with --kernel, K is given")
     path = args.kernel
