@@ -134,8 +134,8 @@ def write_kernel(
     Parameters
     ----------
     source : KernelSource or matrix
-        Where K's tiles come from, usually :meth:`KernelSource.from_function` (a matrix is wrapped by
-        :meth:`KernelSource.from_matrix`).
+        Where K's tiles come from, usually :meth:`~ntk_core.cholesky_ooc.KernelSource.from_function` (a matrix is wrapped by
+        :meth:`~ntk_core.cholesky_ooc.KernelSource.from_matrix`).
     path : str or os.PathLike
         The ``.npy`` file to write (replaced if it exists, once the new one is whole).
     tile : int, optional
