@@ -30,6 +30,7 @@ from replay_plan import REPLAY_MAX_S, REPLAY_WHOLE, replay_seed
 from test_experiments_cifar import TINY as CIFAR_TINY
 
 from ntk_core import experiments
+from browser import LOCAL_PATH
 from ntk_core.__main__ import main
 from ntk_core.experiments import _arithmetic, _record, _runner
 from ntk_core.experiments._record import (
@@ -691,6 +692,7 @@ def test_side_by_side_and_record_line(data_env):
         line = compare.record_line("setting1", None)
     assert "being recorded, 7 units finished" in line and "--record" in line
     assert str(experiments.records_root()) not in line  # no path of the machine that builds the book
+    assert not re.search(LOCAL_PATH, line)  # nor anything the book's browser check would take for one
     root = data_env / "records"
     fresh = _record_tiny(root)  # a tiny config: stale against the quick profile's own
     assert "STALE" in compare.record_line("setting1", fresh)

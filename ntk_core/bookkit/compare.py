@@ -117,7 +117,7 @@ def record_line(name: str, result: Result | None) -> str:
             units = 0
         if units:
             return (
-                f"medium ({name}): being recorded, {units} units finished so far (kept in results/medium/{name}/work/); "
+                f"medium ({name}): being recorded, {units} units finished so far (kept in the record's unit store); "
                 f"the same command resumes it: `{refresh_command(name, 'medium')}`"
             )
         return f"medium ({name}): not recorded yet; record it with `{refresh_command(name, 'medium')}`"
