@@ -72,3 +72,17 @@ def test_regime_display_formats_for_a_narrow_page():
     assert list(shown.columns) == ["λ", "end", "moved", "agrees with lin.", "lin. diverged", "lin. step"]
     assert shown["lin. step"].tolist() == ["2.35", "0.50"]
     assert shown["λ"].tolist() == ["0", "1"] and shown["end"].iloc[1] == "0.11" and shown["moved"].iloc[0] == "2 %"
+
+
+def test_record_duration_counts_the_units_compute_not_only_the_wall_of_the_last_command():
+    from ntk_core.bookkit.compare import _duration
+
+    assert _duration({"wall_time_s": 3000.0, "unit_seconds_total": 3050.0}) == "50 min"
+    assert _duration({"wall_time_s": 3000.0}) == "50 min"
+    # written from units computed over several sessions (or by parallel workers): both, each in its unit
+    assert _duration({"wall_time_s": 3.0, "unit_seconds_total": 9937.3}) == (
+        "2.8 h of unit compute (3 s wall for the command that wrote it)"
+    )
+    assert _duration({"wall_time_s": 3921.0, "unit_seconds_total": 7791.0}) == (
+        "2.2 h of unit compute (65 min wall for the command that wrote it)"
+    )

@@ -104,6 +104,22 @@ def trials(name: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _duration(meta: dict) -> str:
+    """How long a record took: its units' compute time in all (which neither parallel workers nor a recording
+    resumed over several sessions change), and the wall time of the command that wrote it where that differs."""
+    wall = float(meta.get("wall_time_s", 0.0))
+    units = meta.get("unit_seconds_total")
+
+    def span(seconds: float) -> str:
+        if seconds >= 5400:
+            return f"{seconds / 3600:.1f} h"
+        return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+    if units is None or abs(float(units) - wall) < 0.1 * max(wall, 60.0):
+        return span(wall)
+    return f"{span(float(units))} of unit compute ({span(wall)} wall for the command that wrote it)"
+
+
 def record_line(name: str, result: Result | None) -> str:
     """One line for the reader: what the medium record is (when, on what, how long), or how to make it.
 
@@ -126,7 +142,7 @@ def record_line(name: str, result: Result | None) -> str:
     when = str(m.get("recorded_at", "?"))[:10]
     line = (
         f"{m.get('profile', 'medium')} ({name}): recorded {when} on {machine.get('cpu_count', '?')} CPU core(s) "
-        f"({machine.get('torch_threads', '?')} torch thread(s)), {m['wall_time_s'] / 60:.0f} min, "
+        f"({machine.get('torch_threads', '?')} torch thread(s)), {_duration(m)}, "
         f"{m.get('units', '?')} units, code {m.get('code')}"
     )
     if m.get("stale"):
