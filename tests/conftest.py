@@ -46,3 +46,13 @@ def empty_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("NTK_CORE_DATA", str(folder))
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ntk_choices():
+    """Every test starts with no method kept by ``empirical_ntk(..., method="auto")`` (``ntk_core.ntk.choices``):
+    a test that forces another choice (a memory budget, a patched estimate) is not answered by another test's."""
+    from ntk_core.ntk import forget_choices
+
+    forget_choices()
+    yield

@@ -79,3 +79,28 @@ def test_a_dense_kernel_refuses_what_is_not_a_kernel_matrix():
         DenseKernel(np.array([[1.0, 2.0], [2.0, 1.0]])).ridge_solve(np.ones(2), 0.0)
     with pytest.raises(ValueError, match="not positive semi-definite"):
         DenseKernel(np.diag([1.0, -0.1, 1.0])).ridge_solve(np.ones(3), 0.5)  # K + λ²I is PD, K is not PSD
+
+
+@pytest.mark.parametrize("n, block", [(1, 4), (7, 3), (10, 10), (33, 8)])
+def test_symmetrise_in_place_gives_the_symmetric_part_bit_for_bit(n, block):
+    from ntk_core.kernel_matrix import symmetrise_in_place
+
+    rng = np.random.default_rng(n)
+    K = rng.standard_normal((n, n)) * 10.0 ** rng.integers(-8, 8, (n, n))  # sums that round
+    expected = (K + K.T) / 2.0
+    out = symmetrise_in_place(K, block=block)
+    assert out is K
+    assert np.array_equal(K, expected)
+
+
+def test_symmetrise_in_place_refuses_what_it_cannot_overwrite():
+    from ntk_core.kernel_matrix import symmetrise_in_place
+
+    with pytest.raises(ValueError, match="square"):
+        symmetrise_in_place(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="floating-point"):
+        symmetrise_in_place(np.zeros((2, 2), dtype=int))
+    K = np.zeros((2, 2))
+    K.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        symmetrise_in_place(K)

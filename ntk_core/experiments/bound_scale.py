@@ -44,7 +44,7 @@ import pandas as pd
 from .. import bounds, data, noise
 from ..cholesky_ooc import FactoredKernel, KernelSource
 from ..infinite import setting1_kernel
-from ..kernel_matrix import KernelMatrix
+from ..kernel_matrix import KernelMatrix, symmetrise_in_place
 from .._checks import check_count, check_each_in, check_interval
 from ._runner import ExperimentConfig, RunContext, cache_dir
 
@@ -297,7 +297,7 @@ def _empirical(
     xt = torch.as_tensor(x, dtype=torch.float64)
     K = empirical_ntk(net, xt).numpy()
     K_test = None if x_test is None else empirical_ntk(net, torch.as_tensor(x_test, dtype=torch.float64), xt).numpy()
-    return KernelSource.from_matrix((K + K.T) / 2.0, name=f"empirical NTK, width {config.width}"), K_test
+    return KernelSource.from_matrix(symmetrise_in_place(K), name=f"empirical NTK, width {config.width}"), K_test
 
 
 def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: int, test, folder) -> list[dict]:

@@ -4,11 +4,13 @@ Layers, from the bottom: :mod:`~ntk_core.ntk.problem` (inputs, the problem of on
 per-example Jacobians), ``cost`` (cost models) and ``tiles`` (tiles and their
 checkpoints); the methods ``engines`` (``"jacobian"``, ``"ntvp"``) and
 :mod:`~ntk_core.ntk.structured` (``"structured"``, with ``flops``); on top,
-``gram`` (:func:`empirical_ntk`, :func:`select_method`), ``kernel_fn`` (:func:`empirical_ntk_fn`: a
+``gram`` (:func:`empirical_ntk`, :func:`select_method`; ``choices``: the methods ``auto`` keeps per model,
+:func:`forget_choices`), ``kernel_fn`` (:func:`empirical_ntk_fn`: a
 model's kernel as a function that chooses its method once) and
 :mod:`~ntk_core.ntk.distributed` (the same tiles on many processes).
 """
 
+from .choices import forget_choices
 from .cost import CostEstimate, MethodChoice
 from .distributed import BACKENDS, GramResult, distributed_ntk, init_from_env
 from .gram import empirical_ntk, select_method, structured_ntk
@@ -29,6 +31,7 @@ __all__ = [
     "empirical_ntk_fn",
     "KernelFn",
     "select_method",
+    "forget_choices",
     "jacobian_features",
     "structured_ntk",
     "ROUTES",

@@ -74,6 +74,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_choice, check_count
+from . import choices
 from .cost import _estimate_jacobian, _estimate_ntvp, _jacobian_tile, CostEstimate, MethodChoice
 from .engines import _Engine, _JacobianEngine, _NTVPEngine
 from .problem import _forward_cost, _make_problem, _Problem, _resolve_dtype, InputsLike, METHODS, NTKMethod, Output
@@ -214,12 +215,17 @@ def empirical_ntk(
         by estimated FLOPs within the memory budget; see :func:`select_method`,
         and the INFO log of this module for what was picked). Choosing runs the
         model twice under a tape (2 and 3 examples): milliseconds, which only a
-        kernel of milliseconds notices. ``"structured"`` needs those passes for
-        its plan anyway; ``"jacobian"`` needs neither them nor a FLOP count. For
-        many kernels of one model, take :func:`~ntk_core.ntk.empirical_ntk_fn`
-        (the kernel as a function that chooses once per input signature), or
-        choose once and name the method in each call,
-        ``method=select_method(model, x).method``: the same kernel, bit for bit.
+        kernel of milliseconds notices. ``"auto"`` keeps its choice per model
+        (weakly) and signature (:mod:`ntk_core.ntk.choices`: the module tree and
+        modes, which parameters are trained and their shapes, dtypes and devices,
+        the inputs' structure and shapes, ``x2``, ``output``, ``dtype``,
+        ``device``, ``memory_budget``), so a later kernel of the same signature —
+        along training, say — names the kept method and tile without choosing
+        again: the same kernel, bit for bit. A choice of ``"structured"`` is not
+        kept (its plan is the computation). :func:`~ntk_core.ntk.forget_choices`
+        forgets them; :func:`~ntk_core.ntk.empirical_ntk_fn` keeps them in a
+        function of its own, and ``method=select_method(model, x).method`` names
+        one outright.
     output : {"trace", "full"}
         ``"trace"``: ``(n1, n2)``, **summed** over the O outputs (the
         ``torch.func`` tutorial's convention; neural-tangents averages).
@@ -370,11 +376,16 @@ def _prepare(
         check_count(tile_size, "tile_size")
     if method == "jacobian":  # its tile needs no FLOP count: no extra forward pass, no tape
         return _Run(prob, method, tile_size or _jacobian_tile(prob)[0], out_dt, None, 0)
+    if method == "auto" and (kept := choices.kept(prob)) is not None:
+        log.debug("auto: %s kept for this model and signature (tile %d)", kept.method, kept.tile)
+        return _Run(prob, kept.method, tile_size or kept.tile, out_dt, None, kept.chunk)
     # the model is taped for the structured rule only where that method may run
     est, plan, chunk = _estimates(prob, structured=method in ("auto", "structured"))
     chosen = _pick(est) if method == "auto" else method
-    if announce and method == "auto":
-        log.info("%s", MethodChoice(chosen, est[chosen].tile_size, est))
+    if method == "auto":
+        choices.keep(prob, choices.Kept(chosen, est[chosen].tile_size, chunk))
+        if announce:
+            log.info("%s", MethodChoice(chosen, est[chosen].tile_size, est))
     if announce and chosen == "structured":
         log.info("%s", plan)
     return _Run(prob, chosen, tile_size or est[chosen].tile_size, out_dt, plan, chunk)

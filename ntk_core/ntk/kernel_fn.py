@@ -1,11 +1,11 @@
 """A model's empirical NTK as a function of the inputs that chooses its method once: :func:`empirical_ntk_fn`.
 
-``empirical_ntk(model, x, method="auto")`` chooses the cheapest exact method afresh at every call (two taped
-forward passes and a FLOP count: milliseconds). A caller who computes many kernels of one model — along
-training, on the batches of a loader, for a test block after a train block — takes the function instead: it
-chooses at its first call for each signature (the model's modules and modes, its parameters' names, shapes,
-dtypes and whether they are trained, the inputs' structure, shapes and dtypes, ``x2`` or its absence) and
-names the chosen method and tile in every later call, which gives ``method="auto"``'s kernel bit for bit.
+``empirical_ntk(model, x, method="auto")`` keeps its choice per model and signature in a store shared by every
+caller (:mod:`ntk_core.ntk.choices`). The function keeps its own instead, in view (``k.choices``) and under the
+caller's control (``k.clear()``), in neural-tangents' style: it chooses at its first call for each signature
+(the model's modules and modes, its parameters' names, shapes, dtypes and whether they are trained, the
+inputs' structure, shapes and dtypes, ``x2`` or its absence) and names the chosen method and tile in every
+later call, which gives ``method="auto"``'s kernel bit for bit.
 """
 
 from __future__ import annotations
@@ -17,36 +17,12 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_choice, check_count
+from .choices import inputs_signature, model_signature
 from .cost import MethodChoice
 from .gram import empirical_ntk, select_method
 from .problem import METHODS, OUTPUTS, InputsLike, NTKMethod, Output
 
 __all__ = ["KernelFn", "empirical_ntk_fn"]
-
-
-def _inputs_signature(x: Any) -> Hashable:
-    """The structure of ``x`` (a tensor or array, or a tuple, list or dict of them) with each entry's shape,
-    dtype and device: what the choice of method depends on besides the model."""
-    if x is None:
-        return None
-    if isinstance(x, dict):
-        return ("dict", tuple((key, _inputs_signature(value)) for key, value in x.items()))
-    if isinstance(x, (tuple, list)):
-        return (type(x).__name__, tuple(_inputs_signature(value) for value in x))
-    return (tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x).__name__)), str(getattr(x, "device", "")))
-
-
-def _model_signature(model: nn.Module) -> Hashable:
-    """The model's module tree with each module's mode, and its parameters' and buffers' names, shapes, dtypes,
-    devices and (parameters) whether they are trained: what the choice depends on besides the inputs; the
-    parameters' values are not part of it (a kernel along training keeps its choice)."""
-    return (
-        tuple((name, type(module).__name__, module.training) for name, module in model.named_modules()),
-        tuple(
-            (name, tuple(p.shape), str(p.dtype), str(p.device), p.requires_grad) for name, p in model.named_parameters()
-        ),
-        tuple((name, tuple(b.shape), str(b.dtype), str(b.device)) for name, b in model.named_buffers()),
-    )
 
 
 class KernelFn:
@@ -104,7 +80,7 @@ class KernelFn:
         """The choice for these inputs (made now if it is their signature's first), or None for a named method."""
         if self.method != "auto":
             return None
-        key = (_model_signature(self.model), _inputs_signature(x1), _inputs_signature(x2))
+        key = (model_signature(self.model), inputs_signature(x1), inputs_signature(x2))
         if key not in self.choices:
             self.choices[key] = select_method(
                 self.model,

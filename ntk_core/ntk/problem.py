@@ -162,7 +162,9 @@ def _as_tensor(x: ArrayLike, name: str) -> Tensor:
         )
     if x.ndim < 1 or x.shape[0] < 1:
         raise ValueError(f"{name} must have shape (n, *features) with n >= 1, got {tuple(x.shape)}")
-    if torch.is_floating_point(x) and not bool(torch.isfinite(x).all()):
+    # a NaN or an infinity anywhere makes the sum NaN or infinite: one pass where the sum is finite (the
+    # common case), the element-wise test only where the sum is not (a NaN, an infinity, or an overflow)
+    if torch.is_floating_point(x) and not (bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())):
         raise ValueError(f"{name} contains NaN or infinite values; all inputs must be finite")
     return x
 
