@@ -86,3 +86,21 @@ def test_record_duration_counts_the_units_compute_not_only_the_wall_of_the_last_
     assert _duration({"wall_time_s": 3921.0, "unit_seconds_total": 7791.0}) == (
         "2.2 h of unit compute (65 min wall for the command that wrote it)"
     )
+
+
+def test_divergence_line_groups_the_runs_that_diverged():
+    gone = pd.DataFrame(
+        {
+            "seed": [0, 1, 2, 0],
+            "noise": [0.0, 0.4, 0.4, 0.4],
+            "loss": ["MSE", "MSE", "MSE", "CCE"],
+            "aux": [True, True, True, True],
+            "lam": [64.0, 64.0, 64.0, 64.0],
+            "epoch": [4, 4, 5, 9],
+        }
+    )
+    line = compare.divergence_line(gone, runs=68)
+    assert line.startswith("4 of 72 runs diverged")
+    assert "CCE+AUX at λ = 64: 1 run(s), noise 40%, epoch 9" in line
+    assert "MSE+AUX at λ = 64: 3 run(s), noise 0%, 40%, epochs 4–5" in line
+    assert compare.divergence_line(gone.iloc[:0], runs=72) == "no run diverged (72 runs)"

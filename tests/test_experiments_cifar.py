@@ -205,6 +205,8 @@ def test_quick_and_medium_profiles_of_settings_2_and_3() -> None:
         assert c.aux_weight_decay * c.n_train == pytest.approx(5e-4 * 45_000, rel=0.02)
     assert m3.profile == "medium" and m3.n_train + m3.n_val <= 4_000 and m3.width > q3.width
     assert make_config("setting3", "medium") == m3
+    # a factor 16 beyond the first record's (1, 4, 16) on both sides: it chose the top on every seed at noise 0.4
+    assert m3.lam_grid == (0.25, 1.0, 4.0, 16.0, 64.0)
 
 
 # --------------------------------------------------------------------------- end to end, tiny
@@ -385,6 +387,26 @@ def test_setting3_tiny_end_to_end(cifar_env) -> None:
     assert means["kernel_drift"].tolist() == pytest.approx(
         regime.groupby(["noise", "loss", "lam"], dropna=False)["kernel_drift"].mean().tolist()
     )
+
+
+def test_setting3_keeps_a_diverged_run_as_a_finding(cifar_env) -> None:
+    """AUX at a λ so large that its auxiliary variables overshoot: the run diverges, and the record keeps it."""
+    tiny = {**TINY["setting3"], "noise_levels": (0.4,), "losses": ("mse",), "lam_grid": (1.0, 1e3)}
+    t = run("setting3", "quick", use_cache=False, **tiny).table
+    gone = setting3.divergences(t)
+    assert len(gone) == 1 and gone.loc[0, "lam"] == 1e3 and bool(gone.loc[0, "aux"])
+    assert 1 <= gone.loc[0, "epoch"] <= tiny["epochs"]
+    lost = t[t["lam"] == 1e3]
+    assert len(lost) == 3 and set(lost["part"]) == {"summary"}  # (last) and the two stops; no curves
+    assert lost["diverged"].all() and lost["test_acc"].isna().all() and (lost["val_error"] == 1.0).all()
+    assert not lost["selected"].any() and not lost["selected_oracle"].any()
+    assert not t.loc[t["lam"] != 1e3, "diverged"].astype(bool).any()
+    # no network to measure: the regime tables and the cross-setting runs leave it out
+    assert 1e3 not in set(setting3.regime_table(t)["lam"]) and len(setting3.training_runs(t)) == 2
+    # a grid whose top diverged: its high end is the worst validation error, the choice is the λ below
+    sel = setting3.selection(t)
+    assert (sel["val_error_high_end"] == 1.0).all() and (sel["lam"] == 1.0).all()
+    assert setting3.divergences(t[t["lam"] != 1e3]).empty
 
 
 def test_setting3_regime_tracker_only_reads_the_network(monkeypatch) -> None:

@@ -104,6 +104,28 @@ def trials(name: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def divergence_line(gone: pd.DataFrame, runs: int) -> str:
+    """One clause on the training runs that diverged (``experiments.setting3.divergences``' rows), grouped by
+    loss, method and λ: how many runs of each, at which noise levels and in which epochs; ``runs`` is the number
+    of runs that did not diverge."""
+    if gone.empty:
+        return f"no run diverged ({runs} runs)"
+    parts = []
+    for (loss, aux, lam), g in gone.groupby(["loss", "aux", "lam"], dropna=False, sort=True):
+        what = f"{loss}+AUX at λ = {lam:g}" if aux else f"normal {loss}"
+        epochs = (
+            f"epoch {g['epoch'].min()}"
+            if g["epoch"].nunique() == 1
+            else (f"epochs {g['epoch'].min()}–{g['epoch'].max()}")
+        )
+        noise = ", ".join(f"{p:.0%}" for p in sorted(g["noise"].unique()))
+        parts.append(f"{what}: {len(g)} run(s), noise {noise}, {epochs}")
+    return (
+        f"{len(gone)} of {len(gone) + runs} runs diverged (a mini-batch loss not finite; each counted with "
+        f"validation error 1, so never chosen over a run that trained): " + "; ".join(parts)
+    )
+
+
 def _duration(meta: dict) -> str:
     """How long a record took: its units' compute time in all (which neither parallel workers nor a recording
     resumed over several sessions change), and the wall time of the command that wrote it where that differs."""

@@ -222,7 +222,7 @@ def empirical_ntk(
         ``device``, ``memory_budget``), so a later kernel of the same signature —
         along training, say — names the kept method and tile without choosing
         again: the same kernel, bit for bit. A choice of ``"structured"`` is not
-        kept (its plan is the computation). :func:`~ntk_core.ntk.forget_choices`
+        kept (its plan is the computation). :func:`~ntk_core.ntk.choices.forget_choices`
         forgets them; :func:`~ntk_core.ntk.empirical_ntk_fn` keeps them in a
         function of its own, and ``method=select_method(model, x).method`` names
         one outright.
