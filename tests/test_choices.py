@@ -150,3 +150,20 @@ def test_entries_go_with_their_models_and_forget_choices(chosen):
     del model, other
     gc.collect()
     assert len(choices._KEPT) == 0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_inputs_are_checked_finite_by_their_sum_first_and_element_wise_where_it_is_not(bad):
+    model = nn.Sequential(nn.Linear(3, 2))
+    x = torch.randn(4, 3, generator=_gen())
+    x[2, 1] = bad
+    with pytest.raises(ValueError, match=r"x1 contains NaN or infinite values"):
+        empirical_ntk(model, x)
+    with pytest.raises(ValueError, match=r"x2 contains NaN or infinite values"):
+        empirical_ntk(model, torch.zeros(2, 3), x)
+    # finite entries whose sum overflows float32: accepted (the element-wise test decides)
+    from ntk_core.ntk.problem import _as_tensor
+
+    big = torch.full((4, 3), 3e38)
+    assert torch.isinf(big.sum())
+    assert _as_tensor(big, "x1") is big
