@@ -5,7 +5,7 @@ per-example Jacobians), ``cost`` (cost models) and ``tiles`` (tiles and their
 checkpoints); the methods ``engines`` (``"jacobian"``, ``"ntvp"``) and
 :mod:`~ntk_core.ntk.structured` (``"structured"``, with ``flops``); on top,
 ``gram`` (:func:`empirical_ntk`, :func:`select_method`; ``choices``: the methods ``auto`` keeps per model,
-:func:`forget_choices`), ``kernel_fn`` (:func:`empirical_ntk_fn`: a
+:func:`~ntk_core.ntk.choices.forget_choices`), ``kernel_fn`` (:func:`empirical_ntk_fn`: a
 model's kernel as a function that chooses its method once) and
 :mod:`~ntk_core.ntk.distributed` (the same tiles on many processes).
 """

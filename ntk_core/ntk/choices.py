@@ -3,9 +3,10 @@
 ``empirical_ntk(model, x, method="auto")`` chooses the cheapest exact method by estimated FLOPs
 (:func:`~ntk_core.ntk.select_method`: two taped forward passes and a FLOP count, a few milliseconds). The
 choice depends on the model's architecture and the problem's sizes, never on the parameters' values, so it is
-kept here, per model (weakly: the entries go with the model) and per :func:`problem_signature`, and a later
-call with the same signature names the kept method and tile instead of choosing again. Every method is exact:
-the choice is a matter of speed, and a kept choice gives the kernel a fresh one gives, bit for bit.
+kept here, per model (weakly: the entries go with the model) and per signature (``problem_signature``: the
+model's and the inputs' signatures, the kernel asked for, the output count, dtype, device and memory budget),
+and a later call with the same signature names the kept method and tile instead of choosing again. Every method
+is exact: the choice is a matter of speed, and a kept choice gives the kernel a fresh one gives, bit for bit.
 
 A choice of ``"structured"`` is not kept: that method's plan (its routes per parameter) is the computation
 itself and is made at every call, with the other methods' estimates beside it.
