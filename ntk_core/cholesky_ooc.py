@@ -479,6 +479,12 @@ def tiled_cholesky(
     return TiledCholesky(src, lam, b, Path(folder)).factor(progress=progress)
 
 
+def array_key(Y: np.ndarray) -> tuple[tuple[int, ...], str, str]:
+    """``Y``'s shape, dtype and the SHA-256 of its bytes: the key under which a quantity computed from ``Y`` (a
+    ridge quadratic) is kept, so that a second request for the same labels is not another pass over a factor."""
+    return (Y.shape, Y.dtype.str, hashlib.sha256(np.ascontiguousarray(Y).tobytes()).hexdigest())
+
+
 class FactoredKernel(KernelMatrix):
     """A kernel matrix whose ridge solves come from tiled Cholesky factors (one per λ, made on demand and kept
     in ``folder``): what :mod:`ntk_core.bounds` takes at any n.
@@ -519,6 +525,7 @@ class FactoredKernel(KernelMatrix):
         self.progress = progress
         self._factors: dict[float, TiledCholesky] = {}
         self._quadratics: dict[tuple, float | np.ndarray] = {}
+        self._k_diagonal: np.ndarray | None = None
 
     def __repr__(self) -> str:
         return f"FactoredKernel({self.source.name}, n={self.n}, factored at λ = {sorted(self._factors)})"
@@ -538,13 +545,18 @@ class FactoredKernel(KernelMatrix):
         return self._factors[lam]
 
     def diagonal(self) -> np.ndarray:
-        """K's diagonal: kept with a factor's diagonal tiles, else read from the source's diagonal tiles."""
-        if self._factors:
-            return next(iter(self._factors.values())).k_diagonal()
-        b = self._tile()
-        return np.concatenate(
-            [np.diagonal(self.source.block(slice(s, s + b), slice(s, s + b))) for s in range(0, self.n, b)]
-        )
+        """K's diagonal: kept with a factor's diagonal tiles, else read from the source's diagonal tiles; read
+        once and kept (it does not depend on λ, and a bound asks for tr K once per class and λ: each read of the
+        diagonal tiles of a factor far larger than memory loads and verifies gigabytes)."""
+        if self._k_diagonal is None:
+            if self._factors:
+                self._k_diagonal = next(iter(self._factors.values())).k_diagonal()
+            else:
+                b = self._tile()
+                self._k_diagonal = np.concatenate(
+                    [np.diagonal(self.source.block(slice(s, s + b), slice(s, s + b))) for s in range(0, self.n, b)]
+                )
+        return self._k_diagonal.copy()
 
     def trace(self) -> float:
         return float(np.sum(self.diagonal()))
@@ -566,7 +578,7 @@ class FactoredKernel(KernelMatrix):
         larger than memory, and a bound asks for the same ones again (yᵀK⁻¹y and the ridge term at each λ)."""
         lam = check_lam(lam)
         Y = np.asarray(Y)
-        key = (lam, Y.shape, Y.dtype.str, hashlib.sha256(np.ascontiguousarray(Y).tobytes()).hexdigest())
+        key = (lam, *array_key(Y))
         if key not in self._quadratics:
             self._quadratics[key] = self.factor(lam).quadratic(Y)
         value = self._quadratics[key]

@@ -224,3 +224,28 @@ def test_a_unit_key_says_whether_it_factors_on_the_grid(cache, monkeypatch):
         ("multiclass", 120, False),
     }
     assert len({unit_class(k) for k in keys}) == 5
+
+
+def test_ridge_at_zero_solves_once_per_labels_and_gives_the_same_numbers(tmp_path, monkeypatch):
+    from ntk_core.cholesky_ooc import FactoredKernel
+    from ntk_core.kernel_matrix import KernelMatrix
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((40, 40))
+    K = A @ A.T + 40 * np.eye(40)
+    FK = FactoredKernel(K, tmp_path, tile=16)
+    R = bound_scale._RidgeAtZero(FK)
+    solves = []
+    solve = FK.ridge_solve
+    monkeypatch.setattr(FK, "ridge_solve", lambda Y, lam: solves.append(lam) or solve(Y, lam))
+    Y = rng.standard_normal((40, 3))
+    first = R.ridge_quadratic(Y, 2.0)
+    again = [R.ridge_quadratic(Y, lam) for lam in (0.0, 0.5, 8.0)]
+    assert solves == [0.0], "one solve at λ = 0 for every λ"
+    expected = KernelMatrix.ridge_quadratic(R, Y, 2.0)  # the computation it keeps, done afresh
+    assert all(np.array_equal(v, expected) for v in [first, *again])
+    first[:] = 0.0  # a copy
+    assert np.array_equal(R.ridge_quadratic(Y, 1.0), expected)
+    y = Y[:, 0].copy()
+    assert R.ridge_quadratic(y, 1.0) == KernelMatrix.ridge_quadratic(R, y, 1.0) and len(solves) == 4
+    np.testing.assert_allclose(expected, np.sum(Y * np.linalg.solve(K, Y), axis=0), rtol=1e-12)

@@ -245,3 +245,28 @@ def test_each_quadratic_is_one_pass_over_its_factor(mnist_like, tmp_path: Path, 
     first[0] = -1.0  # a copy: the kept value cannot be changed through it
     np.testing.assert_array_equal(FK.ridge_quadratic(Y, 1.0), FK.factor(1.0).quadratic(Y))
     assert FK.ridge_quadratic(y[::-1].copy(), 1.0) == FK.factor(1.0).quadratic(y[::-1])  # other labels: computed
+
+
+def test_the_diagonal_is_read_once_and_given_as_a_copy(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((30, 30))
+    K = A @ A.T + 30 * np.eye(30)
+    reads = []
+    k_diagonal = TiledCholesky.k_diagonal
+
+    def counted(self):
+        reads.append(self.lam)
+        return k_diagonal(self)
+
+    monkeypatch.setattr(TiledCholesky, "k_diagonal", counted)
+    FK = FactoredKernel(K, tmp_path, tile=8)
+    FK.factor(0.5)
+    traces = [FK.trace() for _ in range(4)] + [bounds.theorem_5_2_bound(FK, np.sign(K[:, 0]), 1.0, 0.1, 0.05).total]
+    assert len(reads) == 1, "tr K read the diagonal tiles more than once"
+    assert traces[:4] == [float(np.trace(K))] * 4
+    d = FK.diagonal()
+    d[:] = 0.0  # the caller's copy: the kept diagonal is not changed
+    assert np.array_equal(FK.diagonal(), np.diag(K))
+    # without a factor the diagonal comes from the source's diagonal tiles, once as well
+    FK2 = FactoredKernel(K, tmp_path / "other", tile=8)
+    assert np.array_equal(FK2.diagonal(), np.diag(K)) and FK2.trace() == float(np.trace(K))

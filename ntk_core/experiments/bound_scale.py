@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .. import bounds, data, noise
-from ..cholesky_ooc import FactoredKernel, KernelSource
+from ..cholesky_ooc import FactoredKernel, KernelSource, array_key
 from ..infinite import setting1_kernel
 from ..kernel_matrix import KernelMatrix, symmetrise_in_place
 from .._checks import check_count, check_each_in, check_interval
@@ -64,6 +64,7 @@ class _RidgeAtZero(KernelMatrix):
     def __init__(self, K: FactoredKernel) -> None:
         self.K = K
         self.n = K.n
+        self._quadratics: dict[tuple, float | np.ndarray] = {}
 
     def trace(self) -> float:
         return self.K.trace()
@@ -76,6 +77,16 @@ class _RidgeAtZero(KernelMatrix):
 
     def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         return self.K.ridge_solve(Y, 0.0)
+
+    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+        """``YᵀK⁻¹Y`` per column whatever λ, computed once per ``Y`` (a solve is two passes over the factor at λ = 0,
+        and a bound asks for the complexity and its ridge term, the same numbers here)."""
+        Y = np.asarray(Y)
+        key = array_key(Y)
+        if key not in self._quadratics:
+            self._quadratics[key] = super().ridge_quadratic(Y, lam)
+        value = self._quadratics[key]
+        return value.copy() if isinstance(value, np.ndarray) else value
 
 
 @dataclass(frozen=True)
