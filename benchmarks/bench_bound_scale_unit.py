@@ -1,10 +1,12 @@
 """One unit of ``experiments.bound_scale`` with and without its reads kept, side by side in one process (issue 30).
 
-A unit computes every term of Theorem 5.2 or 5.3 from tiled Cholesky factors on disk. Two quantities are asked
-for again and again: ``tr K`` (once per class and λ by the bounds) and, beyond the grid (``n > grid_max_n``),
-``yᵀK⁻¹y`` (the complexity and the ridge term bounded by it). ``FactoredKernel.diagonal`` now reads K's diagonal
-once, and ``bound_scale._RidgeAtZero.ridge_quadratic`` solves once per labels; the baseline here re-reads and
-re-solves as the code before did (subclasses that drop what is kept). The rows must be equal bit for bit
+A unit computes every term of Theorem 5.2 or 5.3 from tiled Cholesky factors on disk. Several things are asked
+for again and again: ``tr K`` (once per class and λ by the bounds), beyond the grid (``n > grid_max_n``)
+``yᵀK⁻¹y`` (the complexity and the ridge term bounded by it), on the grid K's tiles (one factorisation per λ)
+and the factor's tiles (several passes per λ). ``FactoredKernel.diagonal`` now reads K's diagonal once,
+``bound_scale._RidgeAtZero.ridge_quadratic`` solves once per labels, and ``FactoredKernel`` keeps K's tiles and
+the tiles of the factor in use in memory where they fit (``keep_memory``); the baseline here re-reads,
+re-evaluates and re-solves as the code before did (subclasses that drop what is kept). The rows must be equal bit for bit
 (asserted); the times are the median of ``--repeat`` runs of each, interleaved.
 
     OMP_NUM_THREADS=2 python benchmarks/bench_bound_scale_unit.py                      # multiclass n = 2,000
@@ -31,8 +33,12 @@ from ntk_core.experiments import bound_scale
 from ntk_core.kernel_matrix import KernelMatrix
 
 
-class _RereadDiagonal(FactoredKernel):
-    """The baseline: K's diagonal read from the factor's diagonal tiles at every call."""
+class _Before(FactoredKernel):
+    """The baseline: nothing kept in memory (K's tiles evaluated for each factor and pass, the factor's tiles
+    read from disk at every pass) and K's diagonal read from the factor's diagonal tiles at every call."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **{**kwargs, "keep_memory": 0})  # type: ignore[arg-type]
 
     def diagonal(self) -> np.ndarray:
         self._k_diagonal = None
@@ -59,7 +65,7 @@ def run_unit(config: bound_scale.Config, task: str, n: int, baseline: bool) -> t
     folder = Path(tempfile.mkdtemp(prefix="bench-bound-scale-")) / "factors"
     patches = (
         [
-            mock.patch.object(bound_scale, "FactoredKernel", _RereadDiagonal),
+            mock.patch.object(bound_scale, "FactoredKernel", _Before),
             mock.patch.object(bound_scale, "_RidgeAtZero", _ResolveAtZero),
         ]
         if baseline

@@ -61,6 +61,7 @@ from .kernel_matrix import DenseKernel, KernelMatrix
 
 __all__ = [
     "DEFAULT_CHOLESKY_MEMORY",
+    "DEFAULT_KEEP_MEMORY",
     "FactoredKernel",
     "KernelSource",
     "NotPositiveDefiniteError",
@@ -72,6 +73,10 @@ __all__ = [
 DEFAULT_CHOLESKY_MEMORY = 2 * 1024**3
 #: The smallest tile side chosen from a memory budget (smaller tiles make BLAS slow and the folder large).
 _MIN_TILE = 256
+#: Bytes that a :class:`FactoredKernel` may keep in memory for each of K's lower tiles and one factor's tiles,
+#: between passes (2 GiB each): where the whole of either fits, it is kept, so that K + λ²I factored at several
+#: λ evaluates K's tiles once and the passes over a factor read no file; where it does not, nothing is kept.
+DEFAULT_KEEP_MEMORY = 2 * 1024**3
 
 
 class NotPositiveDefiniteError(ValueError):
@@ -213,6 +218,21 @@ class KernelSource:
         """``K[rows, cols]`` as a new float64 array."""
         return self._block(rows, cols)
 
+    def kept(self) -> KernelSource:
+        """This source with each block kept in memory once read or evaluated (and given as a copy): the same
+        matrix, the same identity, for a caller that asks for the same tiles again (K + λ²I factored at several
+        λ). The memory grows with the blocks asked for: at most K's lower tiles, ``n(n + b)/2 × 8`` bytes."""
+        kept: dict[tuple[Any, ...], np.ndarray] = {}
+        block = self._block
+
+        def keeping(rows: slice, cols: slice) -> np.ndarray:
+            key = (rows.start, rows.stop, rows.step, cols.start, cols.stop, cols.step)
+            if key not in kept:
+                kept[key] = block(rows, cols)
+            return kept[key].copy()
+
+        return KernelSource(self.n, keeping, self.identity, self.name)
+
 
 class TiledCholesky:
     """The factor L of K + λ²I = L Lᵀ, tile by tile in a folder (see the module docstring); built by
@@ -230,7 +250,7 @@ class TiledCholesky:
         The factor's folder (one file per tile ``L_ij``, i ≥ j).
     """
 
-    def __init__(self, source: KernelSource, lam: float, tile: int, root: Path) -> None:
+    def __init__(self, source: KernelSource, lam: float, tile: int, root: Path, keep: bool = False) -> None:
         self.source = source
         self.lam = lam
         self.tile = tile
@@ -239,6 +259,16 @@ class TiledCholesky:
         self.identity = {"factor": "cholesky", "source": source.identity, "lam": lam, "tile": tile}
         self.folder = Path(root) / _store.fingerprint(self.identity)[:32]
         self.computed = 0  # tiles computed by this object (not found in the folder)
+        # the tiles kept in memory once computed or read (``keep``; see :meth:`keep`), else None
+        self._kept: dict[tuple[int, int], np.ndarray] | None = {} if keep else None
+
+    def keep(self, on: bool = True) -> None:
+        """Keep the tiles in memory once computed or read (``on``), so that later passes read no file, or drop
+        the kept ones (``on=False``). A kept tile is the array that was saved: the same bits as a reread one."""
+        if not on:
+            self._kept = None
+        elif self._kept is None:
+            self._kept = {}
 
     def __repr__(self) -> str:
         return f"TiledCholesky(n={self.n}, lam={self.lam:g}, tile={self.tile}, tiles={len(self.bounds)})"
@@ -256,9 +286,20 @@ class TiledCholesky:
         )
 
     def get(self, i: int, j: int) -> np.ndarray:
-        """Tile ``L_ij`` (i ≥ j), loaded (verified) or, if missing or damaged, computed and saved."""
+        """Tile ``L_ij`` (i ≥ j): kept in memory, else loaded (verified) or, if missing or damaged, computed and
+        saved."""
+        if self._kept is not None and (i, j) in self._kept:
+            return self._kept[(i, j)]
         found = self._load(i, j)
-        return found.arrays["L"] if found is not None else self._compute(i, j)
+        if found is None:
+            return self._compute(i, j)
+        return self._keep_tile(i, j, found.arrays["L"])
+
+    def _keep_tile(self, i: int, j: int, L: np.ndarray) -> np.ndarray:
+        if self._kept is not None:
+            L.flags.writeable = False  # passes only read it: a kept tile must stay what was saved
+            self._kept[(i, j)] = L
+        return L
 
     def _compute(self, i: int, j: int, strip: list[np.ndarray] | None = None, diag: np.ndarray | None = None):
         """Compute ``L_ij`` from K's tile and the tiles of L left of it (``strip``: row j's tiles ``L_jk``,
@@ -292,7 +333,7 @@ class TiledCholesky:
         arrays["L"] = L
         _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays=arrays)
         self.computed += 1
-        return L
+        return self._keep_tile(i, j, L)
 
     def factor(self, progress: bool = False) -> TiledCholesky:
         """Compute every tile that is not in the folder yet (column by column); returns ``self``."""
@@ -432,6 +473,7 @@ def tiled_cholesky(
     tile: int | None = None,
     memory_budget: int | None = None,
     progress: bool = False,
+    keep: bool = False,
 ) -> TiledCholesky:
     """Factor K + λ²I = L Lᵀ tile by tile into ``folder`` (or resume), out of core.
 
@@ -450,6 +492,9 @@ def tiled_cholesky(
         Bytes of tiles held at once (default :data:`DEFAULT_CHOLESKY_MEMORY`): about ``(n·b + 4b²) × 8``.
     progress : bool
         A progress bar over the tiles.
+    keep : bool
+        Keep the factor's tiles in memory as they are computed or read (:meth:`TiledCholesky.keep`), for a
+        factor whose ``n(n + b)/2 × 8`` bytes fit in memory and that is passed over several times.
 
     Returns
     -------
@@ -476,7 +521,7 @@ def tiled_cholesky(
     lam = check_lam(lam)
     budget = DEFAULT_CHOLESKY_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget")
     b = _tile_from_budget(src.n, budget) if tile is None else min(check_count(tile, "tile"), src.n)
-    return TiledCholesky(src, lam, b, Path(folder)).factor(progress=progress)
+    return TiledCholesky(src, lam, b, Path(folder), keep=keep).factor(progress=progress)
 
 
 def array_key(Y: np.ndarray) -> tuple[tuple[int, ...], str, str]:
@@ -497,6 +542,11 @@ class FactoredKernel(KernelMatrix):
         Where the factors are kept (see :func:`tiled_cholesky`).
     tile, memory_budget, progress
         As for :func:`tiled_cholesky`.
+    keep_memory : int, optional
+        Bytes that may be kept in memory between passes for each of K's lower tiles and the tiles of the factor
+        in use (default :data:`DEFAULT_KEEP_MEMORY`; 0: nothing kept). Where K's lower tiles fit, each is
+        evaluated (or read) once for every λ; where a factor fits, its tiles stay in memory while it is the one
+        used, and are dropped when a solve turns to another λ. The numbers are the same either way.
 
     Examples
     --------
@@ -516,6 +566,7 @@ class FactoredKernel(KernelMatrix):
         tile: int | None = None,
         memory_budget: int | None = None,
         progress: bool = False,
+        keep_memory: int | None = None,
     ) -> None:
         self.source = source if isinstance(source, KernelSource) else KernelSource.from_matrix(source)
         self.n = self.source.n
@@ -523,9 +574,19 @@ class FactoredKernel(KernelMatrix):
         self.tile = tile
         self.memory_budget = memory_budget
         self.progress = progress
+        self.keep_memory = (
+            DEFAULT_KEEP_MEMORY if keep_memory is None else check_count(keep_memory, "keep_memory", minimum=0)
+        )
         self._factors: dict[float, TiledCholesky] = {}
         self._quadratics: dict[tuple, float | np.ndarray] = {}
         self._k_diagonal: np.ndarray | None = None
+        b = self._tile()
+        # K's lower tiles and one factor's tiles take n(n + b)/2 × 8 bytes each at most; K's tiles are kept where
+        # they are evaluated (a kernel function), not where they are read from a matrix (a copy would only add)
+        self._fits = 4 * self.n * (self.n + b) <= self.keep_memory
+        evaluated = self.source.identity.get("kind") == "function"
+        self._tiles = self.source.kept() if self._fits and evaluated else self.source
+        self._in_use: float | None = None  # the λ whose factor's tiles are kept in memory
 
     def __repr__(self) -> str:
         return f"FactoredKernel({self.source.name}, n={self.n}, factored at λ = {sorted(self._factors)})"
@@ -533,14 +594,21 @@ class FactoredKernel(KernelMatrix):
     def factor(self, lam: float) -> TiledCholesky:
         """The factor of K + λ²I (computed, or resumed from the folder, the first time)."""
         lam = check_lam(lam)
+        if self._fits and self._in_use != lam:  # keep this factor's tiles in memory, drop the previous one's
+            if self._in_use in self._factors:
+                self._factors[self._in_use].keep(False)
+            if lam in self._factors:
+                self._factors[lam].keep()
+            self._in_use = lam
         if lam not in self._factors:
             self._factors[lam] = tiled_cholesky(
-                self.source,
+                self._tiles,
                 self.folder,
                 lam=lam,
                 tile=self.tile,
                 memory_budget=self.memory_budget,
                 progress=self.progress,
+                keep=self._fits,
             )
         return self._factors[lam]
 
@@ -554,7 +622,7 @@ class FactoredKernel(KernelMatrix):
             else:
                 b = self._tile()
                 self._k_diagonal = np.concatenate(
-                    [np.diagonal(self.source.block(slice(s, s + b), slice(s, s + b))) for s in range(0, self.n, b)]
+                    [np.diagonal(self._tiles.block(slice(s, s + b), slice(s, s + b))) for s in range(0, self.n, b)]
                 )
         return self._k_diagonal.copy()
 
@@ -563,7 +631,7 @@ class FactoredKernel(KernelMatrix):
 
     def matvec(self, V: ArrayLike) -> np.ndarray:
         """``K V`` from the source's tiles (no factor needed)."""
-        return TiledCholesky(self.source, 0.0, self._tile(), self.folder).matvec(V)
+        return TiledCholesky(self._tiles, 0.0, self._tile(), self.folder).matvec(V)
 
     def _tile(self) -> int:
         if self.tile is not None:

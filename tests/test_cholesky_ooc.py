@@ -270,3 +270,56 @@ def test_the_diagonal_is_read_once_and_given_as_a_copy(tmp_path, monkeypatch):
     # without a factor the diagonal comes from the source's diagonal tiles, once as well
     FK2 = FactoredKernel(K, tmp_path / "other", tile=8)
     assert np.array_equal(FK2.diagonal(), np.diag(K)) and FK2.trace() == float(np.trace(K))
+
+
+def test_kept_tiles_evaluate_k_once_read_no_file_in_passes_and_give_the_same_bits(tmp_path, monkeypatch):
+    from ntk_core import _store
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((90, 6))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    calls = []
+
+    def kernel(a, b):
+        calls.append(1)
+        return infinite.setting1_kernel(a, b)
+
+    y = np.sign(rng.standard_normal(90))
+    Y = rng.standard_normal((90, 3))
+    loads = []
+    load = _store.load
+    monkeypatch.setattr(_store, "load", lambda *a, **k: loads.append(1) or load(*a, **k))
+
+    def unit(folder, keep_memory):
+        FK = FactoredKernel(KernelSource.from_function(kernel, x, name="k"), folder, tile=32, keep_memory=keep_memory)
+        out = []
+        for lam in (0.0, 0.5, 2.0):
+            out += [FK.ridge_solve(Y, lam), FK.ridge_quadratic(y, lam), FK.factor(lam).solve(Y)]
+        out.append(FK.factor(0.0).checked_quadratic(y)[1])
+        out.append(FK.matvec(Y))
+        return FK, out
+
+    calls.clear(), loads.clear()
+    FK, kept = unit(tmp_path / "kept", None)
+    kept_calls, kept_loads = len(calls), len(loads)
+    calls.clear(), loads.clear()
+    _, plain = unit(tmp_path / "plain", 0)
+    assert all(np.array_equal(a, b) for a, b in zip(kept, plain)), "keeping changed a number"
+    tiles = 3 * 4 // 2  # 3 tiles of 32 (the last of 26): 6 lower tiles of K
+    assert kept_calls == tiles, "K's tiles were evaluated more than once"
+    assert len(calls) > 3 * tiles  # without keeping: once per λ, and again for each matvec
+    assert len(loads) > kept_loads
+    # only the factor in use is kept: turning to another λ drops the previous one's tiles
+    assert FK._factors[0.0]._kept is not None and FK._factors[0.5]._kept is None and FK._factors[2.0]._kept is None
+    tile = FK._factors[0.0].get(1, 0)
+    with pytest.raises(ValueError):
+        tile[0, 0] = 1.0  # a kept tile is read-only: it stays what was saved
+    # a source kept alone: one evaluation per block, each given as a copy
+    src = KernelSource.from_function(kernel, x, name="k").kept()
+    calls.clear()
+    a = src.block(slice(0, 10), slice(0, 10))
+    a[:] = 0.0
+    assert np.array_equal(src.block(slice(0, 10), slice(0, 10)), infinite.setting1_kernel(x[:10], x[:10]))
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="keep_memory"):
+        FactoredKernel(KernelSource.from_function(kernel, x), tmp_path, keep_memory=-1)
