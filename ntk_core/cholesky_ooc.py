@@ -39,6 +39,9 @@ on the condition number of K + λ²I.
 
 :class:`FactoredKernel` puts it behind the :class:`~ntk_core.kernel_matrix.KernelMatrix` interface, factoring
 K + λ²I on demand for each λ a solve asks for, so that every function of :mod:`ntk_core.bounds` takes it.
+Where they fit in its ``keep_memory`` (2 GiB each by default), it keeps K's lower tiles (a kernel function's:
+evaluated once for every λ) and the tiles of the factor in use in memory between passes: n ≤ 16,000 at the
+default tile size; beyond, every pass reads the factor from disk, as above.
 """
 
 from __future__ import annotations
