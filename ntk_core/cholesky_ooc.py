@@ -547,9 +547,10 @@ class FactoredKernel(KernelMatrix):
         As for :func:`tiled_cholesky`.
     keep_memory : int, optional
         Bytes that may be kept in memory between passes for each of K's lower tiles and the tiles of the factor
-        in use (default :data:`DEFAULT_KEEP_MEMORY`; 0: nothing kept). Where K's lower tiles fit, each is
-        evaluated (or read) once for every λ; where a factor fits, its tiles stay in memory while it is the one
-        used, and are dropped when a solve turns to another λ. The numbers are the same either way.
+        in use (default :data:`DEFAULT_KEEP_MEMORY`; 0: nothing kept). Where the lower tiles of a kernel
+        function's K fit, each is evaluated once for every λ (a matrix's tiles are read again: a copy would only
+        add memory); where a factor fits, its tiles stay in memory while it is the one used, and are dropped
+        when a solve turns to another λ. The numbers are the same either way.
 
     Examples
     --------
