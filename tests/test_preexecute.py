@@ -110,7 +110,8 @@ def test_chapters_run_two_at_a_time_once_each_and_the_alone_one_by_itself(tmp_pa
     assert "workers: 1" in page  # the cached outputs are rendered
     times = json.loads((out.parent / "execution_times.json").read_text())
     assert sorted(times) == ["one", "three", "two"]
-    assert all(t["seconds"] >= 2 and t["its_seconds"] >= 2 for t in times.values())
+    assert all(t["seconds"] >= 2 and t["slowest_cell_seconds"] >= 2 for t in times.values())
+    assert all(len(t["code_cells"]) == 1 and t["code_cells"][0][1] >= 2 for t in times.values())
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ glance extension has emptied the claims folder and named it in the environment t
   ``NTK_BOOK_WORKERS`` is 1, so that it cannot start worker processes onto the core its neighbour uses and no
   cell is slowed by the pairing;
 * the chapters that run alone go first, the others longest first by the previous build's times
-  (``<build>/execution_times.json``, which also gets every chapter's time and its slowest cell), in the order
+  (``<build>/execution_times.json``, which also gets every chapter's time and each of its cells'), in the order
   Sphinx reads them when no earlier time is known.
 
 Every executed notebook goes into a jupyter-cache that is emptied at the start of every build (nothing of an
@@ -59,7 +59,7 @@ class Job:
     cores: int
     env: dict[str, str] = field(default_factory=dict)
     seconds: float = math.nan
-    slowest_cell: tuple[int, float] = (-1, math.nan)
+    cell_seconds: list[tuple[int, float]] = field(default_factory=list)  # (index in the notebook, seconds)
     error: str | None = None
     executed: Any = None
 
@@ -124,9 +124,7 @@ def execute(job: Job, nb_config: Any) -> Any:
         except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
             job.error = f"{type(err).__name__}: {err}"
     job.seconds = time.perf_counter() - start
-    cells = [(i, _cell_seconds(c)) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
-    if cells:
-        job.slowest_cell = max(cells, key=lambda item: -1.0 if math.isnan(item[1]) else item[1])
+    job.cell_seconds = [(i, _cell_seconds(c)) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
     for executed, read in zip(notebook.cells, job.notebook.cells):
         executed.metadata = copy.deepcopy(read.metadata)
     return notebook
@@ -199,9 +197,9 @@ def _before_read(app: Any, env: Any, docnames: list[str]) -> None:
     def run_one(job: Job) -> None:
         LOGGER.info(f"executing {job.docname} ({'alone' if job.alone else 'beside another'})")
         job.executed = execute(job, config)
-        cell, seconds = job.slowest_cell
+        cell, seconds = _slowest(job)
         outcome = "failed" if job.error else "executed"
-        LOGGER.info(f"{outcome} {job.docname} in {job.seconds:.0f} s (slowest code cell: {cell}, {seconds:.0f} s)")
+        LOGGER.info(f"{outcome} {job.docname} in {job.seconds:.0f} s (slowest: cell {cell}, {seconds:.0f} s)")
 
     raising = bool(config.execution_raise_on_error)
     schedule(jobs, capacity, run_one, stop=lambda: raising and any(j.error for j in jobs))
@@ -222,13 +220,21 @@ def _before_read(app: Any, env: Any, docnames: list[str]) -> None:
     env.book_preexecuted = (records, {str(j.path) for j in failed})
 
 
+def _slowest(job: Job) -> tuple[int, float]:
+    """(index in the notebook, seconds) of the chapter's slowest code cell; (-1, nan) if no cell was timed."""
+    timed = [c for c in job.cell_seconds if not math.isnan(c[1])]
+    return max(timed, key=lambda c: c[1]) if timed else (-1, math.nan)
+
+
 def _write_times(app: Any, done: list[Job]) -> None:
-    """``<build>/execution_times.json``: each chapter's seconds and its slowest code cell (index and seconds)."""
+    """``<build>/execution_times.json``: per chapter its seconds, its slowest cell and every code cell's seconds
+    (cells counted from 0 in the notebook, Markdown cells included, as in ``jupyter_execute/<chapter>.ipynb``)."""
     times = {
         j.docname: {
             "seconds": round(j.seconds, 1),
-            "slowest_code_cell": j.slowest_cell[0],
-            "its_seconds": round(j.slowest_cell[1], 1),
+            "slowest_cell": _slowest(j)[0],
+            "slowest_cell_seconds": round(_slowest(j)[1], 1),
+            "code_cells": [[i, round(t, 1)] for i, t in j.cell_seconds],
         }
         for j in done
     }
