@@ -108,6 +108,9 @@ def test_chapters_run_two_at_a_time_once_each_and_the_alone_one_by_itself(tmp_pa
     assert (one["workers"], two["workers"], three["workers"]) == ("1", "1", "2")
     page = (out / "one.html").read_text()
     assert "workers: 1" in page  # the cached outputs are rendered
+    executed = json.loads((out.parent / "jupyter_execute" / "one.ipynb").read_text())  # what a download offers
+    (cell,) = [c for c in executed["cells"] if c["cell_type"] == "code"]
+    assert "workers: 1" in "".join(cell["outputs"][0]["text"]) and cell["execution_count"] == 1
     times = json.loads((out.parent / "execution_times.json").read_text())
     assert sorted(times) == ["one", "three", "two"]
     assert all(t["seconds"] >= 2 and t["slowest_cell_seconds"] >= 2 for t in times.values())

@@ -18,9 +18,11 @@ glance extension has emptied the claims folder and named it in the environment t
 
 Every executed notebook goes into a jupyter-cache that is emptied at the start of every build (nothing of an
 earlier build can be reused: ``force``'s promise holds), and myst-nb, switched to ``execution_mode = "cache"`` for
-this build, takes its outputs from there. A chapter that fails stops the build with its cell's error, as myst-nb's
-``raise_on_error`` would; one that myst-nb executed again anyway (its notebook did not match the pre-executed
-one) is a warning, which fails the strict build. Nothing happens unless the configured mode is ``force``.
+this build, takes its outputs from there (and this extension writes the executed notebook where myst-nb's
+``force`` mode would, ``jupyter_execute/<chapter>.ipynb``). A chapter that fails stops the build with its cell's
+error, as myst-nb's ``raise_on_error`` would; one that myst-nb executed again anyway (its notebook did not match
+the pre-executed one) is a warning, which fails the strict build. Nothing happens unless the configured mode is
+``force``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ LOGGER = logging.getLogger(__name__)
 #: the front-matter key of a chapter (``book_execution: {alone: true}``)
 METADATA_KEY = "book_execution"
 TIMES_FILE = "execution_times.json"
+#: docname -> executed notebook of this build (kept out of the pickled environment)
+_EXECUTED: dict[str, Any] = {}
 
 
 @dataclass
@@ -173,6 +177,7 @@ def _before_read(app: Any, env: Any, docnames: list[str]) -> None:
     from ntk_core.experiments.profile import book_workers
 
     env.book_preexecuted = None
+    _EXECUTED.clear()
     config = env.mystnb_config
     if config.execution_mode != "force":
         return
@@ -216,6 +221,7 @@ def _before_read(app: Any, env: Any, docnames: list[str]) -> None:
         if not job.error:  # a failed chapter is left to myst-nb, which executes it again and reports it as usual
             bundle = CacheBundleIn(job.executed, str(job.path), data={"execution_seconds": job.seconds})
             records.add(cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True).pk)
+            _EXECUTED[job.docname] = job.executed
     _write_times(app, [j for j in ran if not j.error])
     env.book_preexecuted = (records, {str(j.path) for j in failed})
 
@@ -245,6 +251,21 @@ def _write_times(app: Any, done: list[Job]) -> None:
     tmp.replace(path)
 
 
+def _write_executed(app: Any, doctree: Any) -> None:
+    """Write the executed notebook to myst-nb's output folder (``jupyter_execute/<docname>.ipynb``, what the
+    chapter downloads offer): in cache mode myst-nb 1.4 writes the notebook it read there, without the outputs."""
+    import nbformat
+
+    notebook = _EXECUTED.get(app.env.docname)
+    if notebook is None:
+        return
+    path = Path(app.env.mystnb_config.output_folder).joinpath(*(app.env.docname + ".ipynb").split("/"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".ipynb.tmp")
+    tmp.write_bytes(nbformat.writes(notebook).encode("utf-8"))
+    tmp.replace(path)
+
+
 def _check_reused(app: Any, env: Any) -> None:
     """Warn about every chapter that myst-nb executed itself after all (a cache record this extension did not add)."""
     from jupyter_cache import get_cache
@@ -259,5 +280,6 @@ def _check_reused(app: Any, env: Any) -> None:
 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("env-before-read-docs", _before_read)
+    app.connect("doctree-read", _write_executed)
     app.connect("env-updated", _check_reused)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
