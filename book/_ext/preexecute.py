@@ -44,6 +44,8 @@ from typing import Any, Callable, Iterable
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
+from ntk_core._store import atomic_write_bytes
+
 LOGGER = logging.getLogger(__name__)
 #: the front-matter key of a chapter (``book_execution: {alone: true}``)
 METADATA_KEY = "book_execution"
@@ -61,7 +63,6 @@ class Job:
     notebook: Any
     alone: bool
     cores: int
-    env: dict[str, str] = field(default_factory=dict)
     seconds: float = math.nan
     cell_seconds: list[tuple[int, float]] = field(default_factory=list)  # (index in the notebook, seconds)
     error: str | None = None
@@ -104,7 +105,7 @@ def _cell_seconds(cell: Any) -> float:
 
 def execute(job: Job, nb_config: Any) -> Any:
     """Execute ``job.notebook`` as myst-nb's ``force`` mode would (same working folder, timeout, error rule),
-    in a kernel with ``job.env`` added to the environment; return the executed notebook, whose cells keep the
+    in a kernel whose ``NTK_BOOK_WORKERS`` is 1 unless the job runs alone; return the executed notebook, whose cells keep the
     metadata they were read with (so that it hashes like the notebook myst-nb reads)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -124,7 +125,8 @@ def execute(job: Job, nb_config: Any) -> Any:
             resources={"metadata": {"path": os.path.abspath(cwd)}},
         )
         try:
-            client.execute(env={**os.environ, **job.env})
+            beside = {} if job.alone else {"NTK_BOOK_WORKERS": "1"}  # no worker processes onto the neighbour's core
+            client.execute(env={**os.environ, **beside})
         except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
             job.error = f"{type(err).__name__}: {err}"
     job.seconds = time.perf_counter() - start
@@ -189,8 +191,7 @@ def _before_read(app: Any, env: Any, docnames: list[str]) -> None:
             continue
         path, notebook = read
         alone = bool(dict(notebook.metadata.get(METADATA_KEY, {})).get("alone", False))
-        beside = {} if alone else {"NTK_BOOK_WORKERS": "1"}  # no worker processes onto the neighbour's core
-        jobs.append(Job(docname, path, notebook, alone, capacity if alone else 1, beside))
+        jobs.append(Job(docname, path, notebook, alone, capacity if alone else 1))
     cache_path = Path(config.execution_cache_path)
     shutil.rmtree(cache_path, ignore_errors=True)  # a new cache at every build: nothing of an earlier one is reused
     env.mystnb_config = config.copy(execution_mode="cache")
@@ -235,20 +236,16 @@ def _slowest(job: Job) -> tuple[int, float]:
 def _write_times(app: Any, done: list[Job]) -> None:
     """``<build>/execution_times.json``: per chapter its seconds, its slowest cell and every code cell's seconds
     (cells counted from 0 in the notebook, Markdown cells included, as in ``jupyter_execute/<chapter>.ipynb``)."""
-    times = {
-        j.docname: {
+    times = {}
+    for j in done:
+        cell, seconds = _slowest(j)
+        times[j.docname] = {
             "seconds": round(j.seconds, 1),
-            "slowest_cell": _slowest(j)[0],
-            "slowest_cell_seconds": round(_slowest(j)[1], 1),
+            "slowest_cell": cell,
+            "slowest_cell_seconds": round(seconds, 1),
             "code_cells": [[i, round(t, 1)] for i, t in j.cell_seconds],
         }
-        for j in done
-    }
-    path = _times_path(app)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    atomic_write_bytes(_times_path(app), (json.dumps(times, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _write_executed(app: Any, doctree: Any) -> None:
@@ -260,10 +257,7 @@ def _write_executed(app: Any, doctree: Any) -> None:
     if notebook is None:
         return
     path = Path(app.env.mystnb_config.output_folder).joinpath(*(app.env.docname + ".ipynb").split("/"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".ipynb.tmp")
-    tmp.write_bytes(nbformat.writes(notebook).encode("utf-8"))
-    tmp.replace(path)
+    atomic_write_bytes(path, nbformat.writes(notebook).encode("utf-8"))
 
 
 def _check_reused(app: Any, env: Any) -> None:
