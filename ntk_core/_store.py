@@ -227,7 +227,7 @@ def _array_fingerprint(a: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(a.dtype.str.encode())
     h.update(repr(tuple(int(n) for n in a.shape)).encode())
-    h.update(a.tobytes())
+    h.update(a.reshape(-1).view(np.uint8).data)  # the bytes in place: no copy of a large array
     return h.hexdigest()
 
 
@@ -420,10 +420,11 @@ def _seal(archive: bytes) -> bytes:
 def _unseal(data: bytes) -> bytes:
     if len(data) < 22 + _SEAL_LEN or data[-_SEAL_LEN - 2 : -_SEAL_LEN] != _SEAL_LEN.to_bytes(2, "little"):
         raise _Damaged("the file is truncated or has no checksum seal")
-    archive = data[: -_SEAL_LEN - 2] + b"\x00\x00"
-    if sha256_bytes(archive).encode() != data[-_SEAL_LEN:]:
+    h = hashlib.sha256(memoryview(data)[: -_SEAL_LEN - 2])  # the archive as sealed, hashed in place (no copy)
+    h.update(b"\x00\x00")
+    if h.hexdigest().encode() != data[-_SEAL_LEN:]:
         raise _Damaged("checksum mismatch: the file's bytes changed")
-    return archive
+    return data  # a zip reader skips the comment: the sealed file is read as it is
 
 
 class _Damaged(Exception):

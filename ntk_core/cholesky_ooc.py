@@ -25,11 +25,12 @@ that a finished tile of L is final:
 * **Cost**: the n³/3 flops of any Cholesky, ``n²/2`` entries of K once, about ``(n/b)³/6`` reads of tiles of
   L; memory about ``(n·b + 4b²) × 8`` bytes (``b`` from ``memory_budget``); disk ``n²/2 × 8`` bytes.
 
-Then (:class:`TiledCholesky`) ``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` (one pass over L), solves (two passes), the
-log-determinant, and the **error of** ``yᵀ(K + λ²I)⁻¹y`` **estimated** by one step of iterative refinement in
-float64 (:meth:`TiledCholesky.checked_quadratic`): ``α = (K + λ²I)⁻¹y``, ``r = y − (K + λ²I)α`` (one half
-pass over the tiles of K), ``δ = (K + λ²I)⁻¹r``, and ``|yᵀδ| / yᵀ(K + λ²I)⁻¹y`` is about the relative error,
-which grows with the condition number of K + λ²I (λ → 0 is the hard case).
+Then (:class:`TiledCholesky`) ``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` (one pass over L), solves ``L⁻ᵀ(L⁻¹Y)`` (two
+passes), the log-determinant, and the **error of** ``yᵀ(K + λ²I)⁻¹y`` **estimated** by one step of iterative
+refinement in float64 (:meth:`TiledCholesky.checked_quadratic`): ``α = (K + λ²I)⁻¹y``, ``r = y − (K + λ²I)α``
+(one half pass over the tiles of K), ``δ = (K + λ²I)⁻¹r``, and ``|yᵀδ| / yᵀ(K + λ²I)⁻¹y`` is about the relative
+error, which grows with the condition number of K + λ²I (λ → 0 is the hard case); ``yᵀδ = (L⁻¹y)ᵀ(L⁻¹r)``, so
+that it costs three passes over L, two where ``L⁻¹y`` is at hand.
 
 **Conditioning.** Every pivot ``L_ii²`` is at least the smallest eigenvalue μ_min of K + λ²I: it is
 ``1 / ((A_{1:i,1:i})⁻¹)_ii`` for the leading i × i block, whose eigenvalues interlace those of A. So
@@ -38,7 +39,9 @@ which grows with the condition number of K + λ²I (λ → 0 is the hard case).
 on the condition number of K + λ²I.
 
 :class:`FactoredKernel` puts it behind the :class:`~ntk_core.kernel_matrix.KernelMatrix` interface, factoring
-K + λ²I on demand for each λ a solve asks for, so that every function of :mod:`ntk_core.bounds` takes it.
+K + λ²I on demand for each λ a solve asks for, so that every function of :mod:`ntk_core.bounds` takes it, and
+keeps ``L⁻¹Y`` per (λ, labels): :meth:`FactoredKernel.forwards` takes every label matrix that a computation will
+need at once through one pass over the factor (at n = 60,000 a pass reads and verifies its 14.4 GB).
 Where they fit in its ``keep_memory`` (2 GiB each by default), it keeps K's lower tiles (a kernel function's:
 evaluated once for every λ) and the tiles of the factor in use in memory between passes: n ≤ 16,000 at the
 default tile size; beyond, every pass reads the factor from disk, as above.
@@ -49,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +267,10 @@ class TiledCholesky:
         self.computed = 0  # tiles computed by this object (not found in the folder)
         # the tiles kept in memory once computed or read (``keep``; see :meth:`keep`), else None
         self._kept: dict[tuple[int, int], np.ndarray] | None = {} if keep else None
+        # what each tile seen so far says beside L (its share of 1ᵀK1; a diagonal tile's K diagonal and pivots):
+        # a few numbers per tile, so that the conditioning's quantities read no tile that a pass has read already
+        self._sums: dict[tuple[int, int], float] = {}
+        self._diagonals: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def keep(self, on: bool = True) -> None:
         """Keep the tiles in memory once computed or read (``on``), so that later passes read no file, or drop
@@ -296,7 +303,23 @@ class TiledCholesky:
         found = self._load(i, j)
         if found is None:
             return self._compute(i, j)
+        self._note(i, j, found.arrays)
         return self._keep_tile(i, j, found.arrays["L"])
+
+    def _note(self, i: int, j: int, arrays: dict[str, np.ndarray]) -> None:
+        """Keep what tile ``(i, j)`` holds beside L (its ``k_sum``; on the diagonal ``k_diag`` and the pivots)."""
+        self._sums[(i, j)] = float(arrays["k_sum"][0])
+        if i == j:
+            self._diagonals[j] = (arrays["k_diag"].copy(), np.diagonal(arrays["L"]) ** 2)
+
+    def _stored(self, i: int, j: int) -> None:
+        """Make sure tile ``(i, j)`` has been noted: loaded (or, if missing or damaged, computed) if not yet."""
+        if (i, j) not in self._sums:
+            found = self._load(i, j)
+            if found is None:
+                self._compute(i, j)
+            else:
+                self._note(i, j, found.arrays)
 
     def _keep_tile(self, i: int, j: int, L: np.ndarray) -> np.ndarray:
         if self._kept is not None:
@@ -335,6 +358,7 @@ class TiledCholesky:
         L = np.ascontiguousarray(L)
         arrays["L"] = L
         _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays=arrays)
+        self._note(i, j, arrays)
         self.computed += 1
         return self._keep_tile(i, j, L)
 
@@ -360,20 +384,14 @@ class TiledCholesky:
         return self
 
     # ---------------------------------------------------------------- what the factor gives
-    def _diagonal_tiles(self) -> list[_store.Stored]:
-        found = []
-        for j in range(len(self.bounds)):
-            tile = self._load(j, j)
-            if tile is None:  # missing or damaged: recompute it, then read it back with K's diagonal
-                self.get(j, j)
-                tile = self._load(j, j)
-            assert tile is not None
-            found.append(tile)
-        return found
+    def _diagonal(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """K's diagonal and the pivots ``diag(L)²`` of diagonal tile j (read once, or kept from a pass)."""
+        self._stored(j, j)
+        return self._diagonals[j]
 
     def pivots(self) -> np.ndarray:
         """``diag(L)²``, shape (n,): each is at least the smallest eigenvalue of K + λ²I (module docstring)."""
-        return np.concatenate([np.diagonal(t.arrays["L"]) ** 2 for t in self._diagonal_tiles()])
+        return np.concatenate([self._diagonal(j)[1] for j in range(len(self.bounds))])
 
     @property
     def min_pivot(self) -> float:
@@ -386,20 +404,16 @@ class TiledCholesky:
 
     def k_diagonal(self) -> np.ndarray:
         """K's diagonal (kept with the diagonal tiles), shape (n,)."""
-        return np.concatenate([t.arrays["k_diag"] for t in self._diagonal_tiles()])
+        return np.concatenate([self._diagonal(j)[0] for j in range(len(self.bounds))])
 
     def ones_rayleigh(self) -> float:
         """``1ᵀK1 / n``, the Rayleigh quotient of K at the vector of ones: a lower bound on K's largest
-        eigenvalue (kept with the tiles: no pass over K)."""
+        eigenvalue (kept with the tiles: no pass over K; no tile read again that a pass has read)."""
         total = 0.0
         for i in range(len(self.bounds)):
             for j in range(i + 1):
-                found = self._load(i, j)
-                if found is None:
-                    self.get(i, j)
-                    found = self._load(i, j)
-                assert found is not None
-                total += float(found.arrays["k_sum"][0])
+                self._stored(i, j)
+                total += self._sums[(i, j)]
         return total / self.n
 
     def _columns(self, Y: ArrayLike) -> tuple[np.ndarray, bool]:
@@ -419,9 +433,8 @@ class TiledCholesky:
             Z[rows] = scipy.linalg.solve_triangular(self.get(i, i), Z[rows], lower=True, check_finite=False)
         return Z[:, 0] if vector else Z
 
-    def solve(self, Y: ArrayLike) -> np.ndarray:
-        """``(K + λ²I)⁻¹Y`` (two passes over L), the shape of Y."""
-        Z = self.forward(Y)
+    def backward(self, Z: ArrayLike) -> np.ndarray:
+        """``X = L⁻ᵀZ`` (one pass over L), the shape of Z."""
         X, vector = self._columns(Z)
         for i in reversed(range(len(self.bounds))):
             rows = self.bounds[i]
@@ -429,6 +442,10 @@ class TiledCholesky:
                 X[rows] -= self.get(k, i).T @ X[self.bounds[k]]
             X[rows] = scipy.linalg.solve_triangular(self.get(i, i).T, X[rows], lower=False, check_finite=False)
         return X[:, 0] if vector else X
+
+    def solve(self, Y: ArrayLike) -> np.ndarray:
+        """``(K + λ²I)⁻¹Y = L⁻ᵀ(L⁻¹Y)`` (two passes over L), the shape of Y."""
+        return self.backward(self.forward(Y))
 
     def quadratic(self, Y: ArrayLike) -> float | np.ndarray:
         """``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` per column (a float for a vector Y)."""
@@ -451,21 +468,43 @@ class TiledCholesky:
                     out[self.bounds[j]] += B.T @ X[rows]
         return out[:, 0] if vector else out
 
-    def checked_quadratic(self, Y: ArrayLike) -> tuple[float | np.ndarray, float | np.ndarray]:
-        """``Yᵀ(K + λ²I)⁻¹Y`` per column with an estimate of its relative error, by one step of iterative
+    def checked_quadratic(
+        self, Y: ArrayLike, forward: np.ndarray | None = None
+    ) -> tuple[float | np.ndarray, float | np.ndarray]:
+        r"""``Yᵀ(K + λ²I)⁻¹Y`` per column with an estimate of its relative error, by one step of iterative
         refinement.
 
         ``α = (K + λ²I)⁻¹Y``, ``R = Y − (K + λ²I)α`` (from K's tiles), ``δ = (K + λ²I)⁻¹R``: the correction
         ``Yᵀδ`` that refinement would add is the size of the error of ``Yᵀα``, so ``|Yᵀδ| / Yᵀ(K + λ²I)⁻¹Y``
         estimates the relative error of :meth:`quadratic` (within a small factor; it grows with the condition
-        number of K + λ²I: about κ · 1e-16). The value returned is :meth:`quadratic`'s, unrefined: a residual
-        computed in float64 does not make it more accurate. Costs four passes over L and one half pass over K.
+        number of K + λ²I: about κ · 1e-16). With ``Z = L⁻¹Y`` it is computed as
+
+        .. math::  Y^\top\delta = Y^\top L^{-\top} L^{-1} R = Z^\top (L^{-1} R),
+                   \qquad \alpha = L^{-\top} Z,
+
+        so that it costs three passes over L (``Z``, ``α``, ``L⁻¹R``; two if ``forward`` gives ``Z``, as
+        :meth:`FactoredKernel.forwards` keeps it) and one half pass over K. The value returned is
+        :meth:`quadratic`'s, ``‖Z‖²``, unrefined: a residual computed in float64 does not make it more accurate.
+
+        Parameters
+        ----------
+        Y : ArrayLike, shape (n,) or (n, m)
+            The labels.
+        forward : numpy.ndarray, optional
+            ``L⁻¹Y`` if already computed (the shape of ``Y``).
         """
-        Yc = np.asarray(Y, dtype=np.float64)
-        value = self.quadratic(Yc)
-        delta = self.solve(Yc - self.matvec(self.solve(Yc)))
-        error = np.abs(np.sum(Yc * delta, axis=0)) / np.maximum(np.abs(value), np.finfo(np.float64).tiny)
-        return value, (float(error) if Yc.ndim == 1 else error)
+        Yc, vector = self._columns(Y)
+        if forward is None:
+            Z = self.forward(Yc)
+        else:
+            Z = np.asarray(forward, dtype=np.float64)
+            if Z.shape not in (Yc.shape, Yc.shape[:1] if vector else Yc.shape):
+                raise ValueError(f"forward must be L⁻¹Y, of Y's shape {np.shape(Y)}, got shape {Z.shape}")
+            Z = Z.reshape(Yc.shape)
+        value = np.sum(Z * Z, axis=0)
+        W = self.forward(Yc - self.matvec(self.backward(Z)))
+        error = np.abs(np.sum(Z * W, axis=0)) / np.maximum(np.abs(value), np.finfo(np.float64).tiny)
+        return (float(value[0]), float(error[0])) if vector else (value, error)
 
 
 def tiled_cholesky(
@@ -582,7 +621,7 @@ class FactoredKernel(KernelMatrix):
             DEFAULT_KEEP_MEMORY if keep_memory is None else check_count(keep_memory, "keep_memory", minimum=0)
         )
         self._factors: dict[float, TiledCholesky] = {}
-        self._quadratics: dict[tuple, float | np.ndarray] = {}
+        self._forwards: dict[tuple, np.ndarray] = {}  # L⁻¹Y per (λ, Y), read-only (see :meth:`forwards`)
         self._k_diagonal: np.ndarray | None = None
         b = self._tile()
         # K's lower tiles and one factor's tiles take n(n + b)/2 × 8 bytes each at most; K's tiles are kept where
@@ -642,16 +681,59 @@ class FactoredKernel(KernelMatrix):
             return min(check_count(self.tile, "tile"), self.n)
         return _tile_from_budget(self.n, self.memory_budget or DEFAULT_CHOLESKY_MEMORY)
 
+    def forwards(self, Ys: Sequence[ArrayLike], lam: float) -> list[np.ndarray]:
+        """``L⁻¹Y`` for each ``Y`` of ``Ys`` (L the factor of K + λ²I), those not computed yet **in one pass** over
+        the factor, their columns side by side; each kept (as many numbers as ``Y`` has) for the quadratics, solves
+        and error estimates that ask for the same labels later.
+
+        Every quantity of a unit of the bounds at one λ (each noise model's ``yᵀK⁻¹y`` per output, the ridge
+        term, the error estimate of :meth:`checked_quadratic`) starts from ``L⁻¹Y``: asked for together, they
+        cost one pass over a factor that may be far larger than memory instead of one pass (or two) each.
+
+        Parameters
+        ----------
+        Ys : sequence of ArrayLike, each shape (n,) or (n, m)
+            The label vectors or matrices.
+        lam : float
+            λ ≥ 0.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            ``L⁻¹Y`` for each, the shape of ``Y`` (new arrays).
+        """
+        lam = check_lam(lam)
+        factor = self.factor(lam)
+        arrays = [np.asarray(Y) for Y in Ys]
+        keys = [(lam, *array_key(Y)) for Y in arrays]
+        missing: dict[tuple, np.ndarray] = {}
+        for key, Y in zip(keys, arrays):
+            if key not in self._forwards and key not in missing:
+                missing[key] = factor._columns(Y)[0]  # checked: (n,) or (n, m), finite
+        if missing:
+            Z = factor.forward(np.hstack(list(missing.values())))
+            start = 0
+            for key, Y in missing.items():
+                part = Z[:, start : start + Y.shape[1]]
+                start += Y.shape[1]
+                part = np.ascontiguousarray(part[:, 0] if len(key[1]) == 1 else part)
+                part.flags.writeable = False
+                self._forwards[key] = part
+        return [self._forwards[key].copy() for key in keys]
+
     def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
-        return self.factor(lam).solve(Y)
+        """``(K + λ²I)⁻¹Y = L⁻ᵀ(L⁻¹Y)``: one pass over the factor where :meth:`forwards` has ``L⁻¹Y``, else two."""
+        return self.factor(lam).backward(self.forwards([Y], lam)[0])
 
     def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        """``Yᵀ(K + λ²I)⁻¹Y`` per column, computed once per (λ, Y): each is a pass over a factor that may be far
-        larger than memory, and a bound asks for the same ones again (yᵀK⁻¹y and the ridge term at each λ)."""
-        lam = check_lam(lam)
-        Y = np.asarray(Y)
-        key = (lam, *array_key(Y))
-        if key not in self._quadratics:
-            self._quadratics[key] = self.factor(lam).quadratic(Y)
-        value = self._quadratics[key]
-        return value.copy() if isinstance(value, np.ndarray) else value
+        """``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` per column, from :meth:`forwards` (a pass over a factor that may be far
+        larger than memory, once per (λ, Y): a bound asks for the same ones again, yᵀK⁻¹y and the ridge term at
+        each λ)."""
+        Z = self.forwards([Y], lam)[0]
+        values = np.sum(Z * Z, axis=0)
+        return float(values) if Z.ndim == 1 else values
+
+    def checked_quadratic(self, Y: np.ndarray, lam: float) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """:meth:`TiledCholesky.checked_quadratic` of the factor of K + λ²I, from the ``L⁻¹Y`` that
+        :meth:`forwards` keeps (two passes over the factor and a half pass over K beyond it)."""
+        return self.factor(lam).checked_quadratic(Y, forward=self.forwards([Y], lam)[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import pytest
 import torch
 from test_experiments import TINY
@@ -226,26 +227,61 @@ def test_a_unit_key_says_whether_it_factors_on_the_grid(cache, monkeypatch):
     assert len({unit_class(k) for k in keys}) == 5
 
 
-def test_ridge_at_zero_solves_once_per_labels_and_gives_the_same_numbers(tmp_path, monkeypatch):
-    from ntk_core.cholesky_ooc import FactoredKernel
-    from ntk_core.kernel_matrix import KernelMatrix
+def test_ridge_at_zero_is_one_forward_pass_per_labels_at_every_lambda(tmp_path, monkeypatch):
+    """``_RidgeAtZero``'s ridge quadratic is the factor's yᵀK⁻¹y = ‖L⁻¹y‖² whatever λ: one forward pass per
+    labels, a new array each time, equal to a float64 solve."""
+    from ntk_core.cholesky_ooc import FactoredKernel, TiledCholesky
 
     rng = np.random.default_rng(5)
     A = rng.standard_normal((40, 40))
     K = A @ A.T + 40 * np.eye(40)
     FK = FactoredKernel(K, tmp_path, tile=16)
     R = bound_scale._RidgeAtZero(FK)
-    solves = []
-    solve = FK.ridge_solve
-    monkeypatch.setattr(FK, "ridge_solve", lambda Y, lam: solves.append(lam) or solve(Y, lam))
+    passes = []
+    forward = TiledCholesky.forward
+    monkeypatch.setattr(TiledCholesky, "forward", lambda self, Y: passes.append(self.lam) or forward(self, Y))
     Y = rng.standard_normal((40, 3))
     first = R.ridge_quadratic(Y, 2.0)
     again = [R.ridge_quadratic(Y, lam) for lam in (0.0, 0.5, 8.0)]
-    assert solves == [0.0], "one solve at λ = 0 for every λ"
-    expected = KernelMatrix.ridge_quadratic(R, Y, 2.0)  # the computation it keeps, done afresh
-    assert all(np.array_equal(v, expected) for v in [first, *again])
+    assert passes == [0.0], "one forward pass at λ = 0 for every λ"
+    Z = scipy.linalg.solve_triangular(np.linalg.cholesky(K), Y, lower=True)
+    np.testing.assert_allclose(first, np.sum(Z * Z, axis=0), rtol=1e-13)
+    assert all(np.array_equal(v, first) for v in again)
+    expected = first.copy()
     first[:] = 0.0  # a copy
     assert np.array_equal(R.ridge_quadratic(Y, 1.0), expected)
     y = Y[:, 0].copy()
-    assert R.ridge_quadratic(y, 1.0) == KernelMatrix.ridge_quadratic(R, y, 1.0) and len(solves) == 4
+    assert isinstance(R.ridge_quadratic(y, 1.0), float) and len(passes) == 2
     np.testing.assert_allclose(expected, np.sum(Y * np.linalg.solve(K, Y), axis=0), rtol=1e-12)
+
+
+def test_a_unit_beyond_the_grid_passes_over_its_factor_three_times(tmp_path, monkeypatch):
+    """Beyond the grid (K + λ²I factored at λ = 0 only, nothing kept in memory: n = 60,000), every label matrix of
+    a ten-class unit (both noise models' Qᵀ and the one-hot labels of the conditioning) goes through one forward
+    pass, and the error estimate adds a backward and a forward pass: three reads of the factor after it is made,
+    the pivots and 1ᵀK1/n reading none."""
+    from ntk_core import cholesky_ooc
+    from ntk_core.cholesky_ooc import TiledCholesky
+
+    monkeypatch.setattr(cholesky_ooc, "DEFAULT_KEEP_MEMORY", 0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((600, 12))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    labels = rng.integers(0, 10, 600)
+    config = bound_scale.Config(grid_max_n=100, memory_budget=3 * 1024**2)  # tiles of 256: T = 3, 6 tiles
+    loads, made = [], []
+    load, factor = TiledCholesky._load, TiledCholesky.factor
+    monkeypatch.setattr(TiledCholesky, "_load", lambda self, i, j: loads.append((i, j)) or load(self, i, j))
+
+    def factoring(self, **options):
+        out = factor(self, **options)
+        made.append(len(loads))  # the tile reads up to the end of the factorisation
+        return out
+
+    monkeypatch.setattr(TiledCholesky, "factor", factoring)
+    test = (x[:50], labels[:50])
+    rows = bound_scale._unit(config, "multiclass", x, labels, 0, test, tmp_path / "factors")
+    assert len(made) == 1 and {r["lam_kind"] for r in rows} == {"leading"} and not any(r["ridge_exact"] for r in rows)
+    after = len(loads) - made[0]
+    assert after == 3 * 6, f"{after} tile reads after the factorisation, not three passes over its 6 tiles"
+    assert all(r["ridge"] == r["complexity"] for r in rows)  # beyond the grid the ridge term is yᵀK⁻¹y itself

@@ -323,3 +323,58 @@ def test_kept_tiles_evaluate_k_once_read_no_file_in_passes_and_give_the_same_bit
     assert len(calls) == 1
     with pytest.raises(ValueError, match="keep_memory"):
         FactoredKernel(KernelSource.from_function(kernel, x), tmp_path, keep_memory=-1)
+
+
+def test_several_label_matrices_are_one_forward_pass_and_each_is_kept(mnist_like, tmp_path: Path, monkeypatch):
+    """``forwards`` gives L⁻¹Y for every Y asked for (vectors and matrices, a repeated one once) from one pass
+    over the factor, equal to a dense triangular solve; the quadratics, the solve and the error estimate of
+    the same labels then need no forward pass of Y again (the estimate one for its residual)."""
+    import scipy.linalg
+
+    x, y, Y = mnist_like
+    FK = FactoredKernel(KernelSource.from_function(infinite.setting1_kernel, x), tmp_path, tile=100, keep_memory=0)
+    passes: list[tuple[str, int]] = []
+    for name in ("forward", "backward"):
+        method = getattr(TiledCholesky, name)
+        monkeypatch.setattr(
+            TiledCholesky, name, lambda self, V, m=method, k=name: passes.append((k, np.shape(V)[1:])) or m(self, V)
+        )
+    z_y, z_Y, z_again = FK.forwards([y, Y, y.copy()], 0.0)
+    assert passes == [("forward", (4,))], "one pass for the four distinct columns"
+    L = np.linalg.cholesky(infinite.setting1_kernel(x))
+    np.testing.assert_allclose(z_y, scipy.linalg.solve_triangular(L, y, lower=True), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(z_Y, scipy.linalg.solve_triangular(L, Y, lower=True), rtol=1e-10, atol=1e-10)
+    assert z_y.shape == (300,) and z_Y.shape == (300, 3) and np.array_equal(z_again, z_y)
+    kept = z_Y.copy()
+    z_Y[:] = 0.0  # a copy: the kept one is unchanged
+    assert np.array_equal(FK.forwards([Y], 0.0)[0], kept)
+    passes.clear()
+    assert FK.ridge_quadratic(y, 0.0) == float(np.sum(z_y * z_y))
+    np.testing.assert_allclose(FK.ridge_solve(Y, 0.0), np.linalg.solve(L @ L.T, Y), rtol=1e-9)
+    _, error = FK.checked_quadratic(Y, 0.0)
+    assert passes == [("backward", (3,)), ("backward", (3,)), ("forward", (3,))], passes
+    assert np.all(error < 1e-10)
+    with pytest.raises(ValueError, match=r"shape \(300,\) or \(300, m\)"):
+        FK.forwards([y, np.ones(7)], 0.0)
+    with pytest.raises(ValueError, match="forward must be"):
+        FK.factor(0.0).checked_quadratic(Y, forward=z_y)
+
+
+def test_the_conditioning_reads_no_tile_that_a_pass_has_read(mnist_like, tmp_path: Path, monkeypatch) -> None:
+    """After the factorisation, the pivots, K's diagonal and 1ᵀK1/n come from what the tiles said as they were
+    computed or read: no file is read for them, and they are the numbers a fresh reader of the folder gets."""
+    from ntk_core import _store
+
+    x, _, _ = mnist_like
+    L = tiled_cholesky(KernelSource.from_function(infinite.setting1_kernel, x), tmp_path, tile=64)
+    loads = []
+    load = _store.load
+    monkeypatch.setattr(_store, "load", lambda *a, **k: loads.append(1) or load(*a, **k))
+    noted = (L.pivots(), L.k_diagonal(), L.ones_rayleigh(), L.min_pivot)
+    assert loads == []
+    fresh = TiledCholesky(L.source, L.lam, L.tile, tmp_path)
+    read = (fresh.pivots(), fresh.k_diagonal(), fresh.ones_rayleigh(), fresh.min_pivot)
+    assert len(loads) == 15, "a fresh reader loads each of the 5 · 6 / 2 tiles once"
+    assert all(np.array_equal(a, b) for a, b in zip(noted, read))
+    K = infinite.setting1_kernel(x)
+    assert noted[2] == pytest.approx(K.sum() / len(K), rel=1e-12)

@@ -20,7 +20,11 @@ killed unit resumes), at λ = 0 for ``yᵀK⁻¹y`` and, where ``n ≤ grid_max_
 that minimises the bound's leading terms (:func:`ntk_core.bounds.leading_lambda`). Beyond ``grid_max_n`` (each
 factorisation of n = 60,000 is about an hour on 2 cores) only λ = 0 is factored: the bound at λ* is computed with
 its ridge term ``yᵀ(K + λ²I)⁻¹y`` replaced by the larger ``yᵀK⁻¹y`` (``ridge_exact`` False), an upper bound on it,
-while the leading terms' minimum is a lower bound at every λ, so the two bracket the bound. Its rows (one per noise
+while the leading terms' minimum is a lower bound at every λ, so the two bracket the bound. Every label matrix
+of a unit at λ = 0 (the labels, or both noise models' clean outputs ``q⁽ʰ⁾`` and the one-hot labels) goes through
+one forward pass over the factor (:meth:`ntk_core.cholesky_ooc.FactoredKernel.forwards`), and the conditioning's
+error estimate adds a backward and a forward pass: beyond ``grid_max_n``, three reads of a factor that n = 60,000
+makes 14.4 GB on disk. Its rows (one per noise
 model and λ) hold tr K, the complexity, the ridge term, every term of the theorem (rescaled as in its total), the
 total, the leading terms' minimum over λ, and the
 conditioning of K: the relative error of yᵀK⁻¹y estimated by a step of iterative refinement (``comp_error``), the
@@ -42,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from .. import bounds, data, noise
-from ..cholesky_ooc import FactoredKernel, KernelSource, array_key
+from ..cholesky_ooc import FactoredKernel, KernelSource
 from ..infinite import setting1_kernel
 from ..kernel_matrix import KernelMatrix, symmetrise_in_place
 from .._checks import check_count, check_each_in, check_interval
@@ -59,12 +63,12 @@ TERMS = bounds.BOUND_TERMS
 class _RidgeAtZero(KernelMatrix):
     """K with every ridge quadratic ``yᵀ(K + λ²I)⁻¹y`` replaced by its upper bound ``yᵀK⁻¹y``: only Lemma C.2's
     signal term ``√(yᵀ(K + λ²I)⁻¹y)`` reads it, increasingly, so a bound computed on it is an upper bound on the
-    explicit bound at that λ, at the cost of one factorisation (λ = 0) instead of two."""
+    explicit bound at that λ, at the cost of one factorisation (λ = 0) instead of two. Its quadratics are the
+    factored kernel's at λ = 0, ``‖L⁻¹y‖²`` (kept per labels: the complexity and the ridge term are one number)."""
 
     def __init__(self, K: FactoredKernel) -> None:
         self.K = K
         self.n = K.n
-        self._quadratics: dict[tuple, float | np.ndarray] = {}
 
     def trace(self) -> float:
         return self.K.trace()
@@ -79,14 +83,7 @@ class _RidgeAtZero(KernelMatrix):
         return self.K.ridge_solve(Y, 0.0)
 
     def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        """``YᵀK⁻¹Y`` per column whatever λ, computed once per ``Y`` (a solve is two passes over the factor at λ = 0,
-        and a bound asks for the complexity and its ridge term, the same numbers here)."""
-        Y = np.asarray(Y)
-        key = array_key(Y)
-        if key not in self._quadratics:
-            self._quadratics[key] = super().ridge_quadratic(Y, lam)
-        value = self._quadratics[key]
-        return value.copy() if isinstance(value, np.ndarray) else value
+        return self.K.ridge_quadratic(Y, 0.0)
 
 
 @dataclass(frozen=True)
@@ -187,7 +184,7 @@ def _units(config: Config, available: dict[str, int]) -> list[tuple[str, int, in
 
 def _conditioning(FK: FactoredKernel, Y: np.ndarray) -> dict[str, float]:
     L0 = FK.factor(0.0)
-    _, error = L0.checked_quadratic(Y)
+    _, error = FK.checked_quadratic(Y, 0.0)
     min_pivot = L0.min_pivot
     rayleigh = L0.ones_rayleigh()
     return {
@@ -258,24 +255,35 @@ def _lambdas(config: Config, FK: FactoredKernel, n: int, lam_star: float) -> lis
     return [(lam_star, "leading", _RidgeAtZero(FK))]
 
 
-def _multiclass_rows(config: Config, FK: FactoredKernel, labels: np.ndarray, n: int, test, seed: int) -> list[dict]:
+def _noise_models(config: Config, labels: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, P, Qᵀ) of the two noise models of Theorem 5.3: symmetric and pair-flip P of rate ``config.rate``,
+    and the (n, 10) clean labels q⁽ʰ⁾ of each output (:func:`ntk_core.bounds.q_matrix`, transposed)."""
+    return [
+        (name, P, np.ascontiguousarray(bounds.q_matrix(P, labels).T))
+        for name, P in (
+            (f"symmetric {config.rate:g}", noise.symmetric_transition(10, config.rate)),
+            (f"pair-flip {config.rate:g}", noise.pairflip_transition(10, config.rate)),
+        )
+    ]
+
+
+def _multiclass_rows(
+    config: Config, FK: FactoredKernel, labels: np.ndarray, models: list, n: int, test, seed: int
+) -> list[dict]:
+    """The rows of a ten-class unit: one per noise model of ``models`` (:func:`_noise_models`) and λ."""
     K_test, labels_test = test
     trace = FK.trace()
     rows = []
-    for name, P in (
-        (f"symmetric {config.rate:g}", noise.symmetric_transition(10, config.rate)),
-        (f"pair-flip {config.rate:g}", noise.pairflip_transition(10, config.rate)),
-    ):
-        Q = bounds.q_matrix(P, labels)  # (10, n): the clean labels q⁽ʰ⁾ of each output
+    for name, P, QT in models:
         noisy = np.eye(10)[noise.corrupt(labels, P, seed=seed)]
-        comps = np.atleast_1d(bounds.complexity(FK, np.ascontiguousarray(Q.T)))
+        comps = np.atleast_1d(bounds.complexity(FK, QT))
         sigmas = bounds.multiclass_noise_subgaussian_sigma(P)
         gap = bounds.gap(P)
         lam_star = bounds.leading_lambda(comps, n, trace, sigmas)
         lead = bounds.leading_minimum(comps, n, trace, sigmas) / gap
         for lam, kind, K in _lambdas(config, FK, n, lam_star):
             b = bounds.theorem_5_3_bound(K, labels, P, lam, config.delta)
-            ridges = np.atleast_1d(K.ridge_quadratic(np.ascontiguousarray(Q.T), lam))
+            ridges = np.atleast_1d(K.ridge_quadratic(QT, lam))
             rows.append(
                 {
                     "noise": name,
@@ -324,12 +332,15 @@ def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: in
         K_test = _kernel(x_test, x) if factored else None
     FK = FactoredKernel(source, folder, memory_budget=config.memory_budget)
     if task == "multiclass":
-        rows = _multiclass_rows(config, FK, labels, n, (K_test, labels_test), seed)
-        conditioning = _conditioning(FK, np.eye(10)[labels])
+        Y = np.eye(10)[labels]
+        models = _noise_models(config, labels)
+        FK.forwards([*(QT for _, _, QT in models), Y], 0.0)  # every label matrix at λ = 0 in one pass
+        rows = _multiclass_rows(config, FK, labels, models, n, (K_test, labels_test), seed)
     else:
-        y = np.where(labels == 5, 1.0, -1.0)
-        rows = _binary_rows(config, FK, y, n, (K_test, np.where(labels_test == 5, 1.0, -1.0)), seed)
-        conditioning = _conditioning(FK, y)
+        Y = np.where(labels == 5, 1.0, -1.0)
+        FK.forwards([Y], 0.0)
+        rows = _binary_rows(config, FK, Y, n, (K_test, np.where(labels_test == 5, 1.0, -1.0)), seed)
+    conditioning = _conditioning(FK, Y)
     shutil.rmtree(folder, ignore_errors=True)  # kept until the unit is done: a killed unit resumes its factors
     return [{**row, **conditioning} for row in rows]
 
