@@ -387,6 +387,17 @@ def test_record_round_trips_and_replays(data_env):
     cheapest = min(u["seconds"] for u in json.loads((folder / "units.json").read_text()))
     one = replay("setting1", "quick", units=2, root=root, seed=0, max_seconds=1.5 * cheapest)
     assert len(one) == 1 and not one[0].problems
+    # each unit's seconds, as units.json holds them, with its key; a units.json edited by hand is refused
+    seconds = experiments.unit_seconds("setting1", "quick", root=root)
+    listed = json.loads((folder / "units.json").read_text())
+    assert len(seconds) == len(listed) == 5 and "seconds" in seconds.columns
+    assert seconds["seconds"].sum() == pytest.approx(meta["unit_seconds_total"], rel=1e-12)
+    assert sorted(seconds["seed"].tolist()) == sorted(u["key"]["seed"] for u in listed)
+    (folder / "units.json").write_text(json.dumps(listed[:-1]))
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        experiments.unit_seconds("setting1", "quick", root=root)
+    with pytest.raises(RecordMissing):
+        experiments.unit_seconds("setting1", "medium", root=root)
 
 
 def test_replay_detects_a_changed_value(data_env):

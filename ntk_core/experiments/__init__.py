@@ -28,7 +28,15 @@ from typing import Any
 from .profile import PROFILES
 from ._runner import Result, run_experiment
 from ._shared import check_one_row_per_seed, memorised_fraction, paired_stats
-from ._record import RecordMissing, record_dir, recorded, records_root, refresh_command, units_in_progress
+from ._record import (
+    RecordMissing,
+    record_dir,
+    recorded,
+    records_root,
+    refresh_command,
+    unit_seconds,
+    units_in_progress,
+)
 
 __all__ = [
     "EXPERIMENTS",
@@ -37,6 +45,7 @@ __all__ = [
     "run",
     "record",
     "recorded",
+    "unit_seconds",
     "record_dir",
     "records_root",
     "RecordMissing",

@@ -319,6 +319,19 @@ def _read_verified(folder: Path, file: str, provenance: dict[str, Any]) -> bytes
     return data
 
 
+def unit_seconds(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+    """The seconds of computing of each unit of a record: one row per unit, its key's items and ``seconds``
+    (NaN where a unit was resumed without its time), read from the record's verified ``units.json``.
+
+    Raises :class:`RecordMissing` when there is no record, ``ValueError`` when ``units.json`` is damaged.
+    """
+    folder = record_dir(name, profile, root)
+    provenance = _provenance(folder, name, profile)
+    units_list = json.loads(_read_verified(folder, "units.json", provenance))
+    rows = [{**u["key"], "seconds": math.nan if u.get("seconds") is None else float(u["seconds"])} for u in units_list]
+    return pd.DataFrame(rows)
+
+
 def units_in_progress(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> int:
     """How many finished units of the current code and ``profile`` config the record's unit store (``work/``)
     holds: a recording that has not written its record yet keeps them there (commit them as they come), and the

@@ -21,6 +21,7 @@ __all__ = [
     "full_data_lines",
     "growth_fit",
     "loglog_slope",
+    "record_cost",
 ]
 
 
@@ -298,3 +299,26 @@ def growth_figure(growth: pd.DataFrame) -> Any:
     bottom.set_title("solid: leading terms (a lower bound); dashed: the bound at λ*; dotted: measured", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def record_cost(seconds: pd.DataFrame) -> str:
+    """What a ``bound_scale`` record's units cost, in a line for the reader: their computing time in all and that
+    of the largest unit, from :func:`ntk_core.experiments.unit_seconds` (a unit resumed without its time is
+    counted as missing, never as zero).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> units = pd.DataFrame({"task": ["binary", "multiclass"], "n": [1000, 60000], "seconds": [30.0, 3570.0]})
+    >>> print(record_cost(units))
+    the record's 2 units took 1.0 h of computing; its largest (multiclass, n = 60,000) took 60 minutes of it
+    """
+    total = float(np.nansum(seconds["seconds"].to_numpy(dtype=float)))
+    largest = seconds.loc[seconds["n"].idxmax()]
+    missing = int(seconds["seconds"].isna().sum())
+    text = f"the record's {len(seconds)} units took {total / 3600:.1f} h of computing"
+    if missing:
+        text += f" ({missing} of them resumed without their time)"
+    return text + (
+        f"; its largest ({largest['task']}, n = {int(largest['n']):,}) took {largest['seconds'] / 60:.0f} minutes of it"
+    )
