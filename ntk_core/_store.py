@@ -402,19 +402,34 @@ def save(
     members[_HEADER] = np.frombuffer(_dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez(buffer, allow_pickle=False, **members)  # type: ignore[arg-type]
-    atomic_write_bytes(path, _seal(buffer.getvalue()))
+    archive = buffer.getbuffer()  # the archive in place: a tile of a factor is hundreds of MB
+    body, tail = _seal_parts(archive)
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(body)
+            fh.write(tail)
+    del body, archive  # release the buffer's export
 
 
-def _seal(archive: bytes) -> bytes:
-    """Put the SHA-256 of the whole archive in its zip comment (the file's last 64 bytes).
+def _seal_parts(archive: bytes | memoryview) -> tuple[memoryview, bytes]:
+    """The sealed file as two parts: the archive without its last two bytes (a view, not a copy) and the new
+    end, the comment length and the SHA-256 of the whole archive as its zip comment (the file's last 64 bytes).
 
     A zip archive ends with its end-of-central-directory record, whose last two
     bytes give the length of the comment that follows. The seal covers every
     byte of the archive, so that any change anywhere in the file is detected.
     """
-    if archive[-2:] != b"\x00\x00":
+    view = memoryview(archive)
+    if bytes(view[-2:]) != b"\x00\x00":
         raise ValueError("unexpected archive layout: it already has a comment")
-    return archive[:-2] + _SEAL_LEN.to_bytes(2, "little") + sha256_bytes(archive).encode()
+    return view[:-2], _SEAL_LEN.to_bytes(2, "little") + sha256_bytes(view).encode()
+
+
+def _seal(archive: bytes) -> bytes:
+    """The sealed file's bytes (:func:`_seal_parts` joined)."""
+    body, tail = _seal_parts(archive)
+    return bytes(body) + tail
 
 
 def _unseal(data: bytes) -> bytes:

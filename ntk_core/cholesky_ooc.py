@@ -43,8 +43,10 @@ K + λ²I on demand for each λ a solve asks for, so that every function of :mod
 keeps ``L⁻¹Y`` per (λ, labels): :meth:`FactoredKernel.forwards` takes every label matrix that a computation will
 need at once through one pass over the factor (at n = 60,000 a pass reads and verifies its 14.4 GB).
 Where they fit in its ``keep_memory`` (2 GiB each by default), it keeps K's lower tiles (a kernel function's:
-evaluated once for every λ) and the tiles of the factor in use in memory between passes: n ≤ 16,000 at the
-default tile size; beyond, every pass reads the factor from disk, as above.
+evaluated once for every λ), the factor at λ = 0 and the last other factor used in memory between passes, and
+makes those factors in memory only (writing, verifying and deleting them cost as much as computing them): n ≤
+16,000 at the default tile size; beyond, every factor is written tile by tile and every pass reads it from
+disk, as above.
 """
 
 from __future__ import annotations
@@ -254,10 +256,16 @@ class TiledCholesky:
         The side b of a tile.
     folder : pathlib.Path
         The factor's folder (one file per tile ``L_ij``, i ≥ j).
+    persist : bool
+        Whether the tiles are written to the folder (the default): a factor that is not is kept in memory only,
+        and one whose tiles were dropped (:meth:`keep`) computes them again, with the same bits.
     """
 
-    def __init__(self, source: KernelSource, lam: float, tile: int, root: Path, keep: bool = False) -> None:
+    def __init__(
+        self, source: KernelSource, lam: float, tile: int, root: Path, keep: bool = False, persist: bool = True
+    ) -> None:
         self.source = source
+        self.persist = persist
         self.lam = lam
         self.tile = tile
         self.n = source.n
@@ -266,7 +274,7 @@ class TiledCholesky:
         self.folder = Path(root) / _store.fingerprint(self.identity)[:32]
         self.computed = 0  # tiles computed by this object (not found in the folder)
         # the tiles kept in memory once computed or read (``keep``; see :meth:`keep`), else None
-        self._kept: dict[tuple[int, int], np.ndarray] | None = {} if keep else None
+        self._kept: dict[tuple[int, int], np.ndarray] | None = {} if keep or not persist else None
         # what each tile seen so far says beside L (its share of 1ᵀK1; a diagonal tile's K diagonal and pivots):
         # a few numbers per tile, so that the conditioning's quantities read no tile that a pass has read already
         self._sums: dict[tuple[int, int], float] = {}
@@ -274,9 +282,10 @@ class TiledCholesky:
 
     def keep(self, on: bool = True) -> None:
         """Keep the tiles in memory once computed or read (``on``), so that later passes read no file, or drop
-        the kept ones (``on=False``). A kept tile is the array that was saved: the same bits as a reread one."""
+        the kept ones (``on=False``). A kept tile is the array that was saved: the same bits as a reread one. A
+        factor that is not persisted keeps the tiles it computes again after they were dropped."""
         if not on:
-            self._kept = None
+            self._kept = None if self.persist else {}
         elif self._kept is None:
             self._kept = {}
 
@@ -291,6 +300,8 @@ class TiledCholesky:
         return (len(range(*self.bounds[i].indices(self.n))), len(range(*self.bounds[j].indices(self.n))))
 
     def _load(self, i: int, j: int) -> _store.Stored | None:
+        if not self.persist:
+            return None
         return _store.load(
             self._path(i, j), {**self.identity, "tile": [i, j]}, expect={"L": (self._shape(i, j), np.float64)}
         )
@@ -357,21 +368,24 @@ class TiledCholesky:
             L = scipy.linalg.solve_triangular(L_jj, A.T, lower=True, check_finite=False).T
         L = np.ascontiguousarray(L)
         arrays["L"] = L
-        _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays=arrays)
+        if self.persist:
+            _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays=arrays)
         self._note(i, j, arrays)
         self.computed += 1
         return self._keep_tile(i, j, L)
 
     def factor(self, progress: bool = False) -> TiledCholesky:
-        """Compute every tile that is not in the folder yet (column by column); returns ``self``."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Compute every tile that is not in the folder yet (or in memory, if not persisted; column by column);
+        returns ``self``."""
+        if self.persist:
+            self.folder.mkdir(parents=True, exist_ok=True)
         T = len(self.bounds)
         bar = tqdm(total=T * (T + 1) // 2, desc=f"Cholesky n={self.n:,} λ={self.lam:g}", disable=not progress)
         for j in range(T):
             strip: list[np.ndarray] | None = None
             diag: np.ndarray | None = None
             for i in range(j, T):
-                if not self._path(i, j).exists():
+                if not self._has(i, j):
                     if strip is None:
                         strip = [self.get(j, k) for k in range(j)]
                     if diag is None and i > j:
@@ -382,6 +396,12 @@ class TiledCholesky:
                 bar.update(1)
         bar.close()
         return self
+
+    def _has(self, i: int, j: int) -> bool:
+        """Whether tile ``(i, j)`` is made: in the folder, or (not persisted) in memory."""
+        if self.persist:
+            return self._path(i, j).exists()
+        return self._kept is not None and (i, j) in self._kept
 
     # ---------------------------------------------------------------- what the factor gives
     def _diagonal(self, j: int) -> tuple[np.ndarray, np.ndarray]:
@@ -417,12 +437,7 @@ class TiledCholesky:
         return total / self.n
 
     def _columns(self, Y: ArrayLike) -> tuple[np.ndarray, bool]:
-        V = np.asarray(Y, dtype=np.float64)
-        if V.shape[:1] != (self.n,) or V.ndim not in (1, 2):
-            raise ValueError(f"Y must have shape ({self.n},) or ({self.n}, m), got {V.shape}")
-        if not np.all(np.isfinite(V)):
-            raise ValueError("Y holds NaN or infinite values")
-        return (V[:, None] if V.ndim == 1 else V).copy(), V.ndim == 1
+        return _label_columns(Y, self.n), np.ndim(Y) == 1
 
     def forward(self, Y: ArrayLike) -> np.ndarray:
         """``Z = L⁻¹Y`` (one pass over L), the shape of Y."""
@@ -516,6 +531,7 @@ def tiled_cholesky(
     memory_budget: int | None = None,
     progress: bool = False,
     keep: bool = False,
+    persist: bool = True,
 ) -> TiledCholesky:
     """Factor K + λ²I = L Lᵀ tile by tile into ``folder`` (or resume), out of core.
 
@@ -537,6 +553,9 @@ def tiled_cholesky(
     keep : bool
         Keep the factor's tiles in memory as they are computed or read (:meth:`TiledCholesky.keep`), for a
         factor whose ``n(n + b)/2 × 8`` bytes fit in memory and that is passed over several times.
+    persist : bool
+        Write the tiles to ``folder`` (the default: a killed factorisation resumes from them). ``False`` keeps
+        the factor in memory only, for one that is cheaper to compute again than to write and delete.
 
     Returns
     -------
@@ -563,7 +582,17 @@ def tiled_cholesky(
     lam = check_lam(lam)
     budget = DEFAULT_CHOLESKY_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget")
     b = _tile_from_budget(src.n, budget) if tile is None else min(check_count(tile, "tile"), src.n)
-    return TiledCholesky(src, lam, b, Path(folder), keep=keep).factor(progress=progress)
+    return TiledCholesky(src, lam, b, Path(folder), keep=keep, persist=persist).factor(progress=progress)
+
+
+def _label_columns(Y: ArrayLike, n: int) -> np.ndarray:
+    """``Y`` as a new float64 (n, m) array, checked: shape (n,) or (n, m), finite."""
+    V = np.asarray(Y, dtype=np.float64)
+    if V.shape[:1] != (n,) or V.ndim not in (1, 2):
+        raise ValueError(f"Y must have shape ({n},) or ({n}, m), got {V.shape}")
+    if not np.all(np.isfinite(V)):
+        raise ValueError("Y holds NaN or infinite values")
+    return (V[:, None] if V.ndim == 1 else V).copy()
 
 
 def array_key(Y: np.ndarray) -> tuple[tuple[int, ...], str, str]:
@@ -585,11 +614,17 @@ class FactoredKernel(KernelMatrix):
     tile, memory_budget, progress
         As for :func:`tiled_cholesky`.
     keep_memory : int, optional
-        Bytes that may be kept in memory between passes for each of K's lower tiles and the tiles of the factor
-        in use (default :data:`DEFAULT_KEEP_MEMORY`; 0: nothing kept). Where the lower tiles of a kernel
-        function's K fit, each is evaluated once for every λ (a matrix's tiles are read again: a copy would only
-        add memory); where a factor fits, its tiles stay in memory while it is the one used, and are dropped
-        when a solve turns to another λ. The numbers are the same either way.
+        Bytes that may be kept in memory between passes for each of K's lower tiles, the factor at λ = 0 and
+        one other factor (default :data:`DEFAULT_KEEP_MEMORY`; 0: nothing kept). Where the lower tiles of a
+        kernel function's K fit, each is evaluated once for every λ (a matrix's tiles are read again: a copy
+        would only add memory); where a factor fits, the one at λ = 0 (yᵀK⁻¹y, which a bound asks for at every
+        λ) stays in memory, and so does the last other one used, until a solve turns to a third λ. The numbers
+        are the same either way.
+    persist : bool, optional
+        Whether the factors' tiles are written to ``folder`` (where a killed factorisation resumes from them).
+        Default: only the factors that do not fit in ``keep_memory``; one that fits is made in memory (writing,
+        verifying and deleting it would cost about as much as computing it) and computed again if it is needed
+        after it was dropped.
 
     Examples
     --------
@@ -610,6 +645,7 @@ class FactoredKernel(KernelMatrix):
         memory_budget: int | None = None,
         progress: bool = False,
         keep_memory: int | None = None,
+        persist: bool | None = None,
     ) -> None:
         self.source = source if isinstance(source, KernelSource) else KernelSource.from_matrix(source)
         self.n = self.source.n
@@ -629,7 +665,8 @@ class FactoredKernel(KernelMatrix):
         self._fits = 4 * self.n * (self.n + b) <= self.keep_memory
         evaluated = self.source.identity.get("kind") == "function"
         self._tiles = self.source.kept() if self._fits and evaluated else self.source
-        self._in_use: float | None = None  # the λ whose factor's tiles are kept in memory
+        self.persist = not self._fits if persist is None else bool(persist)
+        self._other: float | None = None  # the λ > 0 whose factor's tiles are kept beside λ = 0's
 
     def __repr__(self) -> str:
         return f"FactoredKernel({self.source.name}, n={self.n}, factored at λ = {sorted(self._factors)})"
@@ -637,12 +674,12 @@ class FactoredKernel(KernelMatrix):
     def factor(self, lam: float) -> TiledCholesky:
         """The factor of K + λ²I (computed, or resumed from the folder, the first time)."""
         lam = check_lam(lam)
-        if self._fits and self._in_use != lam:  # keep this factor's tiles in memory, drop the previous one's
-            if self._in_use in self._factors:
-                self._factors[self._in_use].keep(False)
+        if self._fits and lam != 0.0 and self._other != lam:  # keep λ = 0's and this one's; drop the previous
+            if self._other in self._factors:
+                self._factors[self._other].keep(False)
             if lam in self._factors:
                 self._factors[lam].keep()
-            self._in_use = lam
+            self._other = lam
         if lam not in self._factors:
             self._factors[lam] = tiled_cholesky(
                 self._tiles,
@@ -652,6 +689,7 @@ class FactoredKernel(KernelMatrix):
                 memory_budget=self.memory_budget,
                 progress=self.progress,
                 keep=self._fits,
+                persist=self.persist,
             )
         return self._factors[lam]
 
@@ -703,15 +741,14 @@ class FactoredKernel(KernelMatrix):
             ``L⁻¹Y`` for each, the shape of ``Y`` (new arrays).
         """
         lam = check_lam(lam)
-        factor = self.factor(lam)
         arrays = [np.asarray(Y) for Y in Ys]
         keys = [(lam, *array_key(Y)) for Y in arrays]
         missing: dict[tuple, np.ndarray] = {}
         for key, Y in zip(keys, arrays):
             if key not in self._forwards and key not in missing:
-                missing[key] = factor._columns(Y)[0]  # checked: (n,) or (n, m), finite
-        if missing:
-            Z = factor.forward(np.hstack(list(missing.values())))
+                missing[key] = _label_columns(Y, self.n)
+        if missing:  # only then is the factor needed (asking for it makes it the one kept in memory)
+            Z = self.factor(lam).forward(np.hstack(list(missing.values())))
             start = 0
             for key, Y in missing.items():
                 part = Z[:, start : start + Y.shape[1]]

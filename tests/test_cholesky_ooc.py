@@ -309,8 +309,13 @@ def test_kept_tiles_evaluate_k_once_read_no_file_in_passes_and_give_the_same_bit
     assert kept_calls == tiles, "K's tiles were evaluated more than once"
     assert len(calls) > 3 * tiles  # without keeping: once per λ, and again for each matvec
     assert len(loads) > kept_loads
-    # only the factor in use is kept: turning to another λ drops the previous one's tiles
-    assert FK._factors[0.0]._kept is not None and FK._factors[0.5]._kept is None and FK._factors[2.0]._kept is None
+    # λ = 0's factor and the last other one used are kept: turning to a third λ dropped the previous one's tiles
+    assert FK._factors[0.0]._kept and FK._factors[0.5]._kept == {} and FK._factors[2.0]._kept
+    # factors that fit are made in memory only (no file written, verified and deleted); the others are persisted
+    assert not list((tmp_path / "kept").rglob("*.npz")) and len(list((tmp_path / "plain").rglob("*.npz"))) == 18
+    computed = FK._factors[0.5].computed
+    assert np.array_equal(FK.factor(0.5).solve(Y), kept[5]), "a dropped factor made again gave other bits"
+    assert FK._factors[0.5].computed == computed + 6 and FK._factors[2.0]._kept == {}
     tile = FK._factors[0.0].get(1, 0)
     with pytest.raises(ValueError):
         tile[0, 0] = 1.0  # a kept tile is read-only: it stays what was saved

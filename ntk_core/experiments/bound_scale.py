@@ -15,10 +15,10 @@ on :func:`ntk_core.data.sphere_features`, so that tr K = n/2):
   finite network's complexity term is from the infinite one's.
 
 Each unit is one (task, n, subset seed): K + λ²I is factored tile by tile (:mod:`ntk_core.cholesky_ooc`, K's tiles
-computed from the inputs, never stored; the factors kept under the cache folder while the unit runs, so that a
-killed unit resumes), at λ = 0 for ``yᵀK⁻¹y`` and, where ``n ≤ grid_max_n``, at every λ of ``lams`` and at the λ*
+computed from the inputs, never stored; a factor too large for memory kept under the cache folder while the unit
+runs, so that a killed unit resumes, the others made in memory), at λ = 0 for ``yᵀK⁻¹y`` and, where ``n ≤ grid_max_n``, at every λ of ``lams`` and at the λ*
 that minimises the bound's leading terms (:func:`ntk_core.bounds.leading_lambda`). Beyond ``grid_max_n`` (each
-factorisation of n = 60,000 is about an hour on 2 cores) only λ = 0 is factored: the bound at λ* is computed with
+factorisation of n = 60,000 is about half an hour on 2 cores) only λ = 0 is factored: the bound at λ* is computed with
 its ridge term ``yᵀ(K + λ²I)⁻¹y`` replaced by the larger ``yᵀK⁻¹y`` (``ridge_exact`` False), an upper bound on it,
 while the leading terms' minimum is a lower bound at every λ, so the two bracket the bound. Every label matrix
 of a unit at λ = 0 (the labels, or both noise models' clean outputs ``q⁽ʰ⁾`` and the one-hot labels) goes through
@@ -270,36 +270,51 @@ def _noise_models(config: Config, labels: np.ndarray) -> list[tuple[str, np.ndar
 def _multiclass_rows(
     config: Config, FK: FactoredKernel, labels: np.ndarray, models: list, n: int, test, seed: int
 ) -> list[dict]:
-    """The rows of a ten-class unit: one per noise model of ``models`` (:func:`_noise_models`) and λ."""
+    """The rows of a ten-class unit: one per noise model of ``models`` (:func:`_noise_models`) and λ, in that
+    order. They are computed λ by λ, every noise model's at each λ together, so that each factor of K + λ²I is
+    made and used once (where the factors are kept in memory only, coming back to a λ would compute its
+    factor again); each row comes from the same computations in either order."""
     K_test, labels_test = test
     trace = FK.trace()
-    rows = []
+    plans = []
     for name, P, QT in models:
-        noisy = np.eye(10)[noise.corrupt(labels, P, seed=seed)]
         comps = np.atleast_1d(bounds.complexity(FK, QT))
         sigmas = bounds.multiclass_noise_subgaussian_sigma(P)
-        gap = bounds.gap(P)
         lam_star = bounds.leading_lambda(comps, n, trace, sigmas)
-        lead = bounds.leading_minimum(comps, n, trace, sigmas) / gap
-        for lam, kind, K in _lambdas(config, FK, n, lam_star):
-            b = bounds.theorem_5_3_bound(K, labels, P, lam, config.delta)
-            ridges = np.atleast_1d(K.ridge_quadratic(QT, lam))
-            rows.append(
-                {
-                    "noise": name,
+        plans.append(
+            {
+                "noise": name,
+                "P": P,
+                "QT": QT,
+                "comps": comps,
+                "noisy": np.eye(10)[noise.corrupt(labels, P, seed=seed)],
+                "lead": bounds.leading_minimum(comps, n, trace, sigmas) / bounds.gap(P),
+                "lambdas": _lambdas(config, FK, n, lam_star),
+            }
+        )
+    order = [lam for plan in plans for lam, _, _ in plan["lambdas"]]
+    cells: dict[tuple[int, float, str], dict] = {}
+    for lam in sorted(set(order), key=order.index):
+        for m, plan in enumerate(plans):
+            for at, kind, K in plan["lambdas"]:
+                if at != lam:
+                    continue
+                b = bounds.theorem_5_3_bound(K, labels, plan["P"], lam, config.delta)
+                ridges = np.atleast_1d(K.ridge_quadratic(plan["QT"], lam))
+                cells[(m, lam, kind)] = {
+                    "noise": plan["noise"],
                     "lam": lam,
                     "lam_kind": kind,
                     "ridge_exact": K is FK,
                     "trace": trace,
-                    "complexity": float(np.sum(comps)),
+                    "complexity": float(np.sum(plan["comps"])),
                     "ridge": float(np.sum(ridges)),
                     **{t: sum(getattr(o, t) for o in b.per_output) / b.gap for t in TERMS},
                     "total": b.total,
-                    "leading_min": lead,
-                    "test_error": _test_error(K, K_test, noisy, lam, labels_test),
+                    "leading_min": plan["lead"],
+                    "test_error": _test_error(K, K_test, plan["noisy"], lam, labels_test),
                 }
-            )
-    return rows
+    return [cells[(m, lam, kind)] for m, plan in enumerate(plans) for lam, kind, _ in plan["lambdas"]]
 
 
 def _empirical(
@@ -335,12 +350,14 @@ def _unit(config: Config, task: str, x: np.ndarray, labels: np.ndarray, seed: in
         Y = np.eye(10)[labels]
         models = _noise_models(config, labels)
         FK.forwards([*(QT for _, _, QT in models), Y], 0.0)  # every label matrix at λ = 0 in one pass
-        rows = _multiclass_rows(config, FK, labels, models, n, (K_test, labels_test), seed)
     else:
         Y = np.where(labels == 5, 1.0, -1.0)
         FK.forwards([Y], 0.0)
+    conditioning = _conditioning(FK, Y)  # first: the factor at λ = 0 is then done with but for yᵀK⁻¹y
+    if task == "multiclass":
+        rows = _multiclass_rows(config, FK, labels, models, n, (K_test, labels_test), seed)
+    else:
         rows = _binary_rows(config, FK, Y, n, (K_test, np.where(labels_test == 5, 1.0, -1.0)), seed)
-    conditioning = _conditioning(FK, Y)
     shutil.rmtree(folder, ignore_errors=True)  # kept until the unit is done: a killed unit resumes its factors
     return [{**row, **conditioning} for row in rows]
 
