@@ -494,8 +494,11 @@ class TiledCholesky:
         estimates the relative error of :meth:`quadratic` (within a small factor; it grows with the condition
         number of K + λ²I: about κ · 1e-16). With ``Z = L⁻¹Y`` it is computed as
 
-        .. math::  Y^\top\delta = Y^\top L^{-\top} L^{-1} R = Z^\top (L^{-1} R),
-                   \qquad \alpha = L^{-\top} Z,
+        .. math::
+
+            Y^\top\delta = (L^{-1} Y)^\top (L^{-1} R) = Z^\top W,
+
+            \alpha = L^{-\top} Z, \qquad W = L^{-1} R,
 
         so that it costs three passes over L (``Z``, ``α``, ``L⁻¹R``; two if ``forward`` gives ``Z``, as
         :meth:`FactoredKernel.forwards` keeps it) and one half pass over K. The value returned is
