@@ -407,13 +407,14 @@ def kernel(args: argparse.Namespace) -> int:
 
 def _kernel_argument(args: argparse.Namespace) -> Any:
     """K as the bounds take it: a saved matrix (a ``.npy`` read in blocks), or with ``--factored`` a
-    :class:`~ntk_core.cholesky_ooc.FactoredKernel` of that matrix or of ``--infinite`` on ``--inputs``."""
+    :class:`~ntk_core.cholesky_ooc.FactoredKernel` of that matrix or of ``--infinite`` on ``--inputs``, its factors
+    written to the ``--factored`` folder whatever their size (a second run finds them there)."""
     from ..cholesky_ooc import FactoredKernel, KernelSource
 
     if args.infinite is not None:
         if args.inputs is None or args.factored is None:
             raise ValueError("--infinite needs --inputs (the inputs X) and --factored DIR (where the factors go)")
-        return FactoredKernel(infinite_source(args.infinite, args.inputs), args.factored)
+        return FactoredKernel(infinite_source(args.infinite, args.inputs), args.factored, persist=True)
     if args.inputs is not None:
         raise ValueError("--inputs goes with --infinite; with --kernel, K is given")
     path = args.kernel
@@ -423,7 +424,9 @@ def _kernel_argument(args: argparse.Namespace) -> Any:
         K: Any = str(path)  # read in blocks (ntk_core.krr_ooc)
     else:
         K = np.asarray(load_array(path, "--kernel"), dtype=np.float64)
-    return K if args.factored is None else FactoredKernel(KernelSource.from_matrix(K, "--kernel"), args.factored)
+    if args.factored is None:
+        return K
+    return FactoredKernel(KernelSource.from_matrix(K, "--kernel"), args.factored, persist=True)
 
 
 def _leading(theorem: str, K: Any, labels: np.ndarray, args: argparse.Namespace, P: np.ndarray | None) -> float:
