@@ -10,8 +10,7 @@ more, not five passes), the pivots and ``1ᵀK1/n`` come from what the tiles sai
 factor that fits in memory (n ≤ 16,000) is made there without being written to disk, verified and deleted. The
 baseline does what the code before did: every factor written, a forward pass per label matrix, a solve of two
 passes for each ridge quadratic of ``_RidgeAtZero`` and each ridge solve, the five-pass error estimate, and every
-tile read again for the conditioning (subclasses and patches; not the copies that ``_store`` made before, which
-both sides are now spared). The rows agree to rounding (the passes round differently: the largest
+tile read again for the conditioning (subclasses and patches). The rows agree to rounding (the passes round differently: the largest
 relative difference is printed and must be below 1e-12); the tile reads after the factorisation and the times
 are printed, the times the median of ``--repeat`` interleaved runs of each.
 
