@@ -157,8 +157,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             os.close(dir_fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader sees either the old file or the whole new one.
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview, *more: bytes | memoryview) -> None:
+    """Write ``data`` (then each of ``more``, in order) to ``path`` so that a reader sees either the old file or
+    the whole new one.
 
     Through :func:`atomic_path`: the bytes go to a temporary file in the same
     folder, are flushed and ``fsync``-ed, then renamed over ``path``. A failure
@@ -170,13 +171,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     ----------
     path : str or os.PathLike
         Destination file.
-    data : bytes
-        The complete content.
+    data : bytes or memoryview
+        The content, or its first part (parts are written as they are: a view of a large buffer is not copied).
+    *more : bytes or memoryview
+        The parts that follow it.
     """
     with atomic_path(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for part in (data, *more):
+                fh.write(part)
 
 
 def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
@@ -227,7 +231,7 @@ def _array_fingerprint(a: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(a.dtype.str.encode())
     h.update(repr(tuple(int(n) for n in a.shape)).encode())
-    h.update(a.tobytes())
+    h.update(a.reshape(-1).view(np.uint8).data)  # the bytes in place: no copy of a large array
     return h.hexdigest()
 
 
@@ -402,28 +406,40 @@ def save(
     members[_HEADER] = np.frombuffer(_dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez(buffer, allow_pickle=False, **members)  # type: ignore[arg-type]
-    atomic_write_bytes(path, _seal(buffer.getvalue()))
+    archive = buffer.getbuffer()  # the archive in place: a tile of a factor is hundreds of MB
+    body, tail = _seal_parts(archive)
+    atomic_write_bytes(path, body, tail)
+    del body, archive  # release the buffer's export
 
 
-def _seal(archive: bytes) -> bytes:
-    """Put the SHA-256 of the whole archive in its zip comment (the file's last 64 bytes).
+def _seal_parts(archive: bytes | memoryview) -> tuple[memoryview, bytes]:
+    """The sealed file as two parts: the archive without its last two bytes (a view, not a copy) and the new
+    end, the comment length and the SHA-256 of the whole archive as its zip comment (the file's last 64 bytes).
 
     A zip archive ends with its end-of-central-directory record, whose last two
     bytes give the length of the comment that follows. The seal covers every
     byte of the archive, so that any change anywhere in the file is detected.
     """
-    if archive[-2:] != b"\x00\x00":
+    view = memoryview(archive)
+    if bytes(view[-2:]) != b"\x00\x00":
         raise ValueError("unexpected archive layout: it already has a comment")
-    return archive[:-2] + _SEAL_LEN.to_bytes(2, "little") + sha256_bytes(archive).encode()
+    return view[:-2], _SEAL_LEN.to_bytes(2, "little") + sha256_bytes(view).encode()
+
+
+def _seal(archive: bytes) -> bytes:
+    """The sealed file's bytes (:func:`_seal_parts` joined)."""
+    body, tail = _seal_parts(archive)
+    return bytes(body) + tail
 
 
 def _unseal(data: bytes) -> bytes:
     if len(data) < 22 + _SEAL_LEN or data[-_SEAL_LEN - 2 : -_SEAL_LEN] != _SEAL_LEN.to_bytes(2, "little"):
         raise _Damaged("the file is truncated or has no checksum seal")
-    archive = data[: -_SEAL_LEN - 2] + b"\x00\x00"
-    if sha256_bytes(archive).encode() != data[-_SEAL_LEN:]:
+    h = hashlib.sha256(memoryview(data)[: -_SEAL_LEN - 2])  # the archive as sealed, hashed in place (no copy)
+    h.update(b"\x00\x00")
+    if h.hexdigest().encode() != data[-_SEAL_LEN:]:
         raise _Damaged("checksum mismatch: the file's bytes changed")
-    return archive
+    return data  # a zip reader skips the comment: the sealed file is read as it is
 
 
 class _Damaged(Exception):

@@ -231,6 +231,22 @@ def test_file_mode_is_that_of_a_normal_file(tmp_path):
         assert stat.S_IMODE(p.stat().st_mode) == 0o644
 
 
+def test_atomic_write_of_parts_writes_them_in_order_without_copying_a_view(tmp_path):
+    big = bytearray(b"abc" * 1000)
+    view = memoryview(big)[1:-1]
+    _store.atomic_write_bytes(tmp_path / "p.bin", view, b"|", b"end")
+    assert (tmp_path / "p.bin").read_bytes() == bytes(big[1:-1]) + b"|end"
+    # a sealed file written from views of its archive is read back, and any byte changed in it is found
+    path = tmp_path / "a.npz"
+    _write(path, arrays={"x": np.arange(5.0)})
+    assert _store.load(path, IDENTITY).arrays["x"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.warns(_store.DamagedArtifactWarning):
+        assert _store.load(path, IDENTITY) is None
+
+
 def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
     path = tmp_path / "a.npz"
     _write(path)
