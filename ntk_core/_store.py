@@ -426,12 +426,6 @@ def _seal_parts(archive: bytes | memoryview) -> tuple[memoryview, bytes]:
     return view[:-2], _SEAL_LEN.to_bytes(2, "little") + sha256_bytes(view).encode()
 
 
-def _seal(archive: bytes) -> bytes:
-    """The sealed file's bytes (:func:`_seal_parts` joined)."""
-    body, tail = _seal_parts(archive)
-    return bytes(body) + tail
-
-
 def _unseal(data: bytes) -> bytes:
     if len(data) < 22 + _SEAL_LEN or data[-_SEAL_LEN - 2 : -_SEAL_LEN] != _SEAL_LEN.to_bytes(2, "little"):
         raise _Damaged("the file is truncated or has no checksum seal")
