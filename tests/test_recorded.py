@@ -98,7 +98,10 @@ def test_recorded_result_replays(name, replays):
         (check,) = result["checks"]
         assert check["key"] == key
         assert check["epochs"] in (None, None if prefix is None else prefix.epochs)  # None: whole (no per-epoch rows)
-        assert not check["problems"], f"{name} unit {key} (NTK_REPLAY_SEED={replay_seed()}): {check['problems']}"
+        assert not check["problems"], (
+            f"{name} unit {key} (NTK_REPLAY_SEED={replay_seed()}; this CPU: {_record._cpu_model()}, arithmetic "
+            f"{_arithmetic.describe(result['arithmetic'])}): {check['problems']}"
+        )
 
 
 @pytest.mark.parametrize("name", experiments.EXPERIMENTS)
@@ -183,9 +186,20 @@ def test_arithmetic_mismatch_names_what_differs():
     why = _arithmetic.mismatch(pinned, {**pinned, "MKL_CBWR": None, "cpu_capability": "DEFAULT"})
     assert "MKL_CBWR 'AVX2' recorded, None here" in why and "cpu_capability 'AVX2' recorded, 'DEFAULT' here" in why
     # a record made before the arithmetic was recorded: the libraries' own choice on an AVX-512 CPU
-    assert _arithmetic.of_record({}) == _arithmetic.LEGACY and _arithmetic.of_record({"arithmetic": pinned}) == pinned
+    assert _arithmetic.of_record({}) == _arithmetic.LEGACY
+    assert _arithmetic.of_record({"arithmetic": pinned}) == {**pinned, "mkl_branch": None}  # its CPU not named
     unpinned_avx2 = {**{v: None for v in _arithmetic.PINS}, "cpu_capability": "AVX2"}
     assert "cpu_capability 'AVX512' recorded, 'AVX2' here" in _arithmetic.mismatch(_arithmetic.LEGACY, unpinned_avx2)
+    # MKL's branch: MKL_CBWR=AVX2 runs AVX2 on an Intel CPU and AUTO on any other, so an AMD record cannot replay on
+    # Intel; a record written before the branch was recorded gets it from the CPU it names
+    amd, intel = ({**pinned, "mkl_branch": branch} for branch in ("AUTO", "AVX2"))
+    assert "mkl_branch 'AUTO' recorded, 'AVX2' here" in _arithmetic.mismatch(amd, intel)
+    assert _arithmetic.mismatch(amd, {**amd, "mkl_branch": None}) is None  # unknown here: not compared
+    for processor, branch in (("AMD EPYC", "AUTO"), ("Intel(R) Xeon(R) Platinum 8481C", "AVX2"), ("", None)):
+        assert (
+            _arithmetic.of_record({"arithmetic": pinned, "machine": {"processor": processor}})["mkl_branch"] == branch
+        )
+    assert _arithmetic.of_record({"arithmetic": amd, "machine": {"processor": "Intel"}}) == amd  # recorded: kept
     env = _arithmetic.environment(_arithmetic.LEGACY, {"PATH": "/bin", "MKL_CBWR": "AVX2"})
     assert env == {"PATH": "/bin"}
     assert _arithmetic.environment(pinned, {})["ONEDNN_MAX_CPU_ISA"] == "AVX2"
@@ -193,15 +207,19 @@ def test_arithmetic_mismatch_names_what_differs():
 
 def test_the_pins_change_the_arithmetic_of_this_cpu():
     """Why records pin the arithmetic: where the CPU has AVX-512, one SGD run on a small CNN ends with other bits
-    when ATen, oneDNN and MKL are held to AVX2 (so an unpinned record would not replay on an AVX2 CPU)."""
+    (of its weights, not only of its last loss, which can agree to the last bit by chance) when ATen, oneDNN and
+    MKL are held to AVX2 (so an unpinned record would not replay on an AVX2 CPU); and MKL does run a reproducible
+    branch once pinned (``AVX2`` on an Intel CPU, ``AUTO`` on any other), against none without the pin."""
     script = (
-        "import torch; torch.manual_seed(0); torch.set_num_threads(1); nn = torch.nn\n"
+        "import hashlib, torch; torch.manual_seed(0); torch.set_num_threads(1); nn = torch.nn\n"
+        "from ntk_core.experiments._arithmetic import mkl_branch\n"
         "net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),\n"
         "                    nn.Flatten(), nn.Linear(16 * 16 * 16, 64), nn.ReLU(), nn.Linear(64, 1))\n"
         "x = torch.randn(64, 3, 16, 16); y = torch.randn(64, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
         "for _ in range(20):\n"
         "    opt.zero_grad(); loss = ((net(x) - y) ** 2).mean(); loss.backward(); opt.step()\n"
-        "print(torch.backends.cpu.get_cpu_capability(), repr(loss.item()))\n"
+        "weights = hashlib.sha256(b''.join(p.detach().numpy().tobytes() for p in net.parameters())).hexdigest()\n"
+        "print(torch.backends.cpu.get_cpu_capability(), mkl_branch(), weights)\n"
     )
 
     def run(env):
@@ -209,11 +227,12 @@ def test_the_pins_change_the_arithmetic_of_this_cpu():
         return out.stdout.split()
 
     native = run(_arithmetic.environment(None))
+    pinned = run(_arithmetic.environment(_arithmetic.PINS))
+    assert native[1] == "BRANCH_OFF" and pinned[1] in ("AVX2", "AUTO"), (native, pinned)
+    assert run(_arithmetic.environment(_arithmetic.PINS)) == pinned  # and the pinned run is reproducible
     if native[0] != "AVX512":
         pytest.skip(f"this CPU runs {native[0]} kernels already: nothing to pin away")
-    pinned = run(_arithmetic.environment(_arithmetic.PINS))
-    assert pinned[0] == "AVX2" and pinned[1] != native[1]
-    assert run(_arithmetic.environment(_arithmetic.PINS)) == pinned  # and the pinned run is reproducible
+    assert pinned[0] == "AVX2" and pinned[2] != native[2], (native, pinned)
 
 
 def test_an_edited_provenance_or_table_is_found(data_env, capsys):
@@ -323,7 +342,12 @@ def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_r
     )
     assert done.returncode == 0, done.stderr
     meta = recorded("setting1", "quick", root=root).meta
-    assert meta["arithmetic"] == {**_arithmetic.PINS, "cpu_capability": "AVX2"}
+    assert meta["arithmetic"] == {
+        **_arithmetic.PINS,
+        "cpu_capability": "AVX2",
+        "mkl_branch": meta["arithmetic"]["mkl_branch"],
+    }
+    assert meta["arithmetic"]["mkl_branch"] in ("AVX2", "AUTO")  # what MKL runs with MKL_CBWR=AVX2 (Intel, other)
     if not _arithmetic.pinned():
         with pytest.raises(ArithmeticDiffers, match="ATEN_CPU_CAPABILITY 'avx2' recorded"):
             replay("setting1", "quick", root=root, seed=0)
