@@ -90,7 +90,7 @@ def test_recorded_result_replays(name, replays):
     for key, future in plan:
         status, result, stderr = future.result()
         if status in (3, 4):  # this machine cannot compute in the record's arithmetic, or has other data
-            pytest.skip(f"{name}: {result.get('cannot', stderr)}")
+            pytest.skip(f"{name}: {result.get('cannot', stderr)} (this CPU: {_record._cpu_model()})")
         assert status in (0, 1), f"{name} unit {key}: replay failed (exit {status}):\n{stderr}"
         if key is None:  # table.csv is what the units give
             assert not result["table_problems"], f"{name} table.csv: {result['table_problems']}"
