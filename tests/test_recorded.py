@@ -200,6 +200,18 @@ def test_arithmetic_mismatch_names_what_differs():
             _arithmetic.of_record({"arithmetic": pinned, "machine": {"processor": processor}})["mkl_branch"] == branch
         )
     assert _arithmetic.of_record({"arithmetic": amd, "machine": {"processor": "Intel"}}) == amd  # recorded: kept
+    # NumPy's loops: their SIMD target is compared where both sides know it; a record made before NumPy's pin (no
+    # NPY_DISABLE_CPU_FEATURES, no numpy_simd) replays with NumPy's own choice, as it was computed
+    avx2, avx512 = ({**amd, "numpy_simd": simd} for simd in ("AVX2", "AVX512_SKX"))
+    assert "numpy_simd 'AVX2' recorded, 'AVX512_SKX' here" in _arithmetic.mismatch(avx2, avx512)
+    assert _arithmetic.mismatch(avx2, {**avx2, "numpy_simd": None}) is None
+    four = {k: v for k, v in amd.items() if k != "NPY_DISABLE_CPU_FEATURES"}
+    assert _arithmetic.mismatch(four, {**four, "NPY_DISABLE_CPU_FEATURES": None, "numpy_simd": "AVX512_ICL"}) is None
+    assert "NPY_DISABLE_CPU_FEATURES" not in _arithmetic.environment(four, {"NPY_DISABLE_CPU_FEATURES": "AVX2"})
+    # attested bit for bit: a record made with every pin it knew of (not one made without pins, nor LEGACY)
+    assert _arithmetic.was_pinned(four) and _arithmetic.was_pinned(avx2)
+    assert not _arithmetic.was_pinned({**avx2, "NPY_DISABLE_CPU_FEATURES": None})
+    assert not _arithmetic.was_pinned(_arithmetic.LEGACY)
     env = _arithmetic.environment(_arithmetic.LEGACY, {"PATH": "/bin", "MKL_CBWR": "AVX2"})
     assert env == {"PATH": "/bin"}
     assert _arithmetic.environment(pinned, {})["ONEDNN_MAX_CPU_ISA"] == "AVX2"
@@ -208,18 +220,21 @@ def test_arithmetic_mismatch_names_what_differs():
 def test_the_pins_change_the_arithmetic_of_this_cpu():
     """Why records pin the arithmetic: where the CPU has AVX-512, one SGD run on a small CNN ends with other bits
     (of its weights, not only of its last loss, which can agree to the last bit by chance) when ATen, oneDNN and
-    MKL are held to AVX2 (so an unpinned record would not replay on an AVX2 CPU); and MKL does run a reproducible
-    branch once pinned (``AVX2`` on an Intel CPU, ``AUTO`` on any other), against none without the pin."""
+    MKL are held to AVX2 (so an unpinned record would not replay on an AVX2 CPU), and so does NumPy's ``arccos``
+    (the infinite-width kernels' angle) once NumPy's loops are; and MKL does run a reproducible branch once pinned
+    (``AVX2`` on an Intel CPU, ``AUTO`` on any other), against none without the pin."""
     script = (
-        "import hashlib, torch; torch.manual_seed(0); torch.set_num_threads(1); nn = torch.nn\n"
-        "from ntk_core.experiments._arithmetic import mkl_branch\n"
+        "import hashlib, numpy as np, torch; torch.manual_seed(0); torch.set_num_threads(1); nn = torch.nn\n"
+        "from ntk_core.experiments._arithmetic import mkl_branch, numpy_simd\n"
         "net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),\n"
         "                    nn.Flatten(), nn.Linear(16 * 16 * 16, 64), nn.ReLU(), nn.Linear(64, 1))\n"
         "x = torch.randn(64, 3, 16, 16); y = torch.randn(64, 1); opt = torch.optim.SGD(net.parameters(), lr=0.01)\n"
         "for _ in range(20):\n"
         "    opt.zero_grad(); loss = ((net(x) - y) ** 2).mean(); loss.backward(); opt.step()\n"
         "weights = hashlib.sha256(b''.join(p.detach().numpy().tobytes() for p in net.parameters())).hexdigest()\n"
-        "print(torch.backends.cpu.get_cpu_capability(), mkl_branch(), weights)\n"
+        "angle = np.arccos(np.random.default_rng(0).uniform(-1, 1, 10**5))\n"
+        "print(torch.backends.cpu.get_cpu_capability(), mkl_branch(), weights, numpy_simd(),\n"
+        "      hashlib.sha256(angle.tobytes()).hexdigest())\n"
     )
 
     def run(env):
@@ -229,7 +244,10 @@ def test_the_pins_change_the_arithmetic_of_this_cpu():
     native = run(_arithmetic.environment(None))
     pinned = run(_arithmetic.environment(_arithmetic.PINS))
     assert native[1] == "BRANCH_OFF" and pinned[1] in ("AVX2", "AUTO"), (native, pinned)
+    assert pinned[3] == "AVX2", (native, pinned)  # NumPy's loops held to AVX2 (its pin names every target above)
     assert run(_arithmetic.environment(_arithmetic.PINS)) == pinned  # and the pinned run is reproducible
+    if native[3].startswith("AVX512"):
+        assert pinned[4] != native[4], (native, pinned)
     if native[0] != "AVX512":
         pytest.skip(f"this CPU runs {native[0]} kernels already: nothing to pin away")
     assert pinned[0] == "AVX2" and pinned[2] != native[2], (native, pinned)
@@ -346,6 +364,7 @@ def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_r
         **_arithmetic.PINS,
         "cpu_capability": "AVX2",
         "mkl_branch": meta["arithmetic"]["mkl_branch"],
+        "numpy_simd": "AVX2",
     }
     assert meta["arithmetic"]["mkl_branch"] in ("AVX2", "AUTO")  # what MKL runs with MKL_CBWR=AVX2 (Intel, other)
     if not _arithmetic.pinned():

@@ -3,21 +3,23 @@ bit for bit.
 
 PyTorch's CPU kernels are chosen when the process starts, for the CPU it finds: ATen's vectorised kernels
 (AVX2 or AVX-512), oneDNN's convolutions and MKL's matrix products each take the widest instruction set the
-CPU has, and each sums in another order with another width; so does the OpenBLAS of NumPy and SciPy (its
-"SkylakeX" kernels on the development VM, "Haswell" on an AVX2 CPU). The same code, data and seed therefore give other
-last bits on another CPU, and training a network for many steps turns last bits into visible differences: on
-the development VM (AVX-512) the tiny runs of ``tests/identity.py`` differ from themselves as soon as any one of
-the libraries is held to AVX2. A record made on one CPU then fails its replay on another, although both
-are right.
+CPU has, and each sums in another order with another width; so do the OpenBLAS of NumPy and SciPy (its
+"SkylakeX" kernels on the development VM, "Haswell" on an AVX2 CPU) and NumPy's own SIMD loops (``arccos``,
+``exp``, ``log1p``, reductions: dispatched to AVX-512 where the CPU has it). The same code, data and seed
+therefore give other last bits on another CPU, and training a network for many steps turns last bits into
+visible differences: on the development VM (AVX-512) the tiny runs of ``tests/identity.py`` differ from
+themselves as soon as any one of the libraries is held to AVX2. A record made on one CPU then fails its replay
+on another, although both are right.
 
-A record is therefore computed with the four libraries held to AVX2 (:data:`PINS`: environment variables each
+A record is therefore computed with the five held to AVX2 (:data:`PINS`: environment variables each
 library reads once, when it starts, so the process must start with them: ``python -m ntk_core run --record``
 and ``python -m ntk_core replay`` re-execute themselves with them). MKL's "conditional numerical
 reproducibility" mode ``AVX2`` promises the same bits on every processor with AVX2 for a fixed thread count,
 which the record also keeps (``machine.torch_threads``; a replay also starts with the record's
 ``OMP_NUM_THREADS``, which sets OpenBLAS's threads). MKL without that mode also depends on the memory alignment
-of its arrays, so that even one machine gives other last bits in another process. The arithmetic a record was made in is written to its
-provenance (``arithmetic``), and a replay runs in exactly that arithmetic or says that it cannot.
+of its arrays, so that even one machine gives other last bits in another process. The arithmetic a record was
+made in is written to its provenance (``arithmetic``), and a replay runs in exactly that arithmetic or says that
+it cannot.
 
 MKL honours ``MKL_CBWR=AVX2`` on Intel CPUs only: on any other CPU it runs its ``AUTO`` branch instead (its
 documentation says so; on the AMD EPYC VMs of this project MKL reports ``AUTO`` with the pin set). So the branch
@@ -25,6 +27,12 @@ MKL *actually* runs is part of the arithmetic (``mkl_branch``, asked of MKL itse
 made on AMD CPUs (``AUTO``) cannot replay bit for bit on an Intel CPU (``AVX2``), and on CI's Intel VM their
 training runs did differ from the second epoch on; such a replay now says that it cannot (exit 3) instead of failing.
 A record made before ``mkl_branch`` was written gets it from the CPU it names (:func:`of_record`).
+
+NumPy's pin (``NPY_DISABLE_CPU_FEATURES``) came last (2026-12-03): the records made before it ran NumPy's loops
+at the CPU's own choice (``numpy_simd`` not written, not compared, and a replay runs NumPy unpinned, as they were
+computed). For a record made on an AVX2 CPU, an AVX-512 CPU's replay then differs in the last bits of what NumPy
+computes (seven of ``bound_scale``'s units, measured on an AMD Zen 4 CPU: 13 to 136 rows each, in their last
+digits); replayed with NumPy held to AVX2, all seven were equal bit for bit.
 """
 
 from __future__ import annotations
@@ -32,7 +40,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["LEGACY", "PINS", "current", "describe", "environment", "mismatch", "mkl_branch", "of_record", "pinned"]
+__all__ = [
+    *["LEGACY", "PINS", "current", "describe", "environment", "mismatch", "mkl_branch", "numpy_simd"],
+    *["of_record", "pinned", "was_pinned"],
+]
 
 #: the environment that holds ATen, oneDNN and MKL to AVX2 (read by each library when it starts)
 PINS: dict[str, str] = {
@@ -40,12 +51,21 @@ PINS: dict[str, str] = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "MKL_CBWR": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",  # NumPy's and SciPy's OpenBLAS (eigenvalues, solves): AVX2 kernels
+    # NumPy's own SIMD loops (arccos, exp, log1p, sums, ...): every dispatch target above AVX2 switched off (a name
+    # the CPU lacks is ignored); see the module's last paragraph for what it changes
+    "NPY_DISABLE_CPU_FEATURES": " ".join(
+        ("AVX512F", "AVX512CD", "AVX512_KNL", "AVX512_KNM", "AVX512_SKX", "AVX512_CLX", "AVX512_CNL", "AVX512_ICL")
+        + ("AVX512_SPR",)
+    ),
 }
 
 
 #: the arithmetic of the records made before it was recorded (until 2026-11-27): all were computed on the
 #: project's development VM (AMD EPYC, AVX-512) with no pins, i.e. the libraries' own choice there, AVX-512
-LEGACY: dict[str, Any] = {**{var: None for var in PINS}, "cpu_capability": "AVX512", "mkl_branch": "BRANCH_OFF"}
+LEGACY: dict[str, Any] = {
+    **{var: None for var in PINS},
+    **{"cpu_capability": "AVX512", "mkl_branch": "BRANCH_OFF", "numpy_simd": None},
+}
 
 #: the names of MKL's conditional-numerical-reproducibility branches (``mkl_cbwr.h``), by their values
 _MKL_BRANCHES: dict[int, str] = {
@@ -73,6 +93,24 @@ def mkl_branch() -> str | None:
     value = get(_MKL_CBWR_BRANCH)
     name = _MKL_BRANCHES.get(value & ~_MKL_CBWR_STRICT, f"unknown ({value & ~_MKL_CBWR_STRICT})")
     return name + ("+STRICT" if value & _MKL_CBWR_STRICT else "")
+
+
+def numpy_simd() -> str | None:
+    """The widest SIMD target NumPy's dispatched loops run in this process (``"AVX2"``, ``"AVX512_SKX"``, …): the
+    last of NumPy's dispatch targets that is enabled (on the CPU and not switched off by
+    ``NPY_DISABLE_CPU_FEATURES``); ``None`` where NumPy does not say (a build without dispatch)."""
+    import importlib
+
+    try:
+        umath = importlib.import_module("numpy._core._multiarray_umath")  # NumPy 2
+    except ImportError:  # pragma: no cover - NumPy 1.26
+        umath = importlib.import_module("numpy.core._multiarray_umath")
+    dispatch = getattr(umath, "__cpu_dispatch__", None)
+    features = getattr(umath, "__cpu_features__", None)
+    if not dispatch or not isinstance(features, dict):
+        return None
+    enabled = [target for target in dispatch if features.get(target)]
+    return enabled[-1] if enabled else "baseline"
 
 
 def _mkl_branch_of(arithmetic: dict[str, Any], processor: Any) -> str | None:
@@ -105,20 +143,28 @@ def of_record(provenance: dict[str, Any]) -> dict[str, Any]:
 
 def current() -> dict[str, Any]:
     """The arithmetic of this process: the value of each variable of :data:`PINS` (``None`` when unset), the
-    instruction set ATen actually runs (``cpu_capability``, e.g. ``"AVX2"``, ``"AVX512"``, ``"DEFAULT"``) and the
-    branch MKL actually runs (``mkl_branch``: :func:`mkl_branch`)."""
+    instruction set ATen actually runs (``cpu_capability``, e.g. ``"AVX2"``, ``"AVX512"``, ``"DEFAULT"``), the
+    branch MKL actually runs (``mkl_branch``: :func:`mkl_branch`) and the widest SIMD target of NumPy's loops
+    (``numpy_simd``: :func:`numpy_simd`)."""
     import torch
 
     return {
         **{var: os.environ.get(var) for var in PINS},
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl_branch": mkl_branch(),
+        "numpy_simd": numpy_simd(),
     }
 
 
 def pinned() -> bool:
     """Whether this process was started with every variable of :data:`PINS` at its value."""
     return all(os.environ.get(var) == value for var, value in PINS.items())
+
+
+def was_pinned(arithmetic: dict[str, Any]) -> bool:
+    """Whether a record's arithmetic had every variable of :data:`PINS` at its value, leaving out the pins the
+    record predates (a key absent from it: :func:`current` writes every pin, ``None`` when unset)."""
+    return all(arithmetic[var] == value for var, value in PINS.items() if var in arithmetic)
 
 
 def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -137,17 +183,18 @@ def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None =
 
 def mismatch(recorded: dict[str, Any], now: dict[str, Any] | None = None) -> str | None:
     """Why this process cannot compute in the arithmetic ``recorded`` (``None`` when it can): a pin set otherwise,
-    another instruction set, or another MKL branch (MKL runs ``MKL_CBWR=AVX2`` as ``AUTO`` on a CPU not made by
-    Intel; an MKL branch unknown on either side is not compared). Without pins (:data:`LEGACY`) the libraries
-    choose for the CPU, so only a CPU whose choice matches the recorded instruction set can replay (and a CPU
-    with the same instruction set whose libraries chose other kernels would still differ: a replay that differs
-    says so)."""
+    another instruction set, another SIMD target of NumPy's loops, or another MKL branch (MKL runs
+    ``MKL_CBWR=AVX2`` as ``AUTO`` on a CPU not made by Intel; a NumPy target or MKL branch unknown on either side
+    is not compared: a record made before it was written replays with NumPy's own choice, as it was computed).
+    Without pins (:data:`LEGACY`) the libraries choose for the CPU, so only a CPU whose choice matches the
+    recorded instruction set can replay (and a CPU with the same instruction set whose libraries chose other
+    kernels would still differ: a replay that differs says so)."""
     now = current() if now is None else now
     keys = [*PINS, "cpu_capability"]
-    if recorded.get("mkl_branch") is not None and now.get("mkl_branch") is not None:
-        keys.append("mkl_branch")
+    keys += [k for k in ("numpy_simd", "mkl_branch") if recorded.get(k) is not None and now.get(k) is not None]
     differ = [f"{k} {recorded.get(k)!r} recorded, {now.get(k)!r} here" for k in keys if recorded.get(k) != now.get(k)]
-    if "mkl_branch" in keys and recorded["mkl_branch"] != now["mkl_branch"]:
+    same_pin = recorded.get("MKL_CBWR") == now.get("MKL_CBWR")
+    if "mkl_branch" in keys and recorded["mkl_branch"] != now["mkl_branch"] and same_pin:
         differ[-1] += " (MKL_CBWR=AVX2 runs AVX2 on Intel CPUs, AUTO on others: a record replays on its CPU's maker)"
     return "; ".join(differ) or None
 
@@ -155,5 +202,9 @@ def mismatch(recorded: dict[str, Any], now: dict[str, Any] | None = None) -> str
 def describe(arithmetic: dict[str, Any]) -> str:
     """One line for people: the instruction set and the pins, or that the machine chose them."""
     pins = ", ".join(f"{var}={arithmetic.get(var)}" for var in PINS if arithmetic.get(var) is not None)
-    branch = arithmetic.get("mkl_branch")
-    return f"{arithmetic.get('cpu_capability')} ({pins or 'no pins: the CPU chose'}; MKL branch {branch or 'unknown'})"
+    branch, simd = arithmetic.get("mkl_branch"), arithmetic.get("numpy_simd")
+    pins = pins.replace(f"NPY_DISABLE_CPU_FEATURES={PINS['NPY_DISABLE_CPU_FEATURES']}", "NumPy above AVX2 off")
+    return (
+        f"{arithmetic.get('cpu_capability')} ({pins or 'no pins: the CPU chose'}; MKL branch {branch or 'unknown'}; "
+        f"NumPy SIMD {simd or 'unknown'})"
+    )

@@ -993,8 +993,7 @@ def attest(
             f"the {profile} configuration of {name} changed since it was recorded: a replay cannot attest another "
             f"configuration; record it again: {refresh_command(name, profile)}"
         )
-    arithmetic = _arithmetic.of_record(result.meta)
-    tol = 0.0 if all(arithmetic.get(v) == value for v, value in _arithmetic.PINS.items()) else LEGACY_ATTEST_RTOL
+    tol = 0.0 if _arithmetic.was_pinned(_arithmetic.of_record(result.meta)) else LEGACY_ATTEST_RTOL
     checks = replay(name, profile, seed=seed, root=root, per_class=True, tol=tol, max_seconds=max_seconds)
     if any(c.problems for c in checks):
         return checks
