@@ -45,7 +45,10 @@ __all__ = [
     *["of_record", "pinned", "was_pinned"],
 ]
 
-#: the environment that holds ATen, oneDNN and MKL to AVX2 (read by each library when it starts)
+#: NumPy's dispatch targets above AVX2 (NumPy 2.3's ``__cpu_dispatch__``), all switched off by its pin
+_NUMPY_ABOVE_AVX2 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
+
+#: the environment that holds ATen, oneDNN, MKL, OpenBLAS and NumPy to AVX2 (read by each library when it starts)
 PINS: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
@@ -53,11 +56,10 @@ PINS: dict[str, str] = {
     "OPENBLAS_CORETYPE": "Haswell",  # NumPy's and SciPy's OpenBLAS (eigenvalues, solves): AVX2 kernels
     # NumPy's own SIMD loops (arccos, exp, log1p, sums, ...): every dispatch target above AVX2 switched off (a name
     # the CPU lacks is ignored); see the module's last paragraph for what it changes
-    "NPY_DISABLE_CPU_FEATURES": " ".join(
-        ("AVX512F", "AVX512CD", "AVX512_KNL", "AVX512_KNM", "AVX512_SKX", "AVX512_CLX", "AVX512_CNL", "AVX512_ICL")
-        + ("AVX512_SPR",)
-    ),
+    "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_AVX2,
 }
+#: how :func:`describe` shows a pin whose value is too long to read
+_SHOWN = {"NPY_DISABLE_CPU_FEATURES": "NumPy above AVX2 off"}
 
 
 #: the arithmetic of the records made before it was recorded (until 2026-11-27): all were computed on the
@@ -164,7 +166,8 @@ def pinned() -> bool:
 def was_pinned(arithmetic: dict[str, Any]) -> bool:
     """Whether a record's arithmetic had every variable of :data:`PINS` at its value, leaving out the pins the
     record predates (a key absent from it: :func:`current` writes every pin, ``None`` when unset)."""
-    return all(arithmetic[var] == value for var, value in PINS.items() if var in arithmetic)
+    known = [var for var in PINS if var in arithmetic]
+    return bool(known) and all(arithmetic[var] == PINS[var] for var in known)
 
 
 def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -201,9 +204,10 @@ def mismatch(recorded: dict[str, Any], now: dict[str, Any] | None = None) -> str
 
 def describe(arithmetic: dict[str, Any]) -> str:
     """One line for people: the instruction set and the pins, or that the machine chose them."""
-    pins = ", ".join(f"{var}={arithmetic.get(var)}" for var in PINS if arithmetic.get(var) is not None)
+    values = {var: arithmetic.get(var) for var in PINS}
+    shown = [_SHOWN[var] if var in _SHOWN and v == PINS[var] else f"{var}={v}" for var, v in values.items() if v]
+    pins = ", ".join(shown)
     branch, simd = arithmetic.get("mkl_branch"), arithmetic.get("numpy_simd")
-    pins = pins.replace(f"NPY_DISABLE_CPU_FEATURES={PINS['NPY_DISABLE_CPU_FEATURES']}", "NumPy above AVX2 off")
     return (
         f"{arithmetic.get('cpu_capability')} ({pins or 'no pins: the CPU chose'}; MKL branch {branch or 'unknown'}; "
         f"NumPy SIMD {simd or 'unknown'})"
