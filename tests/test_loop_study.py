@@ -31,7 +31,7 @@ def test_selection_follows_the_protocol_on_noisy_or_clean_labels():
         *[(7, "aux", lam, 2, 0.1, 0.5, v, c, t) for lam, v, c, t in ((1.0, 0.3, 0.4, 0.14), (2.0, 0.3, 0.2, 0.15), (3.0, 0.6, 0.3, 0.16))],
         (7, "rdi_bound", 2.5, 2, 0.1, 0.5, 0.9, 0.9, 0.17),
     ]  # fmt: skip
-    study = ls.OwnLoopStudy(_history(rows), {7: 2.5}, config)
+    study = ls.OwnLoopStudy(_history(rows), {7: 2.5}, config, 1_000)
     noisy = ls.select_by_validation(study, "noisy").set_index("method")
     assert noisy.loc["vanilla", "epoch"] == 2 and noisy.loc["vanilla", "test_error"] == 0.31
     assert noisy.loc["early stopping", "epoch"] == 1 and noisy.loc["early stopping", "test_error"] == 0.21
@@ -125,8 +125,9 @@ def test_gain_over_vanilla_and_the_summary_table():
             for m, lam, e in (("vanilla", math.nan, v), ("RDI", 16.0, r))
         ]
     )
-    gain = ls.gain_over_vanilla(picks, "RDI")
+    gain = ls.gain_over_vanilla(picks, "RDI", n_test=1_000)
     assert gain["seeds"] == 3 and gain["mean"] == pytest.approx(0.18)
+    assert gain["n_test"] == 1_000 and gain["test_se"] == pytest.approx(((0.30 + 0.12) / 1_000) ** 0.5)
     table = ls.summary_table(picks).set_index("method")
     assert table.loc["RDI", "λ per seed"] == "16, 16, 16" and table.loc["vanilla", "λ per seed"] == ""
     assert table.loc["vanilla", "test error (%)"] == "30.0 ± 2.0"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "regime_ranges",
     "regime_display",
     "REGIME_COLUMNS",
+    "test_images",
 ]
 
 #: the NTK-regime columns of the experiments' tables (``experiments._shared.REGIME_COLUMNS``), as a table names them
@@ -84,6 +86,37 @@ _FIELD_NAMES = {
     "clean_lams": "λ on clean labels",
 }
 _HIDDEN = {"profile", "download", "spectrum", "relu_gain", "difference_trick"}
+
+
+#: a data set's line as :meth:`ntk_core.data.ImageDataset.describe` and :meth:`ntk_core.data.BinaryTask.describe`
+#: write it: "MNIST test: 10,000 images from …" and "'5' (+1, 892) vs '8' (-1, 974) cut from MNIST test: …"
+_WHOLE_SPLIT = re.compile(r"^\S+ (?P<split>train|test): (?P<n>[\d,]+) images ")
+_TWO_CLASSES = re.compile(
+    r"^'.*' \(\+1, (?P<a>[\d,]+)\) vs '.*' \(-1, (?P<b>[\d,]+)\) cut from \S+ (?P<split>train|test): "
+)
+
+
+def test_images(result: Result | dict[str, Any]) -> int:
+    """The number of test images a result's test errors were measured on: the config's ``n_test`` where it keeps a
+    sample, else the size of the test split its ``meta["data"]`` names (the split actually loaded: 1,866 images of
+    "5" vs "8" in MNIST, 200 in the embedded subset). The verdicts scale with it
+    (:mod:`ntk_core.bookkit.sampling`)."""
+    meta = result if isinstance(result, dict) else result.meta
+    n_test = int(meta.get("config", {}).get("n_test") or 0)
+    if n_test:
+        return n_test
+    sizes = []
+    for line in meta.get("data", []):
+        whole, two = _WHOLE_SPLIT.match(line), _TWO_CLASSES.match(line)
+        if two is not None and two["split"] == "test":
+            sizes.append(int(two["a"].replace(",", "")) + int(two["b"].replace(",", "")))
+        elif two is None and whole is not None and whole["split"] == "test":
+            sizes.append(int(whole["n"].replace(",", "")))
+    if len(sizes) != 1:
+        raise ValueError(
+            f"expected the description of one test split in the result's data, found {len(sizes)}: {meta.get('data')}"
+        )
+    return sizes[0]
 
 
 def medium(name: str) -> Result | None:

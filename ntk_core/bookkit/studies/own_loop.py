@@ -242,11 +242,15 @@ class OwnLoopStudy:
         The bound's λ of each seed (:func:`bound_lambda`).
     config : OwnLoopConfig
         The configuration.
+    n_test : int
+        The clean test images each seed is tested on (``config.n_test``, or the whole test split where it has
+        fewer: the embedded subset's 1,000).
     """
 
     history: pd.DataFrame
     bound_lams: dict[int, float]
     config: OwnLoopConfig
+    n_test: int
 
 
 def _runs(config: OwnLoopConfig) -> list[tuple[str, float | None]]:
@@ -328,7 +332,8 @@ def own_loop_study(
                 bound_lams[seed] = bound_lam
             if progress is not None and i % per_seed == 0:
                 progress(f"seed {seed}: done")
-    return OwnLoopStudy(pd.DataFrame(rows), bound_lams, config)
+    n_test = len(_task(config, config.seeds[0])[2].clean)
+    return OwnLoopStudy(pd.DataFrame(rows), bound_lams, config, n_test)
 
 
 def select_by_validation(study: OwnLoopStudy, labels: str = "noisy") -> pd.DataFrame:
@@ -361,14 +366,20 @@ def select_by_validation(study: OwnLoopStudy, labels: str = "noisy") -> pd.DataF
     return pd.DataFrame(out)
 
 
-def gain_over_vanilla(picks: pd.DataFrame, method: str) -> dict[str, Any]:
+def gain_over_vanilla(picks: pd.DataFrame, method: str, n_test: int) -> dict[str, Any]:
     """Vanilla's test error minus ``method``'s, paired by seed (:func:`select_by_validation`'s rows), as
-    :func:`~ntk_core.experiments._shared.paired_stats`; positive: the method is better."""
+    :func:`~ntk_core.experiments._shared.paired_stats`; positive: the method is better. Each seed tests on
+    ``n_test`` images drawn from one test split (all of it where it has no more, as the embedded subset's 1,000):
+    ``test_se`` is the sampling error of the difference on them
+    (:func:`~ntk_core.bookkit.sampling.paired_error_se` of the mean errors), which the seeds do not average away
+    where they share the images, and which :func:`~ntk_core.bookkit.claims.judge` counts."""
     from ...experiments import paired_stats
+    from ..sampling import paired_error_se
 
     base = picks[picks["method"] == "vanilla"].set_index("seed")["test_error"]
     other = picks[picks["method"] == method].set_index("seed")["test_error"]
-    return paired_stats((base - other.reindex(base.index)).to_numpy())
+    test_se = paired_error_se(float(base.mean()), float(other.mean()), n_test)
+    return {**paired_stats((base - other.reindex(base.index)).to_numpy()), "test_se": test_se, "n_test": int(n_test)}
 
 
 def summary_table(picks: pd.DataFrame) -> pd.DataFrame:

