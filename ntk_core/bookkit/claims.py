@@ -58,6 +58,7 @@ __all__ = [
     "check_table_2_regime",
     "judge",
     "judge_sign",
+    "rise_cells",
     "judge_within",
 ]
 
@@ -649,6 +650,25 @@ def judge_within(
         return "unresolved"
     ledger.check(ref, statement, True, value=text, paper=paper, anchor=anchor, status=status)
     return "holds"
+
+
+def rise_cells(errors: list[float], n_test: int, *, min_rise: float, slack: float) -> list[tuple[float, float]]:
+    """The cells of "the error rises with the noise level" for :func:`judge_sign`: ``errors`` one per level (in
+    increasing noise, each measured on the same ``n_test`` images) rise from the first to the last by more than
+    ``min_rise`` (the cell ``last − first − min_rise``), and no step falls by more than ``slack`` (a cell
+    ``next − this + slack`` per step); each with the sampling error of its difference
+    (:func:`~ntk_core.bookkit.sampling.paired_error_se`).
+
+    Examples
+    --------
+    >>> [round(d, 3) for d, _ in rise_cells([0.05, 0.06, 0.08], 1000, min_rise=0.01, slack=0.005)]
+    [0.02, 0.015, 0.025]
+    """
+    e = [float(v) for v in errors]
+    if len(e) < 2:
+        raise ValueError(f"needs the errors of at least two noise levels, got {e}")
+    cells = [(e[-1] - e[0] - min_rise, paired_error_se(e[0], e[-1], n_test))]
+    return cells + [(b - a + slack, paired_error_se(a, b, n_test)) for a, b in zip(e, e[1:])]
 
 
 def judge_sign(
