@@ -35,6 +35,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/experiments/setting3.py": ("tests/test_experiment_values.py",),
     "ntk_core/experiments/distance.py": ("tests/test_experiment_values.py",),
     "ntk_core/bookkit/claims.py": ("tests/test_claims.py",),
+    "ntk_core/bookkit/sampling.py": ("tests/test_sampling.py", "tests/test_claims.py"),
     "ntk_core/bookkit/ledger.py": ("tests/test_report.py",),
 }
 
@@ -62,7 +63,7 @@ B, KRR, NOISE, INF, TRAIN, REG = (
 KERNEL_MATRIX = "ntk_core/kernel_matrix.py"
 NTK_PROBLEM, NTK_TILES, NTK_STRUCTURED = (f"ntk_core/ntk/{m}.py" for m in ("problem", "tiles", "structured"))
 S1, S3, DIST = (f"ntk_core/experiments/{m}.py" for m in ("setting1", "setting3", "distance"))
-CLAIMS, LEDGER = (f"ntk_core/bookkit/{m}.py" for m in ("claims", "ledger"))
+CLAIMS, LEDGER, SAMPLING = (f"ntk_core/bookkit/{m}.py" for m in ("claims", "ledger", "sampling"))
 
 MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------------ bounds: Hsu–Kakade–Zhang, eq. (12)
@@ -662,6 +663,34 @@ MUTANTS: tuple[Mutant, ...] = (
         "distance study steps floor(steps/lr_scale)",
     ),
     # ------------------------------------------------------------------ the book's verdicts (book kit)
+    Mutant(
+        "tolerance-without-sampling-error",
+        SAMPLING,
+        'return "exceeds" if value - z * se > tolerance else "unresolved"',
+        'return "exceeds"',
+        "a tolerance exceeded by less than the sampling error is a finding (the embedded subset's 200 images fail)",
+    ),
+    Mutant(
+        "family-without-bonferroni",
+        SAMPLING,
+        "return NormalDist().inv_cdf(1.0 - alpha / (2 * int(k)))",
+        "return NormalDist().inv_cdf(1.0 - alpha / 2)",
+        "a claim over k cells judged with one comparison's z: false findings k times as likely",
+    ),
+    Mutant(
+        "paired-se-ignores-disagreement",
+        SAMPLING,
+        "        bound = min(bound, disagreement)\n",
+        "        bound = bound\n",
+        "the bound on how often two classifiers disagree dropped: RDI against AUX judged with e₁ + e₂",
+    ),
+    Mutant(
+        "judge-without-the-test-set",
+        CLAIMS,
+        "    se = math.hypot(stats[\"sem\"], test_se) if k > 1 else stats[\"sem\"]\n",
+        "    se = stats[\"sem\"]\n",
+        "a paired-by-seed claim judged on the seeds' spread alone, without the shared test images' own error",
+    ),
     Mutant(
         "judge-one-standard-error",
         CLAIMS,
