@@ -31,6 +31,8 @@ __all__ = ["ALPHA", "Outcome", "error_se", "paired_error_se", "family_z", "withi
 #: The family-wise chance of a false finding that the book accepts for a claim judged over several cells.
 ALPHA = 0.05
 
+#: What :func:`within_tolerance` finds: the value is within the tolerance, beyond it by more than the sampling
+#: error, or neither (unresolved at this sample size).
 Outcome = Literal["holds", "exceeds", "unresolved"]
 
 
