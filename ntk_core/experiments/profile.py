@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._checks import check_choice
+from ..data import readable
 
 __all__ = ["Profile", "PROFILES", "book_profile", "book_threads", "book_workers", "default_device", "RunInfo"]
 
@@ -130,6 +131,7 @@ class RunInfo:
     def add_data(self, description: str) -> None:
         """Record one data source (for example ``ImageDataset.describe()``); one already recorded is not
         repeated."""
+        description = readable(description)  # printed in the book: no path of this machine's Python installation
         if description not in self.data:
             self.data.append(description)
 

@@ -30,8 +30,18 @@ def chapter_cells(name: str) -> list[str]:
     return cells
 
 
+def glue_keys(name: str) -> set[str]:
+    """The glue keys the text of ``book/<name>.md`` refers to (``{glue:text}`key```, ``{glue:}`key```,
+    ``{glue:figure} key``): each must be glued by the chapter's cells, or the strict build fails."""
+    text = (REPO / "book" / f"{name}.md").read_text()
+    inline = re.findall(r"\{glue(?::[a-z]+)?\}`([^`]+)`", text)
+    figures = re.findall(r"^```\{glue:figure\}\s+(\S+)", text, re.M)
+    return {key.split(":")[0] for key in inline} | set(figures)
+
+
 def run_chapter(name: str, upto: int | None = None) -> dict[str, Any]:
-    """Execute the first ``upto`` code cells of ``book/<name>.md`` (all by default); return the namespace.
+    """Execute the first ``upto`` code cells of ``book/<name>.md`` (all by default); return the namespace, with the
+    names the cells glued under ``"__glued__"``.
 
     Raises whatever a cell raises, in particular the ``AssertionError`` of a failed claim.
     """
@@ -41,9 +51,10 @@ def run_chapter(name: str, upto: int | None = None) -> dict[str, Any]:
     import matplotlib.pyplot as plt
     import myst_nb
 
-    namespace: dict[str, Any] = {"__name__": f"chapter_{name}"}
+    glued: set[str] = set()
+    namespace: dict[str, Any] = {"__name__": f"chapter_{name}", "__glued__": glued}
     original_glue = myst_nb.glue
-    myst_nb.glue = lambda *args, **kwargs: None  # type: ignore[assignment]
+    myst_nb.glue = lambda key, *args, **kwargs: glued.add(key)  # type: ignore[assignment]
     try:
         for i, cell in enumerate(chapter_cells(name)[:upto]):
             exec(compile(cell, f"book/{name}.md[cell {i}]", "exec"), namespace)
