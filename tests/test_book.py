@@ -75,8 +75,12 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
     no book number; the book's own figures are "Book fig. 1", "Book fig. 2", ... without gaps."""
     import re
 
-    html = "".join((site / "book" / f"experiments_{c}.html").read_text(encoding="utf-8") for c in ("mnist", "cifar"))
+    pages = {c: (site / "book" / f"experiments_{c}.html").read_text(encoding="utf-8") for c in ("mnist", "cifar")}
+    html = "".join(pages.values())
     figures = re.findall(r"<figure[^>]*>(.*?)</figure>", html, flags=re.S)
+    # a book built without CIFAR-10 (no data folder, no network) skips Settings 2 and 3 with a note: their figures
+    # keep their captions, Table 1 (a table of their numbers) is not made
+    no_cifar = "CIFAR-10 is not available on this machine" in pages["cifar"]
     for number in PAPER_FIGURES:
         found = [f for f in figures if re.search(rf"<strong>Paper Figure {number}</strong>", f)]
         assert len(found) == 1, f"paper Figure {number}: {len(found)} captioned figures"
@@ -84,7 +88,7 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
         # the paper's number only: no "Book fig. N" beside it (book/_ext/paper_exhibits.py)
         assert "caption-number" not in found[0], f"paper Figure {number} carries a book number"
     # the paper's tables: Table 1 and Table 2 as captioned tables, Table 2 also drawn as an unnumbered figure
-    for number in PAPER_TABLES:
+    for number in PAPER_TABLES if not no_cifar else ("2",):
         assert re.search(rf"<caption>Paper Table {number}\b", html), f"paper Table {number}: no captioned table"
     drawn = [f for f in figures if re.search(r"<strong>Paper Table 2, drawn</strong>", f)]
     assert len(drawn) == 1 and "<img" in drawn[0] and "caption-number" not in drawn[0], drawn
