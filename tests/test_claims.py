@@ -29,6 +29,9 @@ def _fig_1a(n_test: int = 1866, **numbers) -> dict:
         "KRR": 0.11,
         "gd_memorised": 0.9,
         "es_stops_early": True,
+        "es_first": 0,
+        "es_seeds": 3,
+        "eval_every": 20,
         "rdi_aux": 0.007,
         "converged": 9,
         "krr_gap": 0.006,
@@ -43,7 +46,14 @@ def _fig_1a(n_test: int = 1866, **numbers) -> dict:
         **numbers,
     }
     se = paired_error_se(0.11, 0.12, n_test)
+    q.setdefault("by_noise", {0.2: {"GD": 0.12, "GD+RDI": 0.07, "GD+AUX": 0.08, "memorised": 0.8}})
+    q["by_noise"][q["noise"]] = {m: q[m] for m in ("GD", "GD+RDI", "GD+AUX")} | {"memorised": q["gd_memorised"]}
     q["cells"] = {
+        "every_noise": [
+            (r["GD"] - r[m], paired_error_se(r["GD"], r[m], n_test))
+            for r in q["by_noise"].values()
+            for m in ("GD+RDI", "GD+AUX")
+        ],
         "rdi_aux": [(q["rdi_aux"], paired_error_se(0.11, 0.12, n_test, disagreement=0.04))] * 12,
         "krr_gap": [(q["krr_gap"], se)] * q["converged"],
         "match_es": [(abs(q["GD+RDI"] - q["GD+ES"]), se), (abs(q["GD+AUX"] - q["GD+ES"]), se)],
@@ -62,9 +72,15 @@ def _status(ledger: Ledger, words: str) -> str:
 def test_figure_1a_checks_record_every_claim_and_each_one_can_fail():
     ledger = Ledger("t")
     claims.check_figure_1a(ledger, _fig_1a(), "quick")
-    assert len(ledger.claims) == 8 and {c.status for c in ledger.claims} == {"quick"}
+    assert len(ledger.claims) == 9 and {c.status for c in ledger.claims} == {"quick"}
     assert {c.anchor for c in ledger.claims} == {"exp-figure-1a"}
-    assert "sampling error ±0.5 points at n = 1,866 test images, z = 2.87 for 12 comparisons" in ledger.claims[3].value
+    assert "sampling error ±0.5 points at n = 1,866 test images, z = 2.87 for 12 comparisons" in ledger.claims[4].value
+    # the book's own checks are marked so: they do not count towards the exhibit's verdict
+    assert {c.statement for c in ledger.claims if c.kind == "check"} == {
+        "with clean labels every method has test error below 10 %",
+        "the NTK regime, as the book measures it: where GD has converged, the networks' test errors are within "
+        "3 points of KRR's (Theorem 4.1's limit)",
+    }
     # a premise, and the book's own checks beyond their sampling error, fail the build
     for broken, match in (
         ({"gd_memorised": 0.5}, "precondition"),
@@ -87,6 +103,21 @@ def test_figure_1a_checks_record_every_claim_and_each_one_can_fail():
         ({"aux_net": 0.55}, "network alone reproduces under half", 1866, "inconclusive"),
         ({"GD+AUX": 0.20}, "match GD+ES", 1866, "not reproduced"),
         ({"GD+AUX": 0.16}, "match GD+ES", 200, "inconclusive"),
+        # judged at every noise level, not only the largest: GD no worse than RDI at 10 % is no "consistently"
+        (
+            {"by_noise": {0.1: {"GD": 0.027, "GD+RDI": 0.0277, "GD+AUX": 0.0271, "memorised": 0.4}}},
+            "every noise level",
+            1866,
+            "inconclusive",
+        ),
+        (
+            {"by_noise": {0.1: {"GD": 0.027, "GD+RDI": 0.06, "GD+AUX": 0.03, "memorised": 0.4}}},
+            "every noise level",
+            1866,
+            "not reproduced",
+        ),
+        # early stopping at the first evaluated step: its grid does not bracket the best step, so "match" is untested
+        ({"es_first": 2}, "match GD+ES", 1866, "premise not met"),
     ):
         judged = Ledger("t")
         claims.check_figure_1a(judged, _fig_1a(n_test, **broken), "medium")
@@ -119,8 +150,10 @@ def test_figure_1a_numbers_from_a_table_carry_their_sampling_error():
                 rows.append(at | es | dict(val_error=0.1, selected=sel, selected_oracle=not sel))
     table = pd.DataFrame(rows)
     table = mark_protocol(table, table["method"].isin(["GD+RDI", "GD+AUX", "KRR"]))
-    q = claims.figure_1a(table, n_test=200, n_train=300)
+    q = claims.figure_1a(table, n_test=200, n_train=300, eval_every=50)
     assert q["n_test"] == 200 and q["flips"] == 120
+    assert q["es_first"] == 0 and claims.figure_1a(table, n_test=200, n_train=300, eval_every=100)["es_first"] == 2
+    assert list(q["by_noise"]) == [0.4] and q["cells"]["every_noise"][0] == pytest.approx((0.2, (0.4 / 200) ** 0.5))
     assert len(q["cells"]["rdi_aux"]) == 8
     assert q["cells"]["rdi_aux"][0] == pytest.approx((0.02, (0.02 / 200) ** 0.5))  # agreement 99 % each: δ = 2 %
     assert q["cells"]["gd_over"][1] == pytest.approx((0.2, (0.4 / 200) ** 0.5))
@@ -402,34 +435,40 @@ def test_table_1_numbers_and_check():
     assert [c.status for c in ledger.claims] == ["not run"] and "reaches only 80.0%" in ledger.claims[0].value
 
 
-def test_table_1_aux_claims_wait_for_appendix_d_premise():
-    """Where normal training over-fits in the first stage (Appendix D's premise fails, beyond the seed noise), the
-    AUX claims are premise-not-met with the rule's verdict in the value; a small drop leaves them judged."""
+def test_table_1_aux_claims_are_judged_with_appendix_d_observation_as_a_caveat():
+    """Where normal training over-fits in the first stage (Appendix D's observation fails, beyond the seed noise),
+    the AUX claims are judged all the same by the rule, the observation's failure a caveat in their value: it is
+    the paper's reason for its recipe, not a premise of Table 1."""
     args = dict(overfit=[0.04, 0.05, 0.045], aux_drop=[0.0, 0.005, -0.002], gain=[-0.06, -0.05, -0.055])
     q = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.09, 0.10, 0.088]), BIG)
     first = q["losses"]["CCE"]["first_stage"]
-    assert first["end_epoch"] == 20 and first["drop"]["mean"] == pytest.approx(0.0927, abs=1e-4)
-    assert "falls from 32.0% to 22.7%" in claims.first_stage_premise(first)
+    # smoothed over 4 epochs (a fifth of the 20-epoch stage): best window epochs 5-8 (31.85 %), end window epochs
+    # 17-20 (32 % − 0.875 d), so the drop is 0.875 d − 0.15 points: not the raw best minus last (d), which the
+    # epoch-to-epoch jitter would bias upward
+    assert first["end_epoch"] == 20 and first["window"] == 4
+    assert first["drop"]["mean"] == pytest.approx(0.875 * (0.09 + 0.10 + 0.088) / 3 - 0.0015, abs=1e-9)
+    assert "falls from 31.9% to 23.9%" in claims.first_stage_caveat(first)
     ledger = Ledger("t")
     v = claims.check_table_1(ledger, q, "medium")
-    assert v["CCE over-fits"] == "holds"
-    assert v["CCE+AUX beats early stopping"] == "premise not met (the opposite holds by the rule)"
-    assert [c.status for c in ledger.claims] == ["medium", "premise not met", "premise not met"]
+    assert v["CCE over-fits"] == "holds" and v["CCE+AUX beats early stopping"] == "the opposite holds"
+    assert [c.status for c in ledger.claims] == ["medium", "not reproduced", "medium"]
+    assert "caveat: Appendix D observes little over-fitting in the first stage" in ledger.claims[1].value
+    assert "caveat" not in ledger.claims[0].value  # normal training's own claim carries no AUX caveat
     # the curves' claims are Figure 2's (AUX does not over-fit), the comparison with early stopping is Table 1's
     assert [c.ref for c in ledger.claims] == ["Figure 2", "Table 1", "Figure 2"]
     assert ledger.claims[2].paper == claims.PAPER["Figure 2"]
     # little over-fitting in the first stage: judged by the rule (here the opposite holds: a finding)
     q = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.005, 0.01, 0.0]), BIG)
-    assert claims.first_stage_premise(q["losses"]["CCE"]["first_stage"]) is None
+    assert claims.first_stage_caveat(q["losses"]["CCE"]["first_stage"]) is None
     v = claims.check_table_1(Ledger("t"), q, "medium")
     assert v["CCE+AUX beats early stopping"] == "the opposite holds"
     # a drop above the threshold only within the seed noise is no evidence that the premise fails
     noisy = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.0, 0.06, 0.0]), BIG)
-    assert claims.first_stage_premise(noisy["losses"]["CCE"]["first_stage"]) is None
+    assert claims.first_stage_caveat(noisy["losses"]["CCE"]["first_stage"]) is None
     # ... even with its mean above the threshold (3 points against 2, one seed of three): within 2 s.e.
     noisy = claims.table_1_numbers(_setting3_table(**args, first_drop=[0.0, 0.09, 0.0]), BIG)
     assert noisy["losses"]["CCE"]["first_stage"]["drop"]["mean"] > claims.FIRST_STAGE_DROP
-    assert claims.first_stage_premise(noisy["losses"]["CCE"]["first_stage"]) is None
+    assert claims.first_stage_caveat(noisy["losses"]["CCE"]["first_stage"]) is None
 
 
 def _trial_run(name: str, seed: int, stage1: list[float], later: list[float], fit_last: float, **over) -> dict:

@@ -69,7 +69,9 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     (src / "index.rst").write_text(
         "Home\n====\n\n.. results-at-a-glance::\n\n.. toctree::\n\n   one\n   two\n   three\n"
     )
-    (src / "one.rst").write_text(".. _sec-one:\n\nSection one\n===========\n\nText.\n")
+    (src / "one.rst").write_text(
+        ".. chapter-results::\n\n.. _sec-one:\n\nSection one\n===========\n\n.. verdict:: Lemma A.1\n\nText.\n"
+    )
     (src / "two.rst").write_text("Two\n===\n\nA chapter with a ``{code-cell}`` that saved no ledger.\n")
     (src / "three.rst").write_text("Three\n=====\n\nA page without code (errata, say): nothing to record.\n")
     out = tmp_path / "build" / "html"
@@ -78,6 +80,7 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
         ledger = Ledger("one")
         ledger.check("Lemma A.1", "zero initial output", True, value="max |f| = 0", paper="0", anchor="sec-one")
         ledger.not_run("Table 1", "AUX last ≈ best", "no medium record yet")
+        ledger.headline("Lemma A.1", measured="max |f(0)| = 0", scale="width 64", sure="exact", anchor="sec-one")
         ledger.save()
 
     stale = tmp_path / "build" / "claims"
@@ -95,22 +98,33 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     summary = re.search(r'<summary class="glance-summary">(.*?)</summary>', html, re.S).group(1)
     summary = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", summary))
     assert summary == "Section one — 2 claims: 1 verified 1 not run ", summary
-    # the status as a short badge, its meaning in the legend
-    assert '<span class="glance-badge glance-verified">verified</span>' in html and "verified exactly" in html
+    # the status as a short badge in the words of the verdicts, whose legend leads the page
+    assert '<span class="glance-badge glance-verified">verified</span>' in html
     assert '<span class="glance-badge glance-not-run">not run</span>' in html and "no medium record yet" in html
+    assert "checked exactly: a closed form or float64 arithmetic" in html
     # the paper's reference links to the section that shows the claim (its title as the tooltip)
     assert re.search(r'<a class="reference internal" href="one.html#sec-one" title="Section one">\s*Lemma A.1', html)
     chapter_table = html[html.index('<details class="glance-group" id="glance-one">') :]
     assert chapter_table.count("<tr") == 3  # header and two claims
-    # first, the paper's exhibits: Table 1 (its one claim not run: no medium record yet), the theory apart
-    exhibits = re.search(r"<table[^>]*glance-exhibits.*?</table>", html, re.S).group(0)
-    assert exhibits.count("<tr") == 2 and "Table 1" in exhibits and "Lemma A.1" not in exhibits
-    assert html.index("glance-exhibits") < html.index("glance-group")
-    assert "The theory and its proofs" in html
+    # first, one verdict per exhibit and statement of the paper: Table 1 (not run), Lemma A.1 (verified), the
+    # headline's number and scale beside the paper's
+    verdicts = re.search(r"<table[^>]*glance-verdicts.*?</table>", html, re.S).group(0)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", verdicts, re.S)[1:]
+    first = [re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[0]).strip() for r in rows]
+    assert first == ["Table 1", "Lemma A.1"]  # the exhibits first, then the statements
+    assert 'verdict-not-run">not run' in rows[0] and 'verdict-verified">verified' in rows[1]
+    assert "max |f(0)| = 0" in rows[1] and "width 64" in rows[1] and "paper: exact" in rows[1]
+    assert html.index("verdict-legend") < html.index("glance-verdicts") < html.index("glance-group")
     assert "2 claims checked in 1 chapter: " in html
     assert "No claims were recorded by: two." in html  # three has no code: not expected to record claims
     assert "glance.css" in html and (out / "_static" / "glance.css").exists()
     assert not (stale / "old.json").exists()  # ledgers of an earlier build are cleared first
+    # the chapter opens with its results, and the section with its verdict box: the same verdicts as the glance
+    one = (out / "one.html").read_text()
+    box = re.search(r'<div class="chapter-results[^"]*">(.*?)</table>', one, re.S).group(1)
+    assert "Lemma A.1" in box and "Table 1" in box and 'verdict-verified">verified' in box
+    section = re.search(r'<div class="verdict-box[^"]*">(.*?)</div>', one, re.S).group(1)
+    assert "Lemma A.1: " in section and 'verdict-verified">verified' in section and "max |f(0)| = 0" in section
 
 
 def test_premise_not_met_needs_its_evidence_and_says_which_premise():
@@ -188,7 +202,7 @@ def test_the_checks_list_reads_as_one_line_per_reference_of_the_paper():
     table_1 = groups[2][1]
     summary = table_1[: table_1.index("</summary>")]
     assert "3 checks" in summary
-    assert summary.index("1 not reproduced") < summary.index("2 inconclusive")  # the order of STATUSES
+    assert summary.index("1 does not hold") < summary.index("2 cannot be tested at this scale")  # the order of STATUSES
     assert table_1.count("<tr>") == 4  # header and three claims, in the chapter's order
     assert table_1.index("AUX &lt;beats&gt; normal") < table_1.index("claim b") < table_1.index("claim c")
     assert "<beats>" not in html

@@ -1,14 +1,23 @@
-"""Sphinx extension: the landing page's *Results at a glance*, generated from the chapters' own checks.
+"""Sphinx extension: the landing page's *Results at a glance* and each chapter's results, generated from the
+chapters' own checks.
 
-Each chapter records its claims with ``ntk_core.bookkit.ledger.Ledger`` and saves them, when it is executed during the
-build, into the folder named by ``$NTK_BOOK_LEDGER``. This extension points that variable at
-``<build>/claims`` before any chapter runs (the kernels inherit the environment), empties it, and replaces the
-``{results-at-a-glance}`` directive, once every chapter has been read and executed, by the claims grouped by
-chapter: a line with the number of claims of each status over the whole book, then one collapsed
-``<details>`` per chapter whose summary counts its claims by status and whose table has one row per claim
-(the paper's reference, linked to the section that shows it; the claim; its status as a short badge; the
-number of this build; the paper's own number), then a legend of the badges. A chapter that recorded nothing
-is named under the table, so a missing ledger cannot pass unnoticed.
+Each chapter records its claims (and a headline per exhibit: the number measured, the scale, how sure) with
+``ntk_core.bookkit.ledger.Ledger`` and saves them, when it is executed during the build, into the folder named by
+``$NTK_BOOK_LEDGER``. This extension points that variable at ``<build>/claims`` before any chapter runs (the
+kernels inherit the environment) and empties it. Once every chapter has been read and executed it replaces:
+
+``{results-at-a-glance}``
+    by the legend of the verdicts, then one row per exhibit and statement of the paper
+    (:data:`ntk_core.bookkit.verdicts.PAPER`): its claim, one verdict (:func:`ntk_core.bookkit.verdicts.verdict`)
+    with the scale it was judged at, the number measured beside the paper's, the sizes and how sure; then every
+    check, one collapsed ``<details>`` per chapter (a chapter that recorded nothing is named, so a missing
+    ledger cannot pass unnoticed);
+``{chapter-results}``
+    (a chapter's head) by the same rows for the exhibits and statements the chapter checks;
+``{verdict} Figure 1a``
+    (an exhibit's section head) by that exhibit's verdict box.
+
+The verdicts are judged over the whole book's claims, so a chapter's box and the glance cannot disagree.
 """
 
 from __future__ import annotations
@@ -21,11 +30,9 @@ from typing import Any
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from ntk_core.bookkit.ledger import STATUS_BADGES, is_exhibit, paper_order
+from ntk_core.bookkit.ledger import STATUS_BADGES
 
 _ENV = "NTK_BOOK_LEDGER"
-#: status -> (short badge, its meaning in the legend): shared with the chapters' Checks lists
-_STATUS_WORDS = STATUS_BADGES
 _COLUMNS = ["Paper", "Claim", "Status", "This build", "Paper's number"]
 
 
@@ -100,19 +107,19 @@ def _cell(content: str | nodes.Node) -> nodes.entry:
 
 
 def _badge(status: str) -> nodes.inline:
-    short = _STATUS_WORDS.get(status, (status, status))[0]
+    short = STATUS_BADGES.get(status, (status, status))[0]
     return nodes.inline(text=short, classes=["glance-badge", "glance-" + status.replace(" ", "-")])
 
 
 def _counts(claims: list[Any]) -> list[nodes.Node]:
-    """Badges with the number of claims of each status, in the order of the legend."""
+    """Badges with the number of claims that show each, in the order of the legend."""
+    from ntk_core.bookkit.ledger import badge_counts
+
     out: list[nodes.Node] = []
-    for status in list(_STATUS_WORDS) + sorted({c.status for c in claims} - set(_STATUS_WORDS)):
-        n = sum(c.status == status for c in claims)
-        if n:
-            badge = _badge(status)
-            badge.insert(0, nodes.Text(f"{n} "))
-            out += [badge, nodes.Text(" ")]
+    for status, n in badge_counts(claims):
+        badge = _badge(status)
+        badge.insert(0, nodes.Text(f"{n} "))
+        out += [badge, nodes.Text(" ")]
     return out
 
 
@@ -159,33 +166,169 @@ def _chapter_table(app: Any, fromdoc: str, chapter: str, docs: dict[str, str], c
     return table
 
 
-def _exhibits_table(app: Any, fromdoc: str, claims: list[Any]) -> nodes.table:
-    """One row per exhibit of the paper, in the paper's order (figures, then tables): the live build's verdicts,
-    the recorded medium run's, and the paper's own number."""
-    labels = app.env.get_domain("std").labels
-    refs = sorted({c.ref for c in claims if is_exhibit(c.ref)}, key=paper_order)
-    columns = ["Paper", "This build (live)", "Medium record", "Paper's number"]
-    table, body = _empty_table(["glance-table", "glance-exhibits"], columns, (14, 30, 30, 26))
+def _link(app: Any, fromdoc: str, text: str, anchor: str) -> nodes.Node:
+    """``text`` linked to the section labelled ``anchor`` (plain text when there is no such label)."""
+    target = app.env.get_domain("std").labels.get(anchor) if anchor else None
+    if target is None:
+        return nodes.Text(text)
+    uri = app.builder.get_relative_uri(fromdoc, target[0]) + "#" + target[1]
+    return nodes.reference("", text, refuri=uri, internal=True)
+
+
+def _verdict_badge(word: str) -> nodes.inline:
+    return nodes.inline(text=word, classes=["glance-badge", "verdict-" + word.replace(" ", "-")])
+
+
+def _row_facts(ref: str, claims: list[Any], headlines: list[Any]) -> dict[str, Any]:
+    """What one row says about ``ref``: its verdict (:func:`ntk_core.bookkit.verdicts.verdict`), the headline at
+    the verdict's scale (else any, else the first counted claim's value) and the paper's side."""
+    from ntk_core.bookkit.verdicts import PAPER, verdict
+
+    mine = [c for c in claims if c.ref == ref]
+    v = verdict(mine)
+    level = "medium" if v.scale == "medium" else ""
+    heads = [h for h in headlines if h.ref == ref]
+    head = next((h for h in heads if h.level == level), heads[0] if heads else None)
+    lead = v.counted[0] if v.counted else (mine[0] if mine else None)
+    # the section that shows the verdict: the headline's, else the first counted claim's
+    anchor = (head.anchor if head and head.anchor else "") or (lead.anchor if lead else "")
+    return {
+        "verdict": v,
+        "paper": PAPER[ref],
+        "measured": head.measured if head else (lead.value if lead else "—"),
+        "scale": head.scale if head else "",
+        "sure": head.sure if head else "",
+        "anchor": anchor,
+    }
+
+
+def _scale_words(scale: str) -> str:
+    return {"medium": "on the medium record", "quick": "at the quick scale (live)", "exact": "exact, any scale"}[scale]
+
+
+def _verdict_cell(facts: dict[str, Any]) -> nodes.inline:
+    v = facts["verdict"]
+    cell = nodes.inline()
+    cell += _verdict_badge(v.word)
+    n = len([c for c in v.counted if c.status != "not run"])
+    counted = f"; {v.held} of {n} claims hold" if n > 1 and v.word not in ("verified", "holds") else ""
+    cell += nodes.Text(f" {_scale_words(v.scale)}{counted}")
+    return cell
+
+
+def _verdicts_table(app: Any, fromdoc: str, refs: list[str], claims: list[Any], headlines: list[Any]) -> nodes.table:
+    """One row per exhibit and statement of the paper: its claim, one verdict with the scale it was judged at,
+    the number measured beside the paper's, the sizes beside the paper's and how sure."""
+    columns = ["Paper", "The paper's claim", "Verdict", "Measured · paper", "Scale · how sure"]
+    table, body = _empty_table(["glance-table", "glance-verdicts"], columns, (10, 28, 20, 22, 20))
     for ref in refs:
-        mine = [c for c in claims if c.ref == ref]
-        medium = [c for c in mine if c.scale == "medium" or c.status == "medium"]
-        live = [c for c in mine if c not in medium]
-        first = next((c for c in mine if c.anchor and labels.get(c.anchor)), None)
+        facts = _row_facts(ref, claims, headlines)
+        v, paper = facts["verdict"], facts["paper"]
         row = nodes.row()
-        if first is not None:
-            target = labels[first.anchor]
-            uri = app.builder.get_relative_uri(fromdoc, target[0]) + "#" + target[1]
-            row += _cell(nodes.reference("", ref, refuri=uri, internal=True))
-        else:
-            row += _cell(ref)
-        for group_claims in (live, medium):
-            para = nodes.inline()
-            for node in _counts(group_claims) or [nodes.Text("—")]:
-                para += node
-            row += _cell(para)
-        row += _cell(next((c.paper for c in mine if c.paper), "—"))
+        row += _cell(_link(app, fromdoc, ref, facts["anchor"]))
+        row += _cell(paper.claim)
+        row += _cell(_verdict_cell(facts))
+        measured = nodes.inline()
+        measured += nodes.Text(facts["measured"])
+        measured += nodes.inline(text=f" · paper: {paper.number}", classes=["glance-paper"])
+        row += _cell(measured)
+        scale = nodes.inline()
+        scale += nodes.Text(facts["scale"] or _scale_words(v.scale))
+        scale += nodes.inline(text=f" (paper: {paper.scale})", classes=["glance-paper"])
+        if facts["sure"]:
+            scale += nodes.Text(f"; {facts['sure']}")
+        if v.others:
+            scale += nodes.inline(text=f". Other scale — {v.others}", classes=["glance-other"])
+        row += _cell(scale)
         body += row
     return table
+
+
+def _verdict_box(app: Any, fromdoc: str, ref: str, claims: list[Any], headlines: list[Any]) -> nodes.Node:
+    """The box under an exhibit's heading: its verdict, the number beside the paper's, the scale, how sure and,
+    short of "holds", which claims fall short."""
+    facts = _row_facts(ref, claims, headlines)
+    v, paper = facts["verdict"], facts["paper"]
+    box = nodes.container(classes=["verdict-box"])
+    head = nodes.paragraph(classes=["verdict-head"])
+    head += nodes.strong(text=f"{ref}: ")
+    head += _verdict_cell(facts)
+    box += head
+    para = nodes.paragraph()
+    para += nodes.strong(text="Paper: ")
+    para += nodes.Text(f"{paper.claim} ({paper.number}; {paper.scale}). ")
+    para += nodes.strong(text="Measured: ")
+    para += nodes.Text(facts["measured"])
+    if facts["scale"]:
+        para += nodes.Text(f" ({facts['scale']})")
+    para += nodes.Text(". ")
+    if facts["sure"]:
+        para += nodes.strong(text="How sure: ")
+        para += nodes.Text(facts["sure"] + ". ")
+    if v.others:
+        para += nodes.Text(f"Other scale — {v.others}.")
+    box += para
+    if v.why:
+        why = nodes.paragraph(classes=["verdict-why"])
+        why += nodes.strong(text="Short of “holds”: ")
+        why += nodes.Text(v.why)
+        box += why
+    return box
+
+
+class VerdictBox(SphinxDirective):
+    """``{verdict} Figure 1a``: the verdict box of one exhibit or statement, filled in once every chapter has run."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self) -> list[nodes.Node]:
+        from ntk_core.bookkit.verdicts import PAPER
+
+        ref = self.arguments[0].strip()
+        if ref not in PAPER:
+            raise self.error(f"{{verdict}} needs one of the paper's references {sorted(PAPER)}, got {ref!r}")
+        return [verdict_placeholder(ref=ref)]
+
+
+class ChapterResults(SphinxDirective):
+    """``{chapter-results}``: a chapter's results box, one row per exhibit and statement it checks."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        return [chapter_placeholder(chapter=Path(self.env.docname).name)]
+
+
+class verdict_placeholder(nodes.General, nodes.Element):
+    """Replaced by :func:`_verdict_box` once all chapters have run."""
+
+
+class chapter_placeholder(nodes.General, nodes.Element):
+    """Replaced by the chapter's rows of the verdicts table once all chapters have run."""
+
+
+def _chapter_results(app: Any, fromdoc: str, chapter: str) -> list[nodes.Node]:
+    from ntk_core.bookkit.ledger import load_headlines, load_ledgers
+    from ntk_core.bookkit.verdicts import row_refs
+
+    ledgers = load_ledgers(_ledger_dir(app))
+    headlines = load_headlines(_ledger_dir(app))
+    everything = [c for cs in ledgers.values() for c in cs]
+    mine = ledgers.get(chapter, [])
+    refs = row_refs(mine, [h for h in headlines if h.chapter == chapter])
+    box = nodes.container(classes=["chapter-results"])
+    title = nodes.paragraph(classes=["verdict-head"])
+    title += nodes.strong(text="Results of this chapter")
+    title += nodes.Text(" (one verdict per exhibit and statement, judged over the whole book: ")
+    title += _link(app, fromdoc, "how verdicts are given", "results-at-a-glance")
+    title += nodes.Text(")")
+    box += title
+    if refs:
+        box += _verdicts_table(app, fromdoc, refs, everything, headlines)
+    else:
+        box += nodes.paragraph(text="This chapter checks no exhibit or statement of the paper by itself.")
+    return [box]
 
 
 def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
@@ -201,19 +344,19 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
         f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: "
     )
     total += _counts(everything)
-    exhibits = [c for c in everything if is_exhibit(c.ref)]
-    lead = nodes.paragraph(classes=["glance-lead"])
-    lead += nodes.strong(text="The paper's experiments")
-    lead += nodes.Text(
-        f" ({len(exhibits)} claims): per figure and table, the verdicts of this build's live run and of the "
-        "recorded medium run (results/medium/), beside the paper's own number."
+    from ntk_core.bookkit.ledger import load_headlines
+    from ntk_core.bookkit.verdicts import row_refs
+
+    headlines = load_headlines(_ledger_dir(app))
+    refs = row_refs(everything, headlines)
+    out: list[nodes.Node] = [_verdict_legend(), _verdicts_table(app, fromdoc, refs, everything, headlines)]
+    checks = nodes.paragraph(classes=["glance-lead"])
+    checks += nodes.strong(text="Every check, chapter by chapter")
+    checks += nodes.Text(
+        " (the paper's claims and the book's own premises and sanity checks, which do not count towards the "
+        "verdicts above; click a chapter to open them):"
     )
-    theory = [c for c in everything if not is_exhibit(c.ref)]
-    rest = nodes.paragraph(classes=["glance-theory"])
-    rest += nodes.strong(text="The theory and its proofs")
-    rest += nodes.Text(f" (theorems, lemmas, remarks, sections; {len(theory)} claims): ")
-    rest += _counts(theory)
-    out: list[nodes.Node] = [lead, _exhibits_table(app, fromdoc, everything), rest, total]
+    out += [checks, total]
     for chapter in ordered:
         claims = ledgers[chapter]
         details = glance_group(chapter=chapter)
@@ -234,20 +377,34 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
             details += para
         out.append(details)
     legend = nodes.paragraph(classes=["glance-legend"])
-    legend += nodes.Text("Status: ")
-    for i, (status, (_, meaning)) in enumerate(_STATUS_WORDS.items()):
-        if i:
-            legend += nodes.Text("; ")
-        legend += _badge(status)
-        legend += nodes.Text(f" {meaning}")
     legend += nodes.Text(
-        ". Click a chapter to open its claims; the paper's reference links to the section that shows the check."
+        "A check's status is in the words of the verdicts above; “(quick)” and “(medium)” say at which scale a "
+        "claim holds. The paper's reference links to the section that shows the check."
     )
     out.append(legend)
     silent = [d for d in docs.values() if d != fromdoc and Path(d).name not in ledgers and _has_code(app, d)]
     if silent:
         out.append(nodes.paragraph(text="No claims were recorded by: " + ", ".join(sorted(silent)) + "."))
     return out
+
+
+def _verdict_legend() -> nodes.Node:
+    """The six verdicts and what each means (:data:`ntk_core.bookkit.ledger.VERDICTS`), above the table."""
+    from ntk_core.bookkit.ledger import VERDICTS
+
+    legend = nodes.paragraph(classes=["glance-legend", "verdict-legend"])
+    legend += nodes.strong(text="One verdict per exhibit and statement of the paper. ")
+    legend += nodes.Text(
+        "Each is judged at the largest scale that tested it (the recorded medium run, else this build's quick "
+        "run; exact checks have no scale), from the paper's claims alone: "
+    )
+    for i, (word, meaning) in enumerate(VERDICTS.items()):
+        if i:
+            legend += nodes.Text("; ")
+        legend += _verdict_badge(word)
+        legend += nodes.Text(f" {meaning}")
+    legend += nodes.Text(".")
+    return legend
 
 
 def _has_code(app: Any, docname: str) -> bool:
@@ -265,6 +422,18 @@ def _add_static(app: Any, config: Any) -> None:
 def _resolve(app: Any, doctree: nodes.document, docname: str) -> None:
     for node in list(doctree.findall(glance_placeholder)):
         node.replace_self(_table(app, docname))
+    found = list(doctree.findall(verdict_placeholder)) + list(doctree.findall(chapter_placeholder))
+    if not found:
+        return
+    from ntk_core.bookkit.ledger import load_headlines, load_ledgers
+
+    claims = [c for cs in load_ledgers(_ledger_dir(app)).values() for c in cs]
+    headlines = load_headlines(_ledger_dir(app))
+    for node in found:
+        if isinstance(node, verdict_placeholder):
+            node.replace_self(_verdict_box(app, docname, node["ref"], claims, headlines))
+        else:
+            node.replace_self(_chapter_results(app, docname, node["chapter"]))
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -272,6 +441,10 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_node(glance_group, html=(_visit_group, _depart_group))
     app.add_node(glance_summary, html=(_visit_summary, _depart_summary))
     app.add_directive("results-at-a-glance", ResultsAtAGlance)
+    app.add_node(verdict_placeholder)
+    app.add_node(chapter_placeholder)
+    app.add_directive("verdict", VerdictBox)
+    app.add_directive("chapter-results", ChapterResults)
     app.connect("config-inited", _add_static)
     app.add_css_file("glance.css")
     app.connect("builder-inited", _start)

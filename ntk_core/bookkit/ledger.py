@@ -8,29 +8,14 @@ and :meth:`Ledger.save` writes the claims as JSON into the folder named by ``$NT
 Sphinx extension sets it for the build; unset, nothing is written). The landing page's *Results at a glance*
 is generated from those files, so it cannot disagree with the chapters.
 
-Statuses (:data:`STATUSES`), in the words of the glance table:
-
-``verified``
-    checked exactly (closed form, float64, Monte Carlo within its error);
-``vacuous``
-    holds, but the bound is above the trivial value (1 for a 0-1 error), so it says nothing;
-``quick``
-    reproduced qualitatively at the ``quick`` scale of the live build;
-``medium``
-    reproduced on the recorded ``medium`` run (``results/medium/``);
-``not reproduced``
-    a finding: under the paper's preconditions the claim does not hold here; the evidence is shown and checked;
-``premise not met``
-    the claim is not tested here because a premise the paper states for it fails at this scale (measured and
-    checked: :meth:`Ledger.premise_not_met`), so the outcome says nothing about the claim;
-``inconclusive``
-    measured and shown, but the difference is within the noise of this scale (seeds, floating-point order),
-    so it neither supports nor contradicts the claim (:meth:`Ledger.inconclusive` says why);
-``not run``
-    not checked in this build (no record yet, or the profile leaves it out), with the reason;
-``stale``
-    checked on a recorded result whose code or configuration has changed since (:meth:`Ledger.on_record`): the
-    verdict it would have had is kept in its value, and it counts for nothing until the record is made again.
+A claim's status (:data:`STATUSES`) says how it was checked; a reader sees it in the words of :data:`VERDICTS`
+(:data:`STATUS_VERDICT`, the one place those words are defined): ``verified`` and ``vacuous`` (exact checks),
+``quick`` and ``medium`` (the claim holds at that scale), ``not reproduced`` (it does not hold:
+:meth:`Ledger.finding`), ``premise not met`` and ``inconclusive`` (it cannot be tested at this scale: a premise
+fails, or the difference lies within the sampling error), ``not run`` and ``stale`` (a recorded run whose code
+changed since: :meth:`Ledger.on_record`). A claim is the paper's (``kind="claim"``) or the book's own premise or
+sanity check (``kind="check"``); only the paper's count towards the one verdict per exhibit
+(:mod:`ntk_core.bookkit.verdicts`). A :class:`Headline` gives an exhibit's row its key number, scale and how sure.
 """
 
 from __future__ import annotations
@@ -46,7 +31,20 @@ from typing import Any, Iterator, Literal
 
 from .. import _store
 
-__all__ = ["STATUSES", "STATUS_BADGES", "Status", "Claim", "Ledger", "load_ledgers", "is_exhibit", "paper_order"]
+__all__ = [
+    "STATUSES",
+    "STATUS_BADGES",
+    "STATUS_VERDICT",
+    "VERDICTS",
+    "Status",
+    "Claim",
+    "Headline",
+    "Ledger",
+    "load_ledgers",
+    "load_headlines",
+    "is_exhibit",
+    "paper_order",
+]
 
 Status = Literal[
     "verified", "vacuous", "quick", "medium", "not reproduced", "premise not met", "inconclusive", "not run", "stale"
@@ -62,17 +60,44 @@ STATUSES: tuple[str, ...] = (
     "not run",
     "stale",
 )
-#: status -> (its short badge, its meaning in a legend): the words of *Results at a glance* and the Checks lists
+#: the six verdicts (and two states of a row that has none), each with its meaning: the one place they are defined
+VERDICTS: dict[str, str] = {
+    "holds": "every claim of the paper checked here holds, beyond the sampling error of its test (seeds and test "
+    "images)",
+    "holds in part": "some of the paper's claims hold; the others fail or cannot be tested at this scale (the row "
+    "says which)",
+    "does not hold": "under the paper's premises the claim fails here, beyond the sampling error of its test",
+    "cannot be tested at this scale": "a premise the claim needs fails at this scale, or the difference lies "
+    "within the sampling error of its test: the outcome says nothing either way (the row says why)",
+    "vacuous": "the bound holds but is above the trivial value (1 for a 0-1 error), so it says nothing",
+    "verified": "checked exactly: a closed form or float64 arithmetic to machine precision, or a Monte Carlo "
+    "frequency within its own standard error",
+    "not run": "not checked in this build (no data or no record); the row says why",
+    "stale record": "checked on a recorded run whose code changed since: counts for nothing until re-recorded",
+}
+
+#: a claim's status (:data:`ntk_core.bookkit.ledger.STATUSES`) in the words of :data:`VERDICTS`
+STATUS_VERDICT: dict[str, str] = {
+    "verified": "verified",
+    "vacuous": "vacuous",
+    "quick": "holds",
+    "medium": "holds",
+    "not reproduced": "does not hold",
+    "premise not met": "cannot be tested at this scale",
+    "inconclusive": "cannot be tested at this scale",
+    "not run": "not run",
+    "stale": "stale record",
+}
+
+#: status -> (its short badge, its meaning in a legend): the words of *Results at a glance* and the Checks lists,
+#: which are the words of :data:`VERDICTS` (a reproduced claim says at which scale)
 STATUS_BADGES: dict[str, tuple[str, str]] = {
-    "verified": ("verified", "verified exactly"),
-    "vacuous": ("vacuous", "holds, but vacuous"),
-    "quick": ("quick scale", "reproduced at quick scale"),
-    "medium": ("medium scale", "reproduced at medium scale"),
-    "not reproduced": ("not reproduced", "not reproduced (finding)"),
-    "premise not met": ("premise not met", "not tested: a premise the paper states fails at this scale"),
-    "inconclusive": ("inconclusive", "inconclusive at this scale"),
-    "not run": ("not run", "not run"),
-    "stale": ("stale record", "checked on a record whose code changed since: counts for nothing until re-recorded"),
+    status: (
+        word + {"quick": " (quick)", "medium": " (medium)"}.get(status, ""),
+        VERDICTS[word]
+        + {"quick": ", at the quick scale of the live build", "medium": ", on the recorded medium run"}.get(status, ""),
+    )
+    for status, word in STATUS_VERDICT.items()
 }
 _LEDGER_ENV = "NTK_BOOK_LEDGER"
 
@@ -100,6 +125,9 @@ class Claim:
     scale : str
         ``"medium"`` for a claim checked on a recorded result (inside :meth:`Ledger.on_record`), else ``""``
         (the live build's own computation).
+    kind : str
+        ``"claim"`` (the paper's) or ``"check"`` (the book's own premise or sanity check, which does not count
+        towards the exhibit's verdict).
     """
 
     ref: str
@@ -110,6 +138,38 @@ class Claim:
     anchor: str = ""
     chapter: str = ""
     scale: str = ""
+    kind: str = "claim"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What an exhibit's row of *Results at a glance* says beside its verdict, at one scale.
+
+    Attributes
+    ----------
+    ref : str
+        The paper's name for the exhibit or statement.
+    measured : str
+        The key number this build measured, to stand beside the paper's ("GD − RDI = 6.9 ± 0.8 points").
+    scale : str
+        The sizes it was measured at, beside the paper's ("1,000 of 11,272 images, width 1,000").
+    sure : str
+        How sure: seeds, test images, the test ("3 seeds × 500 test images; paired, 2 standard errors").
+    anchor : str
+        The label of the section that shows it.
+    chapter : str
+        The chapter that gave it.
+    level : str
+        ``"medium"`` inside :meth:`Ledger.on_record`, else ``""`` (the live build).
+    """
+
+    ref: str
+    measured: str
+    scale: str
+    sure: str = ""
+    anchor: str = ""
+    chapter: str = ""
+    level: str = ""
 
 
 @dataclass
@@ -137,10 +197,13 @@ class Ledger:
 
     chapter: str
     claims: list[Claim] = field(default_factory=list)
+    headlines: list[Headline] = field(default_factory=list)
     _stale: str | None = field(default=None, repr=False)
     _on_record: bool = field(default=False, repr=False)
 
-    def _add(self, ref: str, statement: str, status: str, value: str, paper: str, anchor: str) -> None:
+    def _add(
+        self, ref: str, statement: str, status: str, value: str, paper: str, anchor: str, kind: str = "claim"
+    ) -> None:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         if not ref or not statement:
@@ -148,7 +211,17 @@ class Ledger:
         if self._stale is not None:  # on a stale record: the verdict is kept in the value, and counts for nothing
             value, status = f"{value} [would be: {status}; the record is stale: {self._stale}]", "stale"
         scale = "medium" if self._on_record else ""
-        self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter, scale))
+        if kind not in ("claim", "check"):
+            raise ValueError(f"kind must be 'claim' (the paper's) or 'check' (the book's own), got {kind!r}")
+        self.claims.append(Claim(ref, statement, status, str(value), paper, anchor, self.chapter, scale, kind))
+
+    def headline(self, ref: str, *, measured: str, scale: str, sure: str = "", anchor: str = "") -> None:
+        """Give ``ref``'s row of *Results at a glance* its key number, its scale and how sure (:class:`Headline`),
+        at the live build's scale, or at the medium scale inside :meth:`on_record`."""
+        if not ref or not measured or not scale:
+            raise ValueError("a headline needs the paper's reference, the number measured and the scale")
+        level = "medium" if self._on_record else ""
+        self.headlines.append(Headline(ref, measured, scale, sure, anchor, self.chapter, level))
 
     @contextlib.contextmanager
     def on_record(self, meta: dict[str, Any] | None) -> Iterator[None]:
@@ -174,10 +247,13 @@ class Ledger:
         paper: str = "",
         anchor: str = "",
         status: Status = "verified",
+        own: bool = False,
     ) -> None:
         """Record that the claim holds; raise ``AssertionError`` (failing the build) if ``holds`` is false.
 
-        ``status`` says how it holds: ``verified`` (default), ``vacuous``, ``quick`` or ``medium``.
+        ``status`` says how it holds: ``verified`` (default), ``vacuous``, ``quick`` or ``medium``. ``own``: the
+        book's own premise or sanity check rather than a claim of the paper (it does not count towards the
+        exhibit's verdict).
         """
         if status in ("not reproduced", "premise not met", "inconclusive", "not run", "stale"):
             raise ValueError(
@@ -186,15 +262,23 @@ class Ledger:
             )
         if not bool(holds):
             raise AssertionError(f"{ref}: {statement} ({value})")
-        self._add(ref, statement, status, value, paper, anchor)
+        self._add(ref, statement, status, value, paper, anchor, _kind(own))
 
     def finding(
-        self, ref: str, statement: str, evidence: Any, *, value: str, paper: str = "", anchor: str = ""
+        self,
+        ref: str,
+        statement: str,
+        evidence: Any,
+        *,
+        value: str,
+        paper: str = "",
+        anchor: str = "",
+        own: bool = False,
     ) -> None:
         """Record that the claim does not hold here; ``evidence`` (that it fails, measured) must be true."""
         if not bool(evidence):
             raise AssertionError(f"{ref}: the finding '{statement}' is not supported by this build ({value})")
-        self._add(ref, statement, "not reproduced", value, paper, anchor)
+        self._add(ref, statement, "not reproduced", value, paper, anchor, _kind(own))
 
     def premise_not_met(
         self,
@@ -206,6 +290,7 @@ class Ledger:
         value: str,
         paper: str = "",
         anchor: str = "",
+        own: bool = False,
     ) -> None:
         """Record that the claim is not tested here because its ``premise`` (as the paper states it) fails at this
         scale; ``evidence`` (that it fails, measured) must be true."""
@@ -213,15 +298,23 @@ class Ledger:
             raise ValueError("premise_not_met needs the premise that fails")
         if not bool(evidence):
             raise AssertionError(f"{ref}: the premise '{premise}' is not shown to fail by this build ({value})")
-        self._add(ref, statement, "premise not met", f"{value} (premise not met: {premise})", paper, anchor)
+        self._add(ref, statement, "premise not met", f"{value} (premise not met: {premise})", paper, anchor, _kind(own))
 
     def inconclusive(
-        self, ref: str, statement: str, *, value: str, why: str, paper: str = "", anchor: str = ""
+        self,
+        ref: str,
+        statement: str,
+        *,
+        value: str,
+        why: str,
+        paper: str = "",
+        anchor: str = "",
+        own: bool = False,
     ) -> None:
         """Record a claim measured here whose outcome is within the noise of this scale; ``why`` says which."""
         if not why:
             raise ValueError("an inconclusive claim needs the reason (which noise it is within)")
-        self._add(ref, statement, "inconclusive", f"{value} ({why})", paper, anchor)
+        self._add(ref, statement, "inconclusive", f"{value} ({why})", paper, anchor, _kind(own))
 
     def not_run(self, ref: str, statement: str, why: str, *, paper: str = "", anchor: str = "") -> None:
         """Record that the claim is not checked in this build, and why."""
@@ -283,7 +376,7 @@ class Ledger:
             parts.append(f'<details class="glance-group checks-group"{state}><summary class="glance-summary">')
             parts.append(f'<span class="glance-chapter">{escape(ref)}</span>')
             parts.append(f'<span class="glance-n"> — {n} check{"s" if n != 1 else ""}: </span>')
-            parts.append(" ".join(_badge_html(s, sum(c.status == s for c in claims)) for s in _present(claims)))
+            parts.append(" ".join(_badge_html(s, n) for s, n in badge_counts(claims)))
             parts.append("</summary>")
             parts.append('<table class="glance-table checks-table"><thead><tr>')
             parts.append("".join(f"<th>{name}</th>" for name in ("Claim", "Status", "This build", "Paper's number")))
@@ -329,9 +422,17 @@ class Ledger:
         if not target:
             return None
         path = Path(target) / f"{self.chapter}.json"
-        payload = {"chapter": self.chapter, "claims": [asdict(c) for c in self.claims]}
+        payload = {
+            "chapter": self.chapter,
+            "claims": [asdict(c) for c in self.claims],
+            "headlines": [asdict(h) for h in self.headlines],
+        }
         _store.atomic_write_bytes(path, (json.dumps(payload, indent=1, ensure_ascii=False) + "\n").encode())
         return path
+
+
+def _kind(own: bool) -> str:
+    return "check" if own else "claim"
 
 
 def is_exhibit(ref: str) -> bool:
@@ -348,9 +449,19 @@ def paper_order(ref: str) -> tuple[int, int, str, str]:
     return (0 if match.group(1) == "Figure" else 1, int(match.group(2)), match.group(3), ref)
 
 
-def _present(claims: list[Claim]) -> list[str]:
-    """The statuses that ``claims`` have, in the order of :data:`STATUSES`."""
-    return [s for s in STATUSES if any(c.status == s for c in claims)]
+def badge_counts(claims: list[Claim]) -> list[tuple[str, int]]:
+    """How many of ``claims`` show each badge (:data:`STATUS_BADGES`: two statuses may share one, e.g. a failed
+    premise and a difference within the sampling error both "cannot be tested at this scale"), in the order of
+    :data:`STATUSES`: ``(the first status with that badge, count)``."""
+    word = {s: STATUS_BADGES.get(s, (s, s))[0] for s in STATUSES}
+    out: list[tuple[str, int]] = []
+    for status in STATUSES:
+        if word[status] in (word[s] for s, _ in out):
+            continue
+        n = sum(word.get(c.status, c.status) == word[status] for c in claims)
+        if n:
+            out.append((status, n))
+    return out
 
 
 def _badge_html(status: str, count: int | None = None) -> str:
@@ -378,4 +489,13 @@ def load_ledgers(folder: str | os.PathLike[str]) -> dict[str, list[Claim]]:
     for path in sorted(Path(folder).glob("*.json")):
         payload = json.loads(path.read_text(encoding="utf-8"))
         out[payload["chapter"]] = [Claim(**c) for c in payload["claims"]]
+    return out
+
+
+def load_headlines(folder: str | os.PathLike[str]) -> list[Headline]:
+    """The saved headlines of every chapter in ``folder``, chapter by chapter (file name order)."""
+    out: list[Headline] = []
+    for path in sorted(Path(folder).glob("*.json")):
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        out += [Headline(**h) for h in payload.get("headlines", [])]
     return out
