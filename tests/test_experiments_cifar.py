@@ -672,11 +672,14 @@ def test_plot_helpers_draw_the_papers_panels() -> None:
 
 
 def test_verdicts_of_the_paired_differences():
-    from ntk_core.experiments import setting2, setting3
+    from ntk_core.experiments import setting2
 
     assert setting2.seed_verdict([0.01, 0.02]) == "lower than SGD's on every seed"
     assert setting2.seed_verdict([-0.01, -0.02]) == "higher than SGD's on every seed"
     assert setting2.seed_verdict([-0.01, 0.02]) == "lower on some seeds and higher on others"
-    assert setting3.paired_verdict({"mean": 0.05, "sem": 0.02}) == "holds"
-    assert setting3.paired_verdict({"mean": -0.05, "sem": 0.02}) == "the opposite holds"
-    assert setting3.paired_verdict({"mean": 0.03, "sem": 0.02}) == "not resolved"
+    from ntk_core.bookkit.claims import paired_verdict  # the book kit's one rule (a paired t-test at 5 %)
+
+    assert paired_verdict({"mean": 0.09, "sem": 0.02, "seeds": 3}) == "holds"  # t = 4.5 > 4.30
+    assert paired_verdict({"mean": -0.09, "sem": 0.02, "seeds": 3}) == "the opposite holds"
+    assert paired_verdict({"mean": 0.05, "sem": 0.02, "seeds": 3}) == "inconclusive"  # t = 2.5: not at 2 dof
+    assert paired_verdict({"mean": 0.09, "sem": 0.02, "seeds": 2}) == "inconclusive"  # the spread unmeasured

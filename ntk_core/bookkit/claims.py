@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .ledger import Ledger, Status
@@ -38,6 +39,7 @@ __all__ = [
     "table_2_precondition",
     "first_stage_caveat",
     "critical_t",
+    "paired_verdict",
     "FIRST_STAGE_DROP",
     "FIT_PREMISE",
     "premise_trials",
@@ -49,6 +51,7 @@ __all__ = [
     "check_figure_1b",
     "check_figure_5",
     "falls_with_lambda",
+    "judge_trend",
     "check_rdi_kernel_drift",
     "check_figures_3_6_8",
     "regime_claim",
@@ -932,15 +935,37 @@ def judge(
         return "inconclusive"
     t = critical_t(k, stats["sem"], test_se)
     value += f"; paired t-test, |mean| > {t:.2f} s.e. at 5 %" + (f"; caveat: {caveat}" if caveat else "")
-    if m > t * se:
+    verdict = paired_verdict(stats)
+    if verdict == "holds":
         ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status)
-        return "holds"
-    if m < -t * se:
+    elif verdict == "the opposite holds":
         ledger.finding(ref, statement, True, value=f"{value}: the opposite holds", paper=paper, anchor=anchor)
-        return "the opposite holds"
-    why = f"within {t:.2f} standard errors of zero"
-    ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
-    return "inconclusive"
+    else:
+        why = f"within {t:.2f} standard errors of zero"
+        ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
+    return verdict
+
+
+def paired_verdict(stats: dict, min_seeds: int = 3) -> str:
+    """:func:`judge`'s rule without a ledger: ``"holds"`` when the paired mean exceeds Student's critical value
+    (:func:`critical_t`) times its standard error (the seeds' and, where ``stats`` carries ``test_se``, the test
+    set's), ``"the opposite holds"`` below minus that, else ``"inconclusive"`` (always with fewer than
+    ``min_seeds`` seeds).
+
+    Examples
+    --------
+    >>> paired_verdict({"mean": 0.05, "sem": 0.01, "seeds": 3}), paired_verdict({"mean": 0.03, "sem": 0.01, "seeds": 3})
+    ('holds', 'inconclusive')
+    """
+    m, k, sem = stats["mean"], stats["seeds"], stats["sem"]
+    if k < min_seeds:
+        return "inconclusive"
+    test_se = float(stats.get("test_se", 0.0))
+    se = math.hypot(sem, test_se)
+    t = critical_t(k, sem, test_se)
+    if m > t * se:
+        return "holds"
+    return "the opposite holds" if m < -t * se else "inconclusive"
 
 
 def critical_t(seeds: int, sem: float, test_se: float = 0.0, level: float = 0.05) -> float:
@@ -977,41 +1002,65 @@ def falls_with_lambda(
     paper: str = "",
     anchor: str = "",
 ) -> tuple[str, list[float], list[float]]:
-    """Judge "``label`` falls strictly as λ grows, over the whole grid" on ``per_seed`` (one row per seed, one
-    column per λ in increasing order: the quantity at the end of each run).
+    """Judge "``label`` falls as λ grows" on ``per_seed`` (one row per seed, one column per λ): :func:`judge_trend`
+    with ``sign=-1``."""
+    return judge_trend(
+        ledger, ref, statement, per_seed, label=label, sign=-1, status=status, axis="λ", paper=paper, anchor=anchor
+    )
 
-    It holds (``ledger.check`` at ``status``) when the mean over the seeds falls strictly from each λ to the
-    next. Where the mean rises from some λ to the next, that step is judged by :func:`judge`'s rule, paired by
-    seed (the rise ``q(λ_next) − q(λ)``), the rise furthest beyond its noise deciding: beyond two standard
-    errors with at least three seeds it is a finding, otherwise inconclusive (with one or two seeds the spread
-    is not measured). Returns the verdict (``"holds"``, ``"the opposite holds"``, ``"inconclusive"``), the λ
-    and the means.
+
+def judge_trend(
+    ledger: Ledger,
+    ref: str,
+    statement: str,
+    per_seed: pd.DataFrame,
+    *,
+    label: str,
+    sign: int,
+    status: Status,
+    axis: str,
+    paper: str = "",
+    anchor: str = "",
+) -> tuple[str, list[float], list[float]]:
+    """Judge "``label`` rises (``sign=+1``) or falls (``sign=-1``) with ``axis``" on ``per_seed`` (one row per
+    seed, one column per value of ``axis`` in increasing order: the quantity at the end of each run), by one
+    paired rule in both directions.
+
+    Each seed's trend is its Spearman rank correlation ρ between ``axis`` and the quantity (−1: it falls at every
+    step); the claim holds (``ledger.check`` at ``status``) when ``sign`` times the mean ρ over the seeds is above
+    zero beyond Student's critical value (:func:`critical_t`, two-sided 5 %) times its standard error, the
+    opposite is a finding when it is below zero as far, and anything between is inconclusive; with fewer than
+    three seeds the seed-to-seed spread is not measured and the claim is inconclusive. A mean that falls because
+    one seed falls steeply while the others rise is no fall. Returns the verdict (``"holds"``, ``"the opposite
+    holds"``, ``"inconclusive"``), the values of ``axis`` and the mean of each.
     """
+    from scipy.stats import spearmanr
+
+    if sign not in (-1, 1):
+        raise ValueError(f"sign must be +1 (rises) or -1 (falls), got {sign!r}")
     per_seed = per_seed.sort_index(axis=1)
     if per_seed.shape[1] < 2 or per_seed.isna().any().any():
-        raise ValueError(f"{label}: needs at least two λ and a value for every seed, got\n{per_seed}")
-    lams, means = [float(v) for v in per_seed.columns], per_seed.mean().to_numpy()
-    value = f"{label} " + " → ".join(f"{m:.2f}" for m in means) + " (λ = " + ", ".join(f"{v:g}" for v in lams) + ")"
-    rises = [i for i in range(len(lams) - 1) if means[i + 1] >= means[i]]
-    if not rises:
+        raise ValueError(f"{label}: needs at least two values of {axis} and a value for every seed, got\n{per_seed}")
+    xs, means = [float(v) for v in per_seed.columns], per_seed.mean().to_numpy()
+    rho = [float(spearmanr(xs, row).statistic) if np.ptp(row) > 0 else 0.0 for row in per_seed.to_numpy(dtype=float)]
+    st = paired_stats([sign * r for r in rho])
+    value = f"{label} " + " → ".join(f"{m:.3g}" for m in means) + f" ({axis} = " + ", ".join(f"{v:g}" for v in xs)
+    value += f"); per-seed Spearman ρ with {axis} " + ", ".join(f"{r:+.2f}" for r in rho)
+    if st["seeds"] < 3:
+        why = f"{st['seeds']} seed(s): the rule needs at least 3 to measure the seed-to-seed spread"
+        ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
+        return "inconclusive", xs, means.tolist()
+    t = critical_t(st["seeds"], st["sem"])
+    value += f" (mean {sign * st['mean']:+.2f} ± {st['sem']:.2f}; paired t-test, |mean| > {t:.2f} s.e. at 5 %)"
+    if st["mean"] > t * st["sem"]:
         ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status)
-        return "holds", lams, means.tolist()
-    steps = [paired_stats(per_seed[per_seed.columns[i + 1]] - per_seed[per_seed.columns[i]]) for i in rises]
-    margin = [st["mean"] - 2 * st["sem"] if st["sem"] == st["sem"] else st["mean"] for st in steps]
-    worst = max(range(len(rises)), key=margin.__getitem__)  # the rise furthest beyond its noise
-    st, i = steps[worst], rises[worst]
-    step = f"from λ = {lams[i]:g} to {lams[i + 1]:g} it rises by {st['mean']:.2f}"
-    if st["seeds"] >= 3 and st["mean"] > 2 * st["sem"]:
-        ledger.finding(ref, statement, True, paper=paper, anchor=anchor,
-                       value=f"{value}; {step} ± {st['sem']:.2f} over {st['seeds']} seeds")  # fmt: skip
-        return "the opposite holds", lams, means.tolist()
-    why = (
-        "within two standard errors"
-        if st["seeds"] >= 3
-        else f"{st['seeds']} seed(s): the rule needs at least 3 to measure the seed-to-seed spread"
-    )
-    ledger.inconclusive(ref, statement, value=f"{value}; {step}", why=why, paper=paper, anchor=anchor)
-    return "inconclusive", lams, means.tolist()
+        return "holds", xs, means.tolist()
+    if st["mean"] < -t * st["sem"]:
+        ledger.finding(ref, statement, True, value=f"{value}: the opposite", paper=paper, anchor=anchor)
+        return "the opposite holds", xs, means.tolist()
+    why = f"the seeds' trends are within {t:.2f} standard errors of none"
+    ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
+    return "inconclusive", xs, means.tolist()
 
 
 def check_figure_5(
@@ -1019,8 +1068,8 @@ def check_figure_5(
 ) -> dict:
     """Judge Figure 5's reading of Setting 2's λ sweep (a Setting 2 result ``table``, its runs at ``noise``).
 
-    For SGD+RDI and SGD+AUX: "a larger λ keeps θ closer to θ(0)" (Table 2's ↘ with λ), over the whole grid,
-    judged by :func:`falls_with_lambda` on the distance of each seed's run. Then "RDI's network fits less of
+    For SGD+RDI and SGD+AUX: "a larger λ keeps θ closer to θ(0)" (Table 2's ↘ with λ), over the grid,
+    judged by :func:`falls_with_lambda` on the trend of each seed's distance. Then "RDI's network fits less of
     the noisy training set as λ grows": the Spearman correlation of λ with the network's training error (mean
     over the seeds) must exceed 0.8 (asserted).
 
@@ -1037,7 +1086,7 @@ def check_figure_5(
         verdict, lams, dist = falls_with_lambda(
             ledger,
             "Figure 5",
-            f"a larger λ keeps θ closer to θ(0) for {name}, strictly over the whole grid",
+            f"a larger λ keeps θ closer to θ(0) for {name}, over the grid (each seed's trend)",
             runs.pivot_table(index="seed", columns="lam", values="dist"),
             label=name,
             status=status,
@@ -1057,7 +1106,7 @@ def check_rdi_kernel_drift(
     ledger: Ledger, runs: pd.DataFrame, noise: float, status: Status, anchor: str = "exp-setting2-regime"
 ) -> str:
     """Judge the book's reading of Setting 2's regime measures, "a larger λ keeps the kernel of RDI's network
-    closer to its initial value, over the whole grid", on ``runs``
+    closer to its initial value", on ``runs``
     (:func:`~ntk_core.experiments.setting2.training_runs`: one row per trained network with ``kernel_drift``) at
     ``noise``, by
     :func:`falls_with_lambda` on each seed's drift. Returns the verdict."""
@@ -1067,8 +1116,8 @@ def check_rdi_kernel_drift(
     verdict, _, _ = falls_with_lambda(
         ledger,
         "Section 6.2",
-        "a larger λ keeps the kernel of RDI's network closer to its initial value, strictly over the whole grid "
-        "(the book's measure)",
+        "a larger λ keeps the kernel of RDI's network closer to its initial value, over the grid (each seed's "
+        "trend; the book's measure)",
         rdi.pivot_table(index="seed", columns="lam", values="kernel_drift"),
         label="kernel drift",
         status=status,
@@ -1246,7 +1295,8 @@ def table_2_precondition(table: pd.DataFrame) -> str | None:
 def check_table_2(
     ledger: Ledger, table: pd.DataFrame, status: Status, anchor: str = "exp-table-2", *, width_finding: bool = False
 ) -> None:
-    """Check Table 2's five entries on a distance result table (trends by Spearman ρ and relative spread).
+    """Check Table 2's five entries on a distance result table: the three trends by :func:`judge_trend` (each
+    seed's Spearman ρ, a paired t-test over the seeds), "no dependence" by the relative spread of the mean.
 
     The precondition (every run converged, :func:`table_2_precondition`) is a plain assertion. "The distance
     does not depend on width" holds when the relative spread over the width grid is below 10 %; with
@@ -1257,10 +1307,24 @@ def check_table_2(
     failed = table_2_precondition(table)
     assert failed is None, f"precondition: {failed}"
     t = table_2(table).set_index("factor")
+    for factor, words, sign, axis in (
+        ("samples", "grows with the number of samples", 1, "n"),
+        ("noise", "grows with the noise level", 1, "p"),
+        ("lam", "shrinks with λ (RDI)", -1, "λ"),
+    ):
+        judge_trend(
+            ledger,
+            "Table 2",
+            f"the distance to initialisation {words}",
+            table[table["factor"] == factor].pivot_table(index="seed", columns="value", values="distance"),
+            label="distance",
+            sign=sign,
+            status=status,
+            axis=axis,
+            paper=t.loc[factor, "paper"],
+            anchor=anchor,
+        )
     for factor, words, holds in (
-        ("samples", "grows with the number of samples", t.loc["samples", "spearman"] > 0),
-        ("noise", "grows with the noise level", t.loc["noise", "spearman"] > 0),
-        ("lam", "shrinks with λ (RDI)", t.loc["lam", "spearman"] < 0),
         ("width", "does not depend on width (spread < 10 %)", t.loc["width", "relative_spread"] < 0.1),
         ("lr", "does not depend on the learning rate (spread < 10 %)", t.loc["lr", "relative_spread"] < 0.1),
     ):

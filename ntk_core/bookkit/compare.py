@@ -38,6 +38,8 @@ __all__ = [
     "regime_display",
     "REGIME_COLUMNS",
     "test_images",
+    "scale_text",
+    "headline",
 ]
 
 #: the NTK-regime columns of the experiments' tables (``experiments._shared.REGIME_COLUMNS``), as a table names them
@@ -117,6 +119,44 @@ def test_images(result: Result | dict[str, Any]) -> int:
             f"expected the description of one test split in the result's data, found {len(sizes)}: {meta.get('data')}"
         )
     return sizes[0]
+
+
+def scale_text(result: Result | dict[str, Any], data: str = "") -> str:
+    """A result's scale in one line, for an exhibit's headline: its training and test images (``data`` names
+    them, "MNIST 5 vs 8"), the network's size and the seeds, from its configuration.
+
+    Examples
+    --------
+    >>> meta = {"config": {"n_train": 1000, "n_test": 500, "width": 1000, "seeds": [0, 1, 2], "pool": 2}}
+    >>> scale_text(meta, "MNIST 5 vs 8")
+    'MNIST 5 vs 8: 1,000 training / 500 test images (pooled 2×2), width 1,000, 3 seeds'
+    """
+    meta = result if isinstance(result, dict) else result.meta
+    cfg = meta.get("config", {})
+    parts = []
+    if cfg.get("n_train"):
+        try:
+            images = f"{int(cfg['n_train']):,} training / {test_images(meta):,} test images"
+        except ValueError:
+            images = f"{int(cfg['n_train']):,} training images"
+        if cfg.get("pool"):
+            images += f" (pooled {cfg['pool']}×{cfg['pool']})"
+        parts.append(f"{data}: {images}" if data else images)
+    elif data:
+        parts.append(data)
+    if cfg.get("depth") and cfg.get("channels"):
+        parts.append(f"{cfg['depth']} layers × {cfg['channels']} channels")
+    elif cfg.get("width"):
+        parts.append(f"width {int(cfg['width']):,}")
+    seeds = len(cfg.get("seeds", [])) or 1
+    parts.append(f"{seeds} seed{'s' if seeds != 1 else ''}")
+    return ", ".join(parts)
+
+
+def headline(ledger: Any, ref: str, result: Result | dict[str, Any], measured: str, *, data: str, sure: str,
+             anchor: str) -> None:  # fmt: skip
+    """``ledger.headline`` for an exhibit measured on ``result``: its scale from :func:`scale_text`."""
+    ledger.headline(ref, measured=measured, scale=scale_text(result, data), sure=sure, anchor=anchor)
 
 
 def medium(name: str) -> Result | None:

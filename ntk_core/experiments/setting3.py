@@ -120,7 +120,6 @@ __all__ = [
     "memorised_from",
     "network",
     "paired_gain",
-    "paired_verdict",
     "regime_means",
     "regime_table",
     "selection",
@@ -720,13 +719,6 @@ def paired_gain(table: pd.DataFrame, noise_rate: float, better: str, worse: str,
         if m not in wide.columns:
             raise ValueError(f"no summary rows for {m!r} at noise {noise_rate} (methods: {sorted(wide.columns)})")
     return paired_stats((wide[better] - wide[worse]).to_numpy())
-
-
-def paired_verdict(gain: dict) -> str:
-    """Verdict on a claim "mean > 0" of :func:`paired_gain`: it counts beyond twice the standard error."""
-    if gain["mean"] > 2 * gain["sem"]:
-        return "holds"
-    return "the opposite holds" if gain["mean"] < -2 * gain["sem"] else "not resolved"
 
 
 def memorisation(table: pd.DataFrame) -> pd.DataFrame:
