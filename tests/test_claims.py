@@ -732,6 +732,11 @@ def test_regime_claim_holds_under_the_drift_threshold_and_is_a_finding_above_it(
     far = runs.assign(kernel_drift=[0.05, claims.REGIME_DRIFT])  # small weight movement, a kernel that moved
     assert claims.regime_claim(ledger, far, "Setting 2", "medium", anchor="a") == "leaves the regime"
     assert ledger.claims[-1].status == "not reproduced" and "1.0%–3.0%" in ledger.claims[-1].value
+    # on a network narrower than the paper's, leaving the regime is no evidence against the paper's network
+    narrow = claims.setting2_narrower({"depth": 8, "channels": 16})
+    assert claims.regime_claim(ledger, far, "Setting 2", "medium", anchor="a", narrower=narrow) == "leaves the regime"
+    assert ledger.claims[-1].status == "premise not met" and "11 layers of 192 in the paper" in ledger.claims[-1].value
+    assert claims.setting2_narrower({"depth": 11, "channels": 192}) == ""
 
 
 def _distance_regime_table(drift_by_width: dict[int, list[float]]) -> pd.DataFrame:
@@ -885,6 +890,9 @@ def test_figures_3_6_8_check_the_threshold_and_the_order_of_the_methods():
     ledger = Ledger("t")
     assert claims.check_figures_3_6_8(ledger, moved, "medium")["largest"] == 0.12
     assert [c.status for c in ledger.claims] == ["not reproduced", "medium"]
+    ledger = Ledger("t")  # ... or, on a narrower network than the paper's, not testable at this scale
+    claims.check_figures_3_6_8(ledger, moved, "medium", narrower="16 channels here")
+    assert [c.status for c in ledger.claims] == ["premise not met", "medium"]
     closer = ends.assign(**{"SGD+RDI": [0.01, 0.09]})  # RDI further than SGD in Figure 6
     ledger = Ledger("t")
     assert claims.check_figures_3_6_8(ledger, closer, "medium")["closer"] is False

@@ -54,6 +54,7 @@ __all__ = [
     "judge_trend",
     "check_rdi_kernel_drift",
     "check_figures_3_6_8",
+    "setting2_narrower",
     "regime_claim",
     "check_figure_4",
     "check_table_1",
@@ -786,12 +787,17 @@ def check_regime(ledger: Ledger, runs: pd.DataFrame, status: Status, anchor: str
     )
 
 
-def regime_claim(ledger: Ledger, runs: pd.DataFrame, setting: str, status: Status, anchor: str) -> str:
+def regime_claim(
+    ledger: Ledger, runs: pd.DataFrame, setting: str, status: Status, anchor: str, *, narrower: str = ""
+) -> str:
     """Judge Section 6.2's reading of the weight movement: the networks of ``setting`` are in or close to the NTK
     regime. ``runs`` are trained runs with the regime columns (``kernel_drift``, ``movement``); the claim holds
     when every run's kernel moves by under :data:`REGIME_DRIFT` on the probe, and is a finding, with the measured
-    drift and weight movement, when the kernel of some run moves further although its weights move little.
-    Returns ``"in the regime"`` or ``"leaves the regime"``."""
+    drift and weight movement, when the kernel of some run moves further although its weights move little. Where
+    the networks measured are narrower than the paper's (``narrower`` says how: "16 channels here, 192 in the
+    paper"), leaving the regime is no evidence against the paper's network: the claim cannot be tested at this
+    scale (premise not met: the paper's width), as Table 2's width entry. Returns ``"in the regime"`` or
+    ``"leaves the regime"``."""
     drift, move = runs["kernel_drift"], runs["movement"]
     value = (
         f"kernel drift {drift.min():.3f}–{drift.max():.3f} on the probe, weights moved "
@@ -804,6 +810,10 @@ def regime_claim(ledger: Ledger, runs: pd.DataFrame, setting: str, status: Statu
             "Section 6.2", statement, True, value=value, paper=PAPER["Section 6.2"], anchor=anchor, status=status
         )
         return "in the regime"
+    if narrower:
+        ledger.premise_not_met("Section 6.2", statement, drift.max() >= REGIME_DRIFT, value=value,
+                               premise=f"the paper's width ({narrower})", paper=PAPER["Section 6.2"], anchor=anchor)  # fmt: skip
+        return "leaves the regime"
     ledger.finding("Section 6.2", statement, drift.max() >= REGIME_DRIFT, value=value, paper=PAPER["Section 6.2"],
                    anchor=anchor)  # fmt: skip
     return "leaves the regime"
@@ -893,8 +903,10 @@ def judge(
     anchor: str = "",
     min_seeds: int = 3,
     caveat: str = "",
+    own: bool = False,
 ) -> str:
-    """Record a paired claim "mean > 0" by a rule fixed in advance, and return the verdict.
+    """Record a paired claim "mean > 0" by a rule fixed in advance, and return the verdict (``own``: the book's own
+    check, not a claim of the paper).
 
     ``stats`` is a :func:`~ntk_core.experiments._shared.paired_stats` summary (fractions; shown ×100 in
     ``unit``). The rule is a two-sided test at level 5 %: with at least ``min_seeds`` seeds the claim holds
@@ -931,18 +943,19 @@ def judge(
             f"needs at least {min_seeds} to measure the seed-to-seed spread",
             paper=paper,
             anchor=anchor,
+            own=own,
         )
         return "inconclusive"
     t = critical_t(k, stats["sem"], test_se)
     value += f"; paired t-test, |mean| > {t:.2f} s.e. at 5 %" + (f"; caveat: {caveat}" if caveat else "")
     verdict = paired_verdict(stats)
     if verdict == "holds":
-        ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status)
+        ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status, own=own)
     elif verdict == "the opposite holds":
-        ledger.finding(ref, statement, True, value=f"{value}: the opposite holds", paper=paper, anchor=anchor)
+        ledger.finding(ref, statement, True, value=f"{value}: the opposite holds", paper=paper, anchor=anchor, own=own)
     else:
         why = f"within {t:.2f} standard errors of zero"
-        ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
+        ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor, own=own)
     return verdict
 
 
@@ -1126,12 +1139,30 @@ def check_rdi_kernel_drift(
     return verdict
 
 
-def check_figures_3_6_8(ledger: Ledger, ends: pd.DataFrame, status: Status, anchor: str = "exp-figure-3") -> dict:
+def setting2_narrower(config: dict) -> str:
+    """How a Setting 2 network of ``config`` is narrower than the paper's (11 layers of 192 channels), in words,
+    or "" when it is not (the ``full`` profile): the width premise of Section 6.2 and Figures 3, 6–8.
+
+    Examples
+    --------
+    >>> setting2_narrower({"depth": 8, "channels": 16})
+    '8 layers of 16 channels here, 11 layers of 192 in the paper'
+    """
+    depth, channels = int(config["depth"]), int(config["channels"])
+    if depth >= 11 and channels >= 192:
+        return ""
+    return f"{depth} layers of {channels} channels here, 11 layers of 192 in the paper"
+
+
+def check_figures_3_6_8(
+    ledger: Ledger, ends: pd.DataFrame, status: Status, anchor: str = "exp-figure-3", *, narrower: str = ""
+) -> dict:
     """Judge Figures 3, 6–8 on :func:`~ntk_core.experiments.setting2.weight_figure_ends` (each tracked layer's
     distance to its initialisation at the last epoch, relative to its initial norm, mean over the seeds).
 
     "The weights barely move" (Section 6.2's reading, with the book's threshold :data:`BARELY_MOVE`): every layer
-    of every figure and method within it holds, otherwise it is a finding with the largest movement. "RDI and
+    of every figure and method within it holds, otherwise it is a finding with the largest movement (or, on a
+    network narrower than the paper's, ``narrower`` saying how, premise not met: the paper's width). "RDI and
     AUX keep each tracked layer closer to W(0) than SGD": holds when they do in every figure, otherwise a
     finding naming where not. Returns ``{"largest": ..., "closer": ...}``.
     """
@@ -1147,6 +1178,9 @@ def check_figures_3_6_8(ledger: Ledger, ends: pd.DataFrame, status: Status, anch
     if largest < BARELY_MOVE:
         ledger.check("Figures 3, 6–8", statement, True, value=value, paper="weights barely move", anchor=anchor,
                      status=status)  # fmt: skip
+    elif narrower:
+        ledger.premise_not_met("Figures 3, 6–8", statement, True, value=value, premise=f"the paper's width ({narrower})",
+                               paper="weights barely move", anchor=anchor)  # fmt: skip
     else:
         ledger.finding("Figures 3, 6–8", statement, True, value=value, paper="weights barely move", anchor=anchor)
     closer = (ends["SGD+AUX"] < ends["SGD"]) & (ends["SGD+RDI"] < ends["SGD"])

@@ -316,9 +316,11 @@ class Ledger:
             raise ValueError("an inconclusive claim needs the reason (which noise it is within)")
         self._add(ref, statement, "inconclusive", f"{value} ({why})", paper, anchor, _kind(own))
 
-    def not_run(self, ref: str, statement: str, why: str, *, paper: str = "", anchor: str = "") -> None:
+    def not_run(
+        self, ref: str, statement: str, why: str, *, paper: str = "", anchor: str = "", own: bool = False
+    ) -> None:
         """Record that the claim is not checked in this build, and why."""
-        self._add(ref, statement, "not run", why, paper, anchor)
+        self._add(ref, statement, "not run", why, paper, anchor, _kind(own))
 
     def table(self, claims: list[Claim] | None = None) -> list[dict[str, str]]:
         """The claims (default: all of them) as rows for :func:`ntk_core.bookkit.plots.show_table`."""
