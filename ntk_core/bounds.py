@@ -1462,8 +1462,9 @@ def leading_lambda(complexity: ArrayLike, n: int, trace: float, sigma: ArrayLike
 
     Examples
     --------
-    A λ fixed by the leading terms (the other terms of the explicit bound do not depend on λ), for 20 % of
-    flipped ±1 labels (Theorem 5.2: σ = σ_p/(1 − 2p)):
+    A λ fixed by the leading terms, for 20 % of flipped ±1 labels (Theorem 5.2: σ = σ_p/(1 − 2p)). The explicit
+    bound's other terms depend on λ too, so this λ minimises the leading terms, not the whole bound; their
+    minimum (:func:`leading_minimum`) is a lower bound on the whole bound at every λ:
 
     >>> import numpy as np
     >>> from ntk_core import binary_noise_subgaussian_sigma, complexity, leading_lambda

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 import pytest
@@ -179,6 +181,11 @@ def test_the_growth_summary_and_fit_read_the_table(cache):
     assert sorted(int(x) for ln in hollow for x in ln.get_xdata()) == [120, 120, 120]  # beyond the grid: upper
     with pytest.raises(ValueError, match="need positive values at >= 2 sizes"):
         growth_fit(table, "binary", "flip 0.2", "complexity", n_from=100)
+    # a size with one subset has nothing to resample: no interval, rather than one that understates the spread
+    one = table[(table["n"] != 120) | (table["seed"] == table["seed"].min())]
+    fit1 = growth_fit(one, "binary", "flip 0.2", "complexity")
+    assert fit1["single"] == [120] and math.isnan(fit1["b_lo"]) and math.isnan(fit1["n_at_1_hi"])
+    assert fit1["b"] == pytest.approx(growth_fit(one, "binary", "flip 0.2", "complexity", boot=10)["b"])
 
 
 def test_the_full_data_claims_hold_on_a_run_and_bite_on_a_changed_one(cache):
@@ -192,7 +199,7 @@ def test_the_full_data_claims_hold_on_a_run_and_bite_on_a_changed_one(cache):
     assert numbers["binary"]["last"]["n"] == 120 and numbers["binary"]["far"]["sizes"] == [40, 80, 120]
     assert numbers["multiclass, pair-flip 0.2"]["far"] is None  # two sizes: no far-end fit
     lines = full_data_lines(numbers)
-    assert len(lines) == 4 and lines[0].startswith("binary: at n = 120, yᵀK⁻¹y / n = ") and "reaches 1 at" in lines[0]
+    assert len(lines) == 4 and lines[0].startswith("binary: at n = 120, yᵀK⁻¹y / n = ") and "reaches 1 near" in lines[0]
     finding = full_data_finding(numbers)
     assert finding.startswith("Measured on all 120 “5”s and “8”s (Theorem 5.2, the Setting-1 kernel): the leading")
     assert finding.count("Measured") == 4 and finding.endswith("measured, not extrapolated.")

@@ -103,11 +103,16 @@ def test_style_is_colour_blind_safe_and_readable():
     plt.close("all")
 
 
-def test_rdi_and_aux_share_a_colour_and_differ_by_marker():
+def test_one_colour_per_method_across_the_book():
     for opt in ("GD", "SGD"):
         rdi, aux, plain = plots.method_style(f"{opt}+RDI"), plots.method_style(f"{opt}+AUX"), plots.method_style(opt)
-        assert rdi["color"] == aux["color"] != plain["color"]
-        assert len({rdi["marker"], aux["marker"], plain["marker"]}) == 3
+        es = plots.method_style(f"{opt}+ES")
+        assert len({rdi["color"], aux["color"], plain["color"], es["color"]}) == 4  # RDI and AUX told apart
+        assert len({rdi["marker"], aux["marker"], plain["marker"], es["marker"]}) == 4
+        # the same method has the same colour whatever its setting or label
+        assert rdi["color"] == plots.method_color("RDI") == plots.method_style(f"{opt}+RDI (λ = 4)")["color"]
+    assert plots.method_color("CCE+AUX") == plots.method_color("SGD+AUX") == plots.method_color("AUX")
+    assert plots.method_color("Normal CCE") == plots.method_color("vanilla") == plots.method_color("SGD")
 
 
 def test_a_short_log_axis_gets_two_tick_labels():

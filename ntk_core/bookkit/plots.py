@@ -30,6 +30,10 @@ __all__ = [
     "show_table",
     "METHOD_COLORS",
     "METHOD_MARKERS",
+    "FAMILY_COLORS",
+    "FAMILY_MARKERS",
+    "method_family",
+    "method_color",
     "OKABE_ITO",
     "DPI",
     "MAX_WIDTH",
@@ -177,41 +181,46 @@ def image_grid(
     return fig
 
 
-#: one colour per training method across the experiment figures; its regularised variants (RDI, AUX)
-#: share the colour of the method and differ by marker (:data:`METHOD_MARKERS`)
-METHOD_COLORS = {
-    "SGD": "C0",
-    "SGD+AUX": "C1",
-    "SGD+RDI": "C1",
-    "GD": "C0",
-    "GD+AUX": "C1",
-    "GD+RDI": "C1",
-    "GD+ES": "C2",
-    "SGD+ES": "C2",
-    "KRR": "C3",
-}
-#: the marker of each method: RDI circle, AUX square, the unregularised method a triangle
-METHOD_MARKERS = {
-    "SGD": "^",
-    "GD": "^",
-    "SGD+AUX": "s",
-    "GD+AUX": "s",
-    "SGD+RDI": "o",
-    "GD+RDI": "o",
-    "GD+ES": "D",
-    "SGD+ES": "D",
-    "KRR": "x",
-}
+#: one colour per method, the same in every figure of the book: vanilla training blue, RDI orange, AUX bluish
+#: green, early stopping reddish purple, kernel ridge regression black (:func:`method_color` by family)
+FAMILY_COLORS = {"vanilla": "C0", "RDI": "C1", "AUX": "C2", "ES": "C3", "KRR": "C5"}
+#: the marker of each method family: vanilla a triangle, RDI a circle, AUX a square, ES a diamond, KRR a cross
+FAMILY_MARKERS = {"vanilla": "^", "RDI": "o", "AUX": "s", "ES": "D", "KRR": "x"}
+_FAMILY_OF = {
+    "SGD": "vanilla", "GD": "vanilla", "SGD+AUX": "AUX", "GD+AUX": "AUX", "SGD+RDI": "RDI", "GD+RDI": "RDI",
+    "GD+ES": "ES", "SGD+ES": "ES", "KRR": "KRR",
+}  # fmt: skip
+#: each training method of the experiments ("GD+RDI", "SGD+AUX", ...) by its colour (:data:`FAMILY_COLORS`)
+METHOD_COLORS = {m: FAMILY_COLORS[f] for m, f in _FAMILY_OF.items()}
+#: the marker of each method (:data:`FAMILY_MARKERS`)
+METHOD_MARKERS = {m: FAMILY_MARKERS[f] for m, f in _FAMILY_OF.items()}
+
+
+def method_family(method: str) -> str:
+    """The family of a method's name: ``"RDI"``, ``"AUX"``, ``"ES"``, ``"KRR"`` or ``"vanilla"``.
+
+    Examples
+    --------
+    >>> [method_family(m) for m in ("SGD+RDI (λ = 4)", "CCE+AUX", "GD+ES", "KRR", "Normal CCE", "vanilla")]
+    ['RDI', 'AUX', 'ES', 'KRR', 'vanilla', 'vanilla']
+    """
+    name = str(method).split(" (")[0].upper()
+    for family in ("RDI", "AUX", "KRR"):
+        if family in name:
+            return family
+    return "ES" if name.endswith("+ES") or "EARLY STOP" in name else "vanilla"
+
+
+def method_color(method: str) -> str:
+    """The colour of a method, or of a family (``"RDI"``, ``"vanilla"``, …), the same in every figure."""
+    return FAMILY_COLORS[method if method in FAMILY_COLORS else method_family(method)]
 
 
 def method_style(method: str) -> dict[str, str]:
-    """``color`` and ``marker`` of a training method (``"GD+RDI"``, ``"SGD+AUX"``, ...) for ``ax.plot``:
-    RDI and AUX in one colour, told apart by their markers (circle, square)."""
-    name = str(method)
-    base = name.split(" ")[0]
-    color = METHOD_COLORS.get(base, "C4")
-    marker = METHOD_MARKERS.get(base, "v")
-    return {"color": color, "marker": marker}
+    """``color`` and ``marker`` of a training method (``"GD+RDI"``, ``"SGD+AUX"``, ...) for ``ax.plot``: one
+    colour per method family across the book (:data:`FAMILY_COLORS`), its marker beside it."""
+    family = method_family(method)
+    return {"color": FAMILY_COLORS[family], "marker": FAMILY_MARKERS[family]}
 
 
 def learning_curves(ax, curves, title: str | None = None, legend: bool = True) -> None:
@@ -225,8 +234,8 @@ def learning_curves(ax, curves, title: str | None = None, legend: bool = True) -
     ax.set(xlabel="epoch", ylabel="error (%)")
     if title:
         ax.set_title(title)
-    if legend:
-        ax.legend()
+    if legend:  # below the axes: off the curves
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
 
 
 def weight_panels(curves, layer: int, suptitle: str | None = None):
@@ -235,16 +244,17 @@ def weight_panels(curves, layer: int, suptitle: str | None = None):
     (:func:`ntk_core.experiments.setting2.layer_curves`). Returns the figure."""
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.4))  # shrunk to the column by 0.78 at most
+    fig, (left, right) = plt.subplots(1, 2, figsize=(MAX_WIDTH, 3.4))  # the text column's width: not shrunk
     for method, g in curves.groupby("method"):
         style = method_style(str(method))
         left.plot(g["epoch"], g["norm"], "-", ms=4, label=str(method), **style)
         right.plot(g["epoch"], g["dist"], "-", ms=4, label=str(method), **style)
     left.set(xlabel="epoch", ylabel=rf"$\|W^{{({layer})}}\|_F$")
     right.set(xlabel="epoch", ylabel=rf"$\|W^{{({layer})}} - W^{{({layer})}}(0)\|_F$")
-    right.legend()
+    fig.legend(*left.get_legend_handles_labels(), loc="lower center", ncol=3, frameon=False)
     if suptitle:
         fig.suptitle(suptitle)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))  # the legend below the panels, off the curves
     return fig
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "full_data_finding",
     "full_data_lines",
     "growth_fit",
+    "magnitude",
     "loglog_slope",
     "record_cost",
 ]
@@ -103,13 +104,23 @@ def bound_growth(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def growth_fit(
-    table: pd.DataFrame, task: str, noise: str, column: str, *, n_from: int = 0, boot: int = 2000, seed: int = 0
+    table: pd.DataFrame,
+    task: str,
+    noise: str,
+    column: str,
+    *,
+    n_from: int = 0,
+    n_to: float = math.inf,
+    boot: int = 2000,
+    seed: int = 0,
 ) -> dict:
-    """Fit ``column ≈ c nᵇ`` (least squares in log-log) over the sizes ``n ≥ n_from`` of one (task, noise model)
+    """Fit ``column ≈ c nᵇ`` (least squares in log-log) over the sizes ``n_from ≤ n ≤ n_to`` of one (task, noise model)
     of a :mod:`~ntk_core.experiments.bound_scale` table, at the leading λ*, with a bootstrap over the subsets.
 
-    Each bootstrap replicate resamples, at every size, its subsets with replacement (a size with one subset,
-    the full data, keeps it), averages the log of ``column`` per size and fits the line. Returns ``b``, ``c``
+    Each bootstrap replicate resamples, at every size, its subsets with replacement, averages the log of
+    ``column`` per size and fits the line. A size with one subset (the full data) has nothing to resample, and a
+    bootstrap that kept it fixed would understate the fit's uncertainty: where the range has one, the quantiles
+    below are NaN (no interval) and ``single`` lists such sizes. Returns ``b``, ``c``
     (the fit of the means of the logs), ``b_lo``, ``b_hi`` (the 2.5 and 97.5 % quantiles of b), ``sizes``, and,
     for a decreasing column (b < 0), ``n_at_1``: where the fit reaches 1, ``(1/c)^(1/b)``, with its quantiles
     ``n_at_1_lo``, ``n_at_1_hi`` (``inf`` in a replicate whose b ≥ 0).
@@ -124,7 +135,7 @@ def growth_fit(
     (-0.25, '261')
     """
     part = table[(table["task"] == task) & (table["noise"] == noise) & (table["lam_kind"] == "leading")]
-    part = part[part["n"] >= n_from]
+    part = part[(part["n"] >= n_from) & (part["n"] <= n_to)]
     logs = {int(n): np.log(g[column].to_numpy(dtype=float)) for n, g in part.groupby("n")}
     if len(logs) < 2 or any(not np.all(np.isfinite(v)) for v in logs.values()):
         raise ValueError(f"{column} of {task}, {noise}: need positive values at >= 2 sizes from n = {n_from}")
@@ -145,16 +156,34 @@ def growth_fit(
         [fit(np.array([rng.choice(logs[n], size=len(logs[n])).mean() for n in sizes])) for _ in range(boot)]
     )
     crossings = np.array([at_1(bb, cc) for bb, cc in reps])
+    single = [int(n) for n in sizes if len(logs[n]) < 2]
+    nan = float("nan")
     return {
         "b": b,
         "c": c,
-        "b_lo": float(np.quantile(reps[:, 0], 0.025)),
-        "b_hi": float(np.quantile(reps[:, 0], 0.975)),
+        "b_lo": nan if single else float(np.quantile(reps[:, 0], 0.025)),
+        "b_hi": nan if single else float(np.quantile(reps[:, 0], 0.975)),
         "sizes": [int(n) for n in sizes],
+        "single": single,
         "n_at_1": at_1(b, c),
-        "n_at_1_lo": float(np.quantile(crossings, 0.025, method="lower")),  # no interpolation: some may be inf
-        "n_at_1_hi": float(np.quantile(crossings, 0.975, method="higher")),
+        "n_at_1_lo": nan if single else float(np.quantile(crossings, 0.025, method="lower")),  # some may be inf
+        "n_at_1_hi": nan if single else float(np.quantile(crossings, 0.975, method="higher")),
     }
+
+
+def magnitude(n: float) -> str:
+    """An extrapolated size as its order of magnitude, without false digits ("10^24"), or "never" for ``inf``.
+
+    Examples
+    --------
+    >>> magnitude(4.9e24), magnitude(float("inf"))
+    ('10^25', 'never')
+    """
+    return "never" if not math.isfinite(n) else f"10^{math.log10(n):.0f}"
+
+
+def _interval(lo: float, hi: float, fmt: Any = "{:.2f}".format) -> str:
+    return "" if math.isnan(lo) else f" [{fmt(lo)}, {fmt(hi)}]"
 
 
 #: The largest estimated relative error of yᵀK⁻¹y that the full-data verdicts accept (a premise: the complexity
@@ -184,7 +213,14 @@ def full_data_claims(ledger: Any, table: pd.DataFrame, anchor: str = "ti-full") 
     for (task, noise), rows in growth.groupby(["task", "noise"], sort=False):
         last = rows.sort_values("n").iloc[-1]
         sizes = sorted(rows["n"])
-        whole = growth_fit(table, task, noise, "complexity") if len(sizes) >= 2 else None
+        # the exponent over the sizes with several subsets (something to resample), its interval from them; the
+        # local exponent between the two largest sizes beside it (a power law need not hold over the range)
+        resampled = [n for n in sizes if int(rows.loc[rows["n"] == n, "subsets"].iloc[0]) > 1]
+        whole = growth_fit(table, task, noise, "complexity", n_to=resampled[-1]) if len(resampled) >= 2 else None
+        if whole is not None:
+            top = rows.sort_values("n").tail(2)
+            whole["local"] = float(loglog_slope(top["n"], top["complexity / n"] * top["n"]))
+            whole["local_sizes"] = [int(v) for v in top["n"]]
         far = growth_fit(table, task, noise, "leading_min", n_from=sizes[-3]) if len(sizes) >= 3 else None
         key = task if task != "multiclass" else f"{task}, {noise}"
         numbers[key] = {"last": last.to_dict(), "whole": whole, "far": far}
@@ -197,9 +233,8 @@ def full_data_claims(ledger: Any, table: pd.DataFrame, anchor: str = "ti-full") 
         if not math.isnan(last["test_error"]):
             value += f"; measured clean test error {last['test_error']:.3f}"
         if whole is not None:
-            value += (
-                f"; a = {whole['b']:.2f} [{whole['b_lo']:.2f}, {whole['b_hi']:.2f}] over n = {sizes[0]:,}–{sizes[-1]:,}"
-            )
+            value += f"; a = {whole['b']:.2f}{_interval(whole['b_lo'], whole['b_hi'])} over n = "
+            value += f"{whole['sizes'][0]:,}–{whole['sizes'][-1]:,}, {whole['local']:.2f} between the two largest n"
         ledger.check(
             refs[task],
             f"measured ({task.replace('_', ' ')}, {noise}, {kernel}): at the largest n the data has, the explicit "
@@ -221,14 +256,26 @@ def full_data_lines(numbers: dict) -> list[str]:
         last, whole, far = num["last"], num["whole"], num["far"]
         line = f"{key}: at n = {int(last['n']):,}, yᵀK⁻¹y / n = {last['complexity / n']:.2f}"
         if whole is not None:
-            line += f"; yᵀK⁻¹y ∝ n^{whole['b']:.2f} [{whole['b_lo']:.2f}, {whole['b_hi']:.2f}]"
-        if far is not None:
             line += (
-                f"; the leading terms' fit over n ≥ {far['sizes'][0]:,} reaches 1 at n ≈ {far['n_at_1']:.1e} "
-                f"[{far['n_at_1_lo']:.1e}, {far['n_at_1_hi']:.1e}]"
+                f"; yᵀK⁻¹y ∝ n^{whole['b']:.2f}{_interval(whole['b_lo'], whole['b_hi'])} over n = "
+                f"{whole['sizes'][0]:,}–{whole['sizes'][-1]:,} (several subsets each), n^{whole['local']:.2f} between "
+                f"n = {whole['local_sizes'][0]:,} and {whole['local_sizes'][1]:,}"
             )
+        if far is not None:
+            line += f"; {_far_text(far)}"
         lines.append(line)
     return lines
+
+
+def _far_text(far: dict) -> str:
+    """Where the fit of the leading terms over the largest sizes reaches 1: an order of magnitude, with its
+    bootstrap interval only where every size of the fit has several subsets."""
+    text = f"the leading terms' fit over n ≥ {far['sizes'][0]:,} reaches 1 near n ≈ {magnitude(far['n_at_1'])}"
+    if far["single"]:
+        one = " and ".join(f"{n:,}" for n in far["single"])
+        each = "has one subset" if len(far["single"]) == 1 else "have one subset each"
+        return text + f" (no interval: n = {one} {each}, nothing to resample)"
+    return text + _interval(far["n_at_1_lo"], far["n_at_1_hi"], magnitude)
 
 
 def full_data_finding(numbers: dict | None) -> str:
@@ -253,10 +300,7 @@ def full_data_finding(numbers: dict | None) -> str:
         if not math.isnan(last["test_error"]):
             text += f", against a clean test error of {last['test_error']:.3f}"
         if far is not None:
-            text += (
-                f"; the leading terms' fit over n ≥ {far['sizes'][0]:,} reaches 1 at n ≈ {far['n_at_1']:.1e} "
-                f"[{far['n_at_1_lo']:.1e}, {far['n_at_1_hi']:.1e}]"
-            )
+            text += f"; {_far_text(far)}"
         sentences.append(text + ".")
     vacuous = all(num["last"]["leading_min"] > 1 for num in numbers.values())
     verdict = (
