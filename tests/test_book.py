@@ -154,8 +154,9 @@ def test_browser_check_catches_what_it_should(tmp_path):
     """The checker itself: raw TeX, a broken image, an outside request, a script error, a display wider than
     its column at 1280 px or at 375 px, a cell output or a code cell that scrolls sideways, an output table's raw
     column name, a figure shrunk until its text is under 9 px, a leaked Python repr, a local file path and an
-    output table taller than two screens are all reported; an output or a code cell that wraps is not, nor a tall
-    table folded in a collapsed ``<details>``."""
+    output table taller than two screens, a listing cut off on a phone and a phone's table cell labelled as another
+    column are all reported; an output or a code listing that wraps is not, nor a tall table folded in a collapsed
+    ``<details>``, nor a cell labelled as its own column."""
     (tmp_path / "bad.html").write_text(
         "<html><head><script>undefinedFunction();</script></head><body><main>"
         "<p>Untypeset: \\(\\lambda^2\\) and $$x$$</p><div class='math'>\\frac{1}{2}</div>"
@@ -187,7 +188,17 @@ def test_browser_check_catches_what_it_should(tmp_path):
         "<div style='width: 50%; overflow-x: auto'><mjx-container display='true' aria-label='fits a desktop'>"
         "<mjx-math style='display: inline-block; width: 400px'>y</mjx-math></mjx-container></div>"
         "<mjx-container display='true'><mjx-math><mjx-merror data-mjx-error='Multiple \\tag'>"
-        "\\tag{1}</mjx-merror></mjx-math></mjx-container></main></body></html>"
+        "\\tag{1}</mjx-merror></mjx-math></mjx-container>"
+        # a listing in the prose that fits at 1280 px and not at 375 px; one that wraps
+        "<div class='highlight'><pre style='overflow-x: auto; white-space: pre'>" + "z = 1; " * 12 + "</pre></div>"
+        "<div class='highlight'><pre style='overflow-x: auto; white-space: pre-wrap'>" + "w = 2; " * 12 + "</pre></div>"
+        # phones: a stacked table whose cell is labelled as another column (as the glance once was), and one right
+        "<style>@media (max-width: 640px) { .glance-table td:nth-child(2)::before { content: 'This build: '; }"
+        " .right td:nth-child(2)::before { content: 'Paper: '; } }</style>"
+        "<table class='glance-table'><thead><tr><th>Claim</th><th>Paper's number</th></tr></thead>"
+        "<tbody><tr><td>a</td><td>b</td></tr></tbody></table>"
+        "<table class='glance-table right'><thead><tr><th>Claim</th><th>Paper's number</th></tr></thead>"
+        "<tbody><tr><td>a</td><td>b</td></tr></tbody></table></main></body></html>"
     )
     from PIL import Image
 
@@ -216,3 +227,6 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "MathJax error: 'Multiple \\\\tag'" in text
     assert "local file path in the page: " in text and "/work/main/_build" in text
     assert "taller than 1600 px at 1280 px: a tall table" in text and "a folded table" not in text
+    assert "code listing cut off at 375 px (scroll sideways to read it): z = 1;" in text and "w = 2" not in text
+    assert text.count("labelled as another column") == 1
+    assert 'a cell labelled as another column at 375 px: "This build" on the column "Paper\'s number"' in text

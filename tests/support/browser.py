@@ -67,6 +67,9 @@ class PageReport:
     local_paths: list[str] = field(default_factory=list)  # page text around a local file path
     math_errors: list[str] = field(default_factory=list)  # MathJax's own errors (mjx-merror), e.g. a bad \\tag
     tall_tables: list[str] = field(default_factory=list)  # at DESKTOP: output tables taller than MAX_TABLE_PX
+    phone_wide_code: list[str] = field(default_factory=list)  # at PHONE: code listings whose lines are cut off
+    phone_labels: list[str] = field(default_factory=list)  # at PHONE: a stacked table cell labelled as another column
+    height: int = 0  # the page's height at DESKTOP, px
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -88,6 +91,8 @@ class PageReport:
         out += [
             f"table in a cell's output taller than {MAX_TABLE_PX} px at {DESKTOP} px: {t}" for t in self.tall_tables
         ]
+        out += [f"code listing cut off at {PHONE} px (scroll sideways to read it): {w}" for w in self.phone_wide_code]
+        out += [f"a cell labelled as another column at {PHONE} px: {t}" for t in self.phone_labels]
         return out
 
 
@@ -161,12 +166,29 @@ _WIDE_OUTPUT_JS = """
 })
 """
 
-# Every code cell's source that is wider than its box (the reader would scroll sideways to read a line).
+# Every code listing wider than its box (the reader would scroll sideways to read a line): a cell's source, a
+# listing in the prose, an example on an API page.
 _WIDE_CODE_JS = """
-() => Array.from(document.querySelectorAll('.cell_input pre')).flatMap(el => {
+() => Array.from(document.querySelectorAll('.cell_input pre, div.highlight pre')).flatMap(el => {
   if (el.offsetParent === null || el.clientWidth === 0 || el.scrollWidth - el.clientWidth <= 1) return [];
   const line = (el.textContent || '').split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
   return [`${line.trim().slice(0, 60)} (${el.scrollWidth} px in ${el.clientWidth} px)`];
+})
+"""
+
+# Phones: a table stacked one cell a line labels each cell with its column's name (CSS ::before); the label must
+# be that column's (the header's first word), not another's.
+_PHONE_LABELS_JS = r"""
+() => Array.from(document.querySelectorAll('table.glance-table')).flatMap(t => {
+  const heads = Array.from(t.querySelectorAll('thead th')).map(th => th.textContent.trim());
+  const rows = Array.from(t.querySelectorAll('tbody tr')).slice(0, 3);
+  return rows.flatMap(tr => Array.from(tr.children).flatMap((td, i) => {
+    const raw = getComputedStyle(td, '::before').content;
+    if (!raw || raw === 'none' || raw === 'normal' || !heads[i]) return [];
+    const label = raw.replace(/^["']|["']$/g, '').replace(/:\s*$/, '').trim();
+    const word = label.split(/[\s']/)[0];
+    return heads[i].split(/[\s·]/)[0].startsWith(word) ? [] : [`"${label}" on the column "${heads[i]}"`];
+  }));
 })
 """
 
@@ -300,9 +322,12 @@ def inspect_site(root: Path, pages: list[str]) -> list[PageReport]:
                 report.reprs = page.evaluate(_REPRS_JS)
                 report.small_text = page.evaluate(_SMALL_TEXT_JS, [FIGURE_DPI, MIN_FIGURE_PT, MIN_TEXT_PX])
                 report.tall_tables = page.evaluate(_TALL_TABLES_JS, MAX_TABLE_PX)
+                report.height = int(page.evaluate("() => document.documentElement.scrollHeight"))
                 page.set_viewport_size({"width": PHONE, "height": 800})
                 page.wait_for_timeout(50)
                 report.phone_wide_displays = page.evaluate(_WIDE_JS)
+                report.phone_wide_code = page.evaluate(_WIDE_CODE_JS)
+                report.phone_labels = page.evaluate(_PHONE_LABELS_JS)
                 page.close()
                 reports.append(report)
         finally:
