@@ -501,8 +501,8 @@ def test_premise_trials_measure_both_premises_of_appendix_d_and_the_cost():
     out = claims.premise_trials({"runs": runs}, 360.0, medium).set_index("candidate")
     assert list(out.index) == ["overfits", "underfits", "both", "noisy"]
     assert out.loc["overfits", "first_stage_drop"] == pytest.approx(0.11)
-    assert list(out["little_overfitting"]) == ["fails", "holds", "holds", "not resolved"]
-    assert list(out["fits_noisy_labels"]) == ["holds", "fails", "holds", "holds"]
+    assert list(out["little_overfitting"]) == ["does not hold", "holds", "holds", "cannot be told at this size"]
+    assert list(out["fits_noisy_labels"]) == ["holds", "does not hold", "holds", "holds"]
     assert out.loc["underfits", "fit_last"] == pytest.approx(0.5) and out.loc["both", "fit_first_stage"] == 0.3
     assert out["aux_gain"].tolist() == pytest.approx([0.01] * 4)
     assert out.loc["overfits", "cpu_hours"] == pytest.approx(24 * 360 / 3600)  # the medium size itself
@@ -511,7 +511,7 @@ def test_premise_trials_measure_both_premises_of_appendix_d_and_the_cost():
     runs[-2]["normal"] = {**runs[-2]["normal"], "train_acc_net": [0.3] * 7 + [0.9]}
     assert (
         claims.premise_trials({"runs": runs}, 360.0, medium).set_index("candidate").loc["both", "fits_noisy_labels"]
-        == "fails"
+        == "does not hold"
     )
 
 

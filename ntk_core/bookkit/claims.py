@@ -357,7 +357,7 @@ def first_stage_caveat(first: dict | None) -> str | None:
 
 
 def _premise_verdict(ok: bool, failed: bool) -> str:
-    return "holds" if ok else ("fails" if failed else "not resolved")
+    return "holds" if ok else ("does not hold" if failed else "cannot be told at this size")
 
 
 def premise_trials(trials: dict, medium_seconds: float, medium_config: dict) -> pd.DataFrame:
@@ -371,7 +371,7 @@ def premise_trials(trials: dict, medium_seconds: float, medium_config: dict) -> 
     * ``first_stage_drop``: normal training's best test accuracy in the first stage minus the one at its end
       (:func:`ntk_core.experiments.setting3.first_stage`, mean over seeds, with ``first_stage_sem``);
       ``little_overfitting`` is ``holds`` when mean + 2·sem is at most :data:`FIRST_STAGE_DROP`, ``fails``
-      when mean − 2·sem is above it (:func:`first_stage_caveat`), else ``not resolved``;
+      when mean − 2·sem is above it (:func:`first_stage_caveat`), else ``cannot be told at this size``;
     * ``fit_first_stage`` and ``fit_last``: normal training's accuracy on the noisy training labels at the end
       of the first stage and at the last epoch (mean over seeds); ``fits_noisy_labels`` is ``holds`` when
       ``fit_last`` is at least :data:`FIT_PREMISE` on every seed;
@@ -431,7 +431,7 @@ def premise_trials(trials: dict, medium_seconds: float, medium_config: dict) -> 
                 ),
                 "fit_first_stage": first["fit"],
                 "fit_last": sum(fit_last) / len(fit_last),
-                "fits_noisy_labels": "holds" if min(fit_last) >= FIT_PREMISE else "fails",
+                "fits_noisy_labels": "holds" if min(fit_last) >= FIT_PREMISE else "does not hold",
                 "aux_gain": sum(gains) / len(gains),
                 "cpu_hours": 24 * medium_seconds * passes(config) / passes(medium_config) / 3600,
             }
@@ -879,17 +879,17 @@ def aux_last_vs_best(aux_drop: dict, aux_noise: float) -> str:
     """Verdict on Figure 2's "AUX's last epoch ≈ its best": the paired drop from AUX's best epoch to its last
     (:func:`ntk_core.experiments.setting3.paired_gain`) is within AUX's run-to-run standard deviation
     ``aux_noise`` (over the seeds of its best-epoch accuracy): "holds", else "does not hold"; with one seed
-    there is no such deviation (NaN), and the verdict is "not resolved (one seed)".
+    there is no such deviation (NaN), and the verdict is "cannot be told (one seed)".
 
     Examples
     --------
     >>> aux_last_vs_best({"mean": 0.01}, 0.02), aux_last_vs_best({"mean": 0.03}, 0.02)
     ('holds', 'does not hold')
     >>> aux_last_vs_best({"mean": 0.0}, float("nan"))
-    'not resolved (one seed)'
+    'cannot be told (one seed)'
     """
     if math.isnan(aux_noise):
-        return "not resolved (one seed)"
+        return "cannot be told (one seed)"
     return "holds" if abs(aux_drop["mean"]) < aux_noise else "does not hold"
 
 
