@@ -100,11 +100,19 @@ def _memorised_sign_flipped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _trends_reversed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Table 2's rank correlations taken against the factor's values in reverse order (every trend's sign flips)."""
+    """Table 2's distances read against the factor's values in reverse order (every trend's sign flips), in the
+    per-seed table the verdicts are judged on and in the summary of the means."""
     from ntk_core.experiments import distance
 
-    trends = distance.trends
+    trends, seed_table = distance.trends, distance.seed_table
     monkeypatch.setattr(distance, "trends", lambda table: trends(table).assign(spearman=lambda t: -t["spearman"]))
+    monkeypatch.setattr(
+        distance,
+        "seed_table",
+        lambda table, factor: (
+            seed_table(table, factor).iloc[:, ::-1].set_axis(sorted(seed_table(table, factor).columns), axis=1)
+        ),
+    )
 
 
 EXPERIMENT_MUTATIONS = {

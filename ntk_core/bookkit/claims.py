@@ -997,7 +997,10 @@ def critical_t(seeds: int, sem: float, test_se: float = 0.0, level: float = 0.05
 
     if seeds < 2:
         raise ValueError(f"a t-test needs at least 2 seeds, got {seeds}")
-    dof = (seeds - 1) * ((sem**2 + test_se**2) / sem**2) ** 2 if sem > 0 else math.inf
+    if sem > 0:
+        dof = (seeds - 1) * ((sem**2 + test_se**2) / sem**2) ** 2
+    else:  # the seeds agree exactly: the test set's error alone (as many degrees of freedom as images), or none
+        dof = math.inf if test_se > 0 else seeds - 1
     return float(student.ppf(1 - level / 2, dof)) if math.isfinite(dof) else float(student.ppf(1 - level / 2, 1e9))
 
 
@@ -1330,9 +1333,10 @@ def table_2_precondition(table: pd.DataFrame) -> str | None:
 
 def check_table_2(
     ledger: Ledger, table: pd.DataFrame, status: Status, anchor: str = "exp-table-2", *, width_finding: bool = False
-) -> None:
+) -> dict[str, str]:
     """Check Table 2's five entries on a distance result table: the three trends by :func:`judge_trend` (each
-    seed's Spearman ρ, a paired t-test over the seeds), "no dependence" by the relative spread of the mean.
+    seed's Spearman ρ, a paired t-test over the seeds; with one seed nothing can be told), "no dependence" by the
+    relative spread of the mean. Returns the three trends' verdicts by factor.
 
     The precondition (every run converged, :func:`table_2_precondition`) is a plain assertion. "The distance
     does not depend on width" holds when the relative spread over the width grid is below 10 %; with
@@ -1343,16 +1347,17 @@ def check_table_2(
     failed = table_2_precondition(table)
     assert failed is None, f"precondition: {failed}"
     t = table_2(table).set_index("factor")
+    verdicts: dict[str, str] = {}
     for factor, words, sign, axis in (
         ("samples", "grows with the number of samples", 1, "n"),
         ("noise", "grows with the noise level", 1, "p"),
         ("lam", "shrinks with λ (RDI)", -1, "λ"),
     ):
-        judge_trend(
+        verdicts[factor], _, _ = judge_trend(
             ledger,
             "Table 2",
             f"the distance to initialisation {words}",
-            table[table["factor"] == factor].pivot_table(index="seed", columns="value", values="distance"),
+            distance.seed_table(table, factor),
             label="distance",
             sign=sign,
             status=status,
@@ -1389,6 +1394,7 @@ def check_table_2(
             anchor=anchor,
             status=status,
         )
+    return verdicts
 
 
 def check_table_2_regime(

@@ -49,7 +49,17 @@ from ._runner import ExperimentConfig, RunContext
 from ._shared import RegimeTracker, make_split
 from .setting1 import check_pool, input_dim, mnist_5_vs_8_features
 
-__all__ = ["Config", "compute", "FACTORS", "trends", "tracking", "training_runs", "regime_by_factor", "width_drift"]
+__all__ = [
+    "Config",
+    "compute",
+    "FACTORS",
+    "trends",
+    "seed_table",
+    "tracking",
+    "training_runs",
+    "regime_by_factor",
+    "width_drift",
+]
 
 FACTORS = ("samples", "noise", "width", "lam", "lr")
 # Table 2 of the paper: +1 positive correlation, -1 negative, 0 none (wide net, small learning rate)
@@ -262,6 +272,15 @@ def trends(table: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+def seed_table(table: pd.DataFrame, factor: str) -> pd.DataFrame:
+    """The measured distance along one factor's grid, seed by seed: one row per seed, one column per value of the
+    factor in increasing order (the input of a per-seed trend, :func:`ntk_core.bookkit.claims.judge_trend`)."""
+    rows = table[table["factor"] == factor]
+    if rows.empty:
+        raise ValueError(f"no runs of the factor {factor!r} (factors: {sorted(table['factor'].unique())})")
+    return rows.pivot_table(index="seed", columns="value", values="distance").sort_index(axis=1)
 
 
 def tracking(table: pd.DataFrame, loss_tol: float = 1e-3, rate_tol: float = 0.01) -> pd.DataFrame:

@@ -6,7 +6,7 @@ training labels in the end (there is memorisation for AUX to prevent), and it sh
 noise in the first stage of training" (before the first learning-rate decay), which is why AUX's auxiliary
 variables are held back by weight decay in that stage. This script trains candidate profiles of Setting 3 at
 noise 0.4 with cross-entropy, with and without AUX, and keeps each run's curves, so that the book can measure
-both premises on them with :func:`ntk_core.experiments.setting3.first_stage` (``book/experiments_cifar.md``,
+both premises on them with :func:`ntk_core.experiments.setting3.first_stage` (``book/experiments_setting3.md``,
 section "Can a 2-core profile meet the premise?").
 
 Run from the repository root (one worker process per run; on a GPU several share it)::
