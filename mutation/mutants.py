@@ -37,6 +37,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/bookkit/claims.py": ("tests/test_claims.py",),
     "ntk_core/bookkit/sampling.py": ("tests/test_sampling.py", "tests/test_claims.py"),
     "ntk_core/bookkit/ledger.py": ("tests/test_report.py",),
+    "ntk_core/bookkit/verdicts.py": ("tests/test_verdicts.py",),
 }
 
 
@@ -694,15 +695,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "judge-one-standard-error",
         CLAIMS,
-        "    if m > 2 * se:\n",
+        "    if m > t * se:\n",
         "    if m > se:\n",
-        "the verdict rule: a paired claim holds beyond one standard error instead of two",
+        "the verdict rule: a paired claim holds beyond one standard error instead of Student's critical value",
     ),
     Mutant(
         "judge-opposite-without-spread",
         CLAIMS,
-        "    if m < -2 * se:\n",
-        "    if m < 0:\n",
+        '    return "the opposite holds" if m < -t * se else "inconclusive"',
+        '    return "the opposite holds" if m < 0 else "inconclusive"',
         "the verdict rule: any negative mean is 'the opposite holds'",
     ),
     Mutant(
@@ -727,11 +728,32 @@ MUTANTS: tuple[Mutant, ...] = (
         "Table 2: GD + RDI within 50 % of its linearised distance counts as the NTK regime",
     ),
     Mutant(
-        "falls-with-lambda-rise-without-spread",
+        "verdict-counts-the-books-own-checks",
+        "ntk_core/bookkit/verdicts.py",
+        '    paper = [c for c in claims if c.kind != "check"]',
+        "    paper = list(claims)",
+        "an exhibit's verdict counts the book's own premises and sanity checks as claims of the paper",
+    ),
+    Mutant(
+        "verdict-counts-a-stale-record",
+        "ntk_core/bookkit/verdicts.py",
+        '    current = [c for c in medium if c.status != "stale"]',
+        "    current = medium",
+        "a stale record's claims decide the verdict",
+    ),
+    Mutant(
+        "trend-holds-without-spread",
         CLAIMS,
-        'if st["seeds"] >= 3 and st["mean"] > 2 * st["sem"]:',
-        'if st["mean"] > 0:',
-        "a rise with λ (Figure 5's distance, RDI's kernel drift) is a finding whatever the seed spread",
+        '    if st["mean"] > t * st["sem"]:',
+        '    if st["mean"] > 0:',
+        "a trend (Figure 5's distance, RDI's kernel drift, Table 2) holds whatever the seeds' spread",
+    ),
+    Mutant(
+        "t-at-infinite-dof",
+        CLAIMS,
+        "        dof = math.inf if test_se > 0 else seeds - 1",
+        "        dof = math.inf",
+        "seeds in exact agreement judged with the normal quantile, as if there were infinitely many",
     ),
     Mutant(
         "barely-move-threshold-doubled",

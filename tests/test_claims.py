@@ -846,6 +846,13 @@ def test_figure_5_check_judges_each_seeds_trend_in_both_directions_by_one_rule()
     out = claims.check_figure_5(ledger, _sweep_table([3.0, 2.0, 1.0]), 0.2, "medium")
     assert out["RDI"]["verdict"] == out["AUX"]["verdict"] == "holds" and out["rho_net"] == pytest.approx(1.0)
     assert [c.status for c in ledger.claims] == ["medium", "medium", "medium"]
+    # three seeds in exact agreement: Student's t at 2 degrees of freedom is named, not the normal quantile
+    assert "paired t-test, |mean| > 4.30 s.e." in ledger.claims[1].value
+    # two seeds fall and one rises as steeply: a mean trend within the seeds' spread, not a fall
+    t = _sweep_table([3.0, 2.0, 1.0])
+    t.loc[(t["method"] == "SGD+AUX") & (t["seed"] == 2) & (t["noise"] == 0.2), "dist"] = [1.0, 2.0, 3.0]
+    ledger = Ledger("t")
+    assert claims.check_figure_5(ledger, t, 0.2, "medium")["AUX"]["verdict"] == "inconclusive"
     # a rise on every seed alike: beyond its (zero) spread, the opposite holds
     ledger = Ledger("t")
     out = claims.check_figure_5(ledger, _sweep_table([1.0, 1.5, 3.0]), 0.2, "medium")
