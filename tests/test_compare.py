@@ -104,3 +104,22 @@ def test_divergence_line_groups_the_runs_that_diverged():
     assert "CCE+AUX at λ = 64: 1 run(s), noise 40%, epoch 9" in line
     assert "MSE+AUX at λ = 64: 3 run(s), noise 0%, 40%, epochs 4–5" in line
     assert compare.divergence_line(gone.iloc[:0], runs=72) == "no run diverged (72 runs)"
+
+
+def test_run_details_fold_the_provenance_under_one_line(monkeypatch):
+    """A run's summary and configuration are shown, escaped, inside one collapsed ``<details>``."""
+    import IPython.display
+
+    from ntk_core.experiments import Result
+
+    meta = {"experiment": "setting1", "profile": "quick", "config_hash": "abc", "device": "cpu", "seeds": [0],
+            "data": ["MNIST <train>: 60,000 images"], "wall_time_s": 12.3, "config": {"n_train": 1000, "lams": [0.5, 2.0]}}  # fmt: skip
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda payload, raw=False: shown.append(payload))
+    compare.run_details(Result(pd.DataFrame(), meta))
+    (payload,) = shown
+    html = payload["text/html"]
+    assert html.startswith('<details class="run-details"><summary>Run details: setting1, quick profile, 12 s</summary>')
+    assert "MNIST &lt;train&gt;: 60,000 images" in html and "wall time: 12.3 s" in html
+    assert "<td>0.5, 2</td>" in html and html.endswith("</details>")
+    assert "wall time: 12.3 s" in payload["text/plain"]

@@ -30,6 +30,7 @@ __all__ = [
     "record_state",
     "side_by_side",
     "config_table",
+    "run_details",
     "as_percent",
     "paired_text",
     "half_range_text",
@@ -356,6 +357,26 @@ def config_table(result: Result | Any) -> pd.DataFrame:
             text = str(val)
         rows.append({"parameter": _FIELD_NAMES.get(key, key.replace("_", " ")), "value": text})
     return pd.DataFrame(rows)
+
+
+def run_details(result: Result) -> None:
+    """Show a run's provenance (its summary: experiment, device, seeds, data, wall time; and its configuration)
+    folded under one "Run details" line, so that it is there for whoever checks and out of the reading flow."""
+    from html import escape
+
+    from IPython.display import display
+
+    table = config_table(result)
+    rows = "".join(
+        f"<tr><td>{escape(str(r.parameter))}</td><td>{escape(str(r.value))}</td></tr>" for r in table.itertuples()
+    )
+    m = result.meta
+    html = (
+        f'<details class="run-details"><summary>Run details: {escape(m["experiment"])}, {escape(m["profile"])} '
+        f"profile, {m['wall_time_s']:.0f} s</summary><pre>{escape(result.summary())}</pre>"
+        f"<table><thead><tr><th>parameter</th><th>value</th></tr></thead><tbody>{rows}</tbody></table></details>"
+    )
+    display({"text/html": html, "text/plain": result.summary()}, raw=True)
 
 
 def as_percent(frame: pd.DataFrame, columns: list[str], digits: int = 1) -> pd.DataFrame:
