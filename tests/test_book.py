@@ -75,7 +75,9 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
     no book number; the book's own figures are "Book fig. 1", "Book fig. 2", ... without gaps."""
     import re
 
-    pages = {c: (site / "book" / f"experiments_{c}.html").read_text(encoding="utf-8") for c in ("mnist", "cifar")}
+    pages = {
+        c: (site / "book" / f"experiments_{c}.html").read_text(encoding="utf-8") for c in ("mnist", "cifar", "setting3")
+    }
     html = "".join(pages.values())
     figures = re.findall(r"<figure[^>]*>(.*?)</figure>", html, flags=re.S)
     # a book built without CIFAR-10 (no data folder, no network) skips Settings 2 and 3 with a note: their figures
@@ -96,6 +98,11 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
     every = "".join(page.read_text(encoding="utf-8") for page in (site / "book").glob("*.html"))
     numbers = [int(n) for n in re.findall(r'caption-number">Book fig\. (\d+)', every)]
     assert sorted(numbers) == list(range(1, len(numbers) + 1)), sorted(numbers)
+    # every figure's image says what it shows: its caption's first sentence as alt text (book/_ext/figure_alt.py)
+    images = re.findall(r"<figure[^>]*>.*?(<img[^>]*>)", every, flags=re.S)
+    assert images and all(re.search(r'alt="[^"]{10,}"', img) for img in images), [
+        img for img in images if not re.search(r'alt="[^"]{10,}"', img)
+    ][:3]
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
