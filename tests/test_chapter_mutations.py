@@ -117,7 +117,7 @@ def _trends_reversed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 EXPERIMENT_MUTATIONS = {
     ("experiments_mnist", "memorised share, sign flipped"): _memorised_sign_flipped,
-    ("experiments_mnist", "Table 2 trends reversed"): _trends_reversed,
+    ("experiments_distance", "Table 2 trends reversed"): _trends_reversed,
     ("experiments_cifar", "memorised share, sign flipped"): _memorised_sign_flipped,
 }
 

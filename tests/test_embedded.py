@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: build runs them (``book/_ext/preexecute.py``)
 CHAPTERS = [
     "experiments_mnist",
+    "experiments_distance",
+    "experiments_difference_trick",
     "own_loop",
     "experiments_cifar",
     "experiments_setting3",
