@@ -80,7 +80,7 @@ def test_figure_1a_checks_record_every_claim_and_each_one_can_fail():
         "with clean labels every method has test error below 10 %",
         "AUX fits the noisy labels with its auxiliary variables, wherever it has converged (by construction: "
         "the book's check of its implementation)",
-        "the NTK regime, as the book measures it: where GD has converged, the networks' test errors are within "
+        "Theorem 4.1's limit on the trained networks (eq. (1), the book's check): where GD has converged, the test errors are within "
         "3 points of KRR's (Theorem 4.1's limit)",
     }
     # a premise, and the book's own checks beyond their sampling error, fail the build
@@ -788,7 +788,7 @@ def test_table_2_regime_counts_each_network_once_and_checks_the_drift_falls_with
     out = claims.check_table_2_regime(ledger, table, config, "medium", anchor="a")
     assert out["runs"] == 18 and len(ledger.claims) == 2 and {c.status for c in ledger.claims} == {"medium"}
     # one seed whose drift rises from 512 to 1024: the premise check fails
-    with pytest.raises(AssertionError, match="approach the NTK regime"):
+    with pytest.raises(AssertionError, match="approach the NTK limit"):
         claims.check_table_2_regime(
             Ledger("t"),
             _distance_regime_table({256: [0.05, 0.06, 0.05], 512: [0.03, 0.035, 0.03], 1024: [0.02, 0.04, 0.019]}),
