@@ -3,13 +3,13 @@
 A chapter records many claims per reference of the paper (:class:`~ntk_core.bookkit.ledger.Claim`): the paper's
 own claims, the book's own checks (premises, sanity: ``kind="check"``), at the live build's scale and on the
 recorded ``medium`` run. A reader asks of each exhibit one question — does it hold, at what scale, how sure? —
-and this module answers it by one rule (:func:`verdict`), in the six words of :data:`VERDICTS`:
+and this module answers it by one rule (:func:`verdict`), in the six words of :data:`~ntk_core.bookkit.ledger.VERDICTS`:
 
 * the exhibit is judged at the **largest scale that tested it**: the recorded medium run where it has claims
   on a current record, else the live build; an exact check (``verified``, ``vacuous``: closed forms, float64,
   Monte Carlo) does not depend on the scale and counts at either;
 * only the **paper's claims** count; the book's own checks are premises and sanity checks, shown apart;
-* each claim's status says what it is (:data:`STATUS_VERDICT`); a claim that failed its premise or lies
+* each claim's status says what it is (:data:`~ntk_core.bookkit.ledger.STATUS_VERDICT`); a claim that failed its premise or lies
   within the sampling error of its test (:mod:`ntk_core.bookkit.sampling`) "cannot be tested at this scale";
 * the exhibit is **verified** when every counted claim is an exact check that holds; it **holds** when every
   counted claim holds, and is **vacuous** instead when one of them is a bound that holds but says nothing; it
@@ -26,7 +26,7 @@ from typing import Iterable
 
 from .ledger import STATUS_VERDICT, VERDICTS, Claim, Headline, is_exhibit, paper_order
 
-__all__ = ["VERDICTS", "STATUS_VERDICT", "PAPER", "Verdict", "verdict", "row_refs"]
+__all__ = ["PAPER", "PaperSide", "Verdict", "verdict", "row_refs"]
 
 _EXACT = ("verified", "vacuous")
 
@@ -134,7 +134,7 @@ class Verdict:
     Attributes
     ----------
     word : str
-        One of :data:`VERDICTS`.
+        One of :data:`~ntk_core.bookkit.ledger.VERDICTS`.
     scale : str
         ``"medium"`` (judged on the recorded medium run), ``"quick"`` (the live build) or ``"exact"`` (every
         counted claim is an exact check, which has no scale).
