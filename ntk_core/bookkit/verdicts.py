@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .ledger import STATUS_VERDICT, VERDICTS, Claim, Headline, is_exhibit, paper_order
+from .ledger import STATUS_VERDICT, Claim, Headline, is_exhibit, paper_order
 
 __all__ = ["PAPER", "PaperSide", "Verdict", "verdict", "row_refs"]
 
