@@ -96,3 +96,20 @@ def test_a_headline_is_kept_at_its_scale_and_needs_its_numbers(tmp_path):
         ("", "GD − RDI = 11 points", "ch"),
         ("medium", "GD − RDI = 10 points", "ch"),
     ]
+
+
+def test_a_verdict_short_of_holds_says_why_in_a_few_words():
+    claims = [
+        _c("quick", what="a"),
+        Claim("Figure 1a", "b", "premise not met", "13 % (premise not met: early stopping's grid brackets its step)"),
+        Claim("Figure 1a", "c", "inconclusive", "-0.1 points; within 2.9 sampling errors"),
+        Claim("Figure 1a", "d", "inconclusive", "+1 (one seed; the rule needs at least 3 seed(s))"),
+        Claim("Figure 1a", "e", "not reproduced", "62 %"),
+    ]
+    assert verdict(claims).reasons == (
+        "premise not met: early stopping's grid brackets its step",
+        "within the sampling error",
+        "too few seeds to measure the spread",
+        "fails: e",
+    )
+    assert verdict(claims[:1]).reasons == ()

@@ -213,6 +213,8 @@ def _verdict_cell(facts: dict[str, Any]) -> nodes.inline:
     n = len([c for c in v.counted if c.status != "not run"])
     counted = f"; {v.held} of {n} claims hold" if n > 1 and v.word not in ("verified", "holds") else ""
     cell += nodes.Text(f" {_scale_words(v.scale)}{counted}")
+    if v.reasons and v.word != "not run":
+        cell += nodes.inline(text=" — " + "; ".join(v.reasons), classes=["glance-why"])
     return cell
 
 

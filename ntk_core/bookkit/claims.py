@@ -1019,11 +1019,22 @@ def falls_with_lambda(
     status: Status,
     paper: str = "",
     anchor: str = "",
+    own: bool = False,
 ) -> tuple[str, list[float], list[float]]:
     """Judge "``label`` falls as λ grows" on ``per_seed`` (one row per seed, one column per λ): :func:`judge_trend`
     with ``sign=-1``."""
     return judge_trend(
-        ledger, ref, statement, per_seed, label=label, sign=-1, status=status, axis="λ", paper=paper, anchor=anchor
+        ledger,
+        ref,
+        statement,
+        per_seed,
+        label=label,
+        sign=-1,
+        status=status,
+        axis="λ",
+        paper=paper,
+        anchor=anchor,
+        own=own,
     )
 
 
@@ -1039,6 +1050,7 @@ def judge_trend(
     axis: str,
     paper: str = "",
     anchor: str = "",
+    own: bool = False,
 ) -> tuple[str, list[float], list[float]]:
     """Judge "``label`` rises (``sign=+1``) or falls (``sign=-1``) with ``axis``" on ``per_seed`` (one row per
     seed, one column per value of ``axis`` in increasing order: the quantity at the end of each run), by one
@@ -1066,18 +1078,18 @@ def judge_trend(
     value += f"); per-seed Spearman ρ with {axis} " + ", ".join(f"{r:+.2f}" for r in rho)
     if st["seeds"] < 3:
         why = f"{st['seeds']} seed(s): the rule needs at least 3 to measure the seed-to-seed spread"
-        ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
+        ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor, own=own)
         return "inconclusive", xs, means.tolist()
     t = critical_t(st["seeds"], st["sem"])
     value += f" (mean {sign * st['mean']:+.2f} ± {st['sem']:.2f}; paired t-test, |mean| > {t:.2f} s.e. at 5 %)"
     if st["mean"] > t * st["sem"]:
-        ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status)
+        ledger.check(ref, statement, True, value=value, paper=paper, anchor=anchor, status=status, own=own)
         return "holds", xs, means.tolist()
     if st["mean"] < -t * st["sem"]:
-        ledger.finding(ref, statement, True, value=f"{value}: the opposite", paper=paper, anchor=anchor)
+        ledger.finding(ref, statement, True, value=f"{value}: the opposite", paper=paper, anchor=anchor, own=own)
         return "the opposite holds", xs, means.tolist()
     why = f"the seeds' trends are within {t:.2f} standard errors of none"
-    ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor)
+    ledger.inconclusive(ref, statement, value=value, why=why, paper=paper, anchor=anchor, own=own)
     return "inconclusive", xs, means.tolist()
 
 
@@ -1140,6 +1152,7 @@ def check_rdi_kernel_drift(
         label="kernel drift",
         status=status,
         anchor=anchor,
+        own=True,  # the book's measure, not a claim of the paper
     )
     return verdict
 

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["figure_1a", "figure_4", "table_2", "figure_1b", "table_1", "points"]
+__all__ = [
+    "figure_1a",
+    "figure_2",
+    "figure_4",
+    "figure_5",
+    "figures_3_6_8",
+    "section_6_2",
+    "table_2",
+    "figure_1b",
+    "table_1",
+    "points",
+]
 
 
 def points(stats: dict, sign: str = "+") -> str:
@@ -70,4 +81,37 @@ def table_1(q: dict) -> str:
     return f"AUX (last) − normal (early stop) at noise {q['noise']:.0%}: " + "; ".join(
         f"{'CCE' if loss in ('CCE', 'ce') else 'MSE' if loss in ('MSE', 'mse') else loss} {points(c['gain'])}"
         for loss, c in q["losses"].items()
+    )
+
+
+def figure_2(q: dict) -> str:
+    """Figure 2 (:func:`ntk_core.bookkit.claims.table_1_numbers`): how much normal training loses from its
+    early-stopped epoch to its last, and how much less AUX loses, per loss."""
+    name = {"ce": "CCE", "mse": "MSE"}
+    over = "; ".join(f"{name.get(k, k)} {points(c['overfit'])}" for k, c in q["losses"].items())
+    less = "; ".join(f"{name.get(k, k)} {points(c['less_overfit'])}" for k, c in q["losses"].items())
+    return f"normal training's early stop − last epoch at noise {q['noise']:.0%}: {over}; AUX loses less by: {less}"
+
+
+def figure_5(out: dict) -> str:
+    """Figure 5 (:func:`ntk_core.bookkit.claims.check_figure_5`'s result): ‖θ − θ(0)‖ at the ends of the λ grid."""
+    parts = [
+        f"{m} {out[m]['dist'][0]:.3g} → {out[m]['dist'][-1]:.3g}" for m in ("RDI", "AUX") if m in out and out[m]["dist"]
+    ]
+    lams = out["RDI"]["lams"]
+    return f"‖θ − θ(0)‖ from λ = {lams[0]:g} to {lams[-1]:g}: " + ", ".join(parts)
+
+
+def figures_3_6_8(ends: pd.DataFrame) -> str:
+    """Figures 3, 6–8 (:func:`ntk_core.experiments.setting2.weight_figure_ends`): the largest distance of a tracked
+    layer to its initialisation, relative to its initial norm, per method."""
+    return "largest movement of a tracked layer, relative to its initial norm: " + ", ".join(
+        f"{m} {ends[m].max():.1%}" for m in ("SGD", "SGD+RDI", "SGD+AUX") if m in ends
+    )
+
+
+def section_6_2(drift: dict[str, tuple[float, float]]) -> str:
+    """Section 6.2: the relative kernel drift at the end of training, least–largest, per setting."""
+    return "kernel drift (relative, on the probe): " + "; ".join(
+        f"{name} {lo:.2f}–{hi:.2f}" for name, (lo, hi) in drift.items()
     )

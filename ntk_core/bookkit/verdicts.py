@@ -26,7 +26,7 @@ from typing import Iterable
 
 from .ledger import STATUS_VERDICT, Claim, Headline, is_exhibit, paper_order
 
-__all__ = ["PAPER", "PaperSide", "Verdict", "verdict", "row_refs"]
+__all__ = ["PAPER", "PaperSide", "Verdict", "verdict", "row_refs", "short_reason"]
 
 _EXACT = ("verified", "vacuous")
 
@@ -146,6 +146,8 @@ class Verdict:
         For a verdict short of "holds": which claims fall short and why (their values), else "".
     others : str
         The verdict at the other scale, when the live build and the record both tested it ("" otherwise).
+    reasons : tuple[str, ...]
+        Why it is short of "holds", in a few words each, once per reason (:func:`short_reason`).
     """
 
     word: str
@@ -154,6 +156,30 @@ class Verdict:
     counted: tuple[Claim, ...]
     why: str
     others: str = ""
+    reasons: tuple[str, ...] = ()
+
+
+def short_reason(claim: Claim) -> str:
+    """Why a claim falls short of "holds", in a few words: the premise that fails, "within the sampling error",
+    "fails: <statement>", "not run" or "stale record".
+
+    Examples
+    --------
+    >>> short_reason(Claim("Table 2", "x", "premise not met", "17 % (premise not met: a large width)"))
+    'premise not met: a large width'
+    >>> short_reason(Claim("Figure 4", "x", "inconclusive", "+0.4 ± 0.5 points"))
+    'within the sampling error'
+    """
+    if claim.status == "premise not met":
+        marker = "(premise not met: "
+        at = claim.value.rfind(marker)
+        premise = claim.value[at + len(marker) : -1] if at >= 0 else "a premise"
+        return f"premise not met: {premise}"
+    if claim.status == "inconclusive":
+        return "within the sampling error" if "seed(s)" not in claim.value else "too few seeds to measure the spread"
+    if claim.status == "not reproduced":
+        return f"fails: {claim.statement}"
+    return STATUS_VERDICT.get(claim.status, claim.status)
 
 
 def _words(claims: Iterable[Claim]) -> list[str]:
@@ -207,9 +233,10 @@ def verdict(claims: Iterable[Claim]) -> Verdict:
     stale = [c for c in medium if c.status == "stale"]
     current = [c for c in medium if c.status != "stale"]
     if current and any(c.status != "not run" for c in current):
-        word, held, why = _combine(current + exact)
+        chosen = current + exact
+        word, held, why = _combine(chosen)
         other = f"quick: {_combine(live + exact)[0]}" if live else ""
-        return Verdict(word, "medium", held, tuple(current + exact), why, other)
+        return Verdict(word, "medium", held, tuple(chosen), why, other, _reasons(chosen))
     chosen = live + exact
     word, held, why = _combine(chosen)
     scale = "quick" if live else "exact"
@@ -219,7 +246,12 @@ def verdict(claims: Iterable[Claim]) -> Verdict:
         other = "medium: " + (medium[0].value if len(medium) == 1 else "not run")
     else:
         other = ""
-    return Verdict(word, scale, held, tuple(chosen), why, other)
+    return Verdict(word, scale, held, tuple(chosen), why, other, _reasons(chosen))
+
+
+def _reasons(claims: list[Claim]) -> tuple[str, ...]:
+    short = [c for c in claims if c.status not in ("verified", "vacuous", "quick", "medium")]
+    return tuple(dict.fromkeys(short_reason(c) for c in short))
 
 
 def row_refs(claims: Iterable[Claim], headlines: Iterable[Headline] = ()) -> list[str]:
