@@ -221,7 +221,7 @@ def _verdict_cell(facts: dict[str, Any]) -> nodes.inline:
 def _verdicts_table(app: Any, fromdoc: str, refs: list[str], claims: list[Any], headlines: list[Any]) -> nodes.table:
     """One row per exhibit and statement of the paper: its claim, one verdict with the scale it was judged at,
     the number measured beside the paper's, the sizes beside the paper's and how sure."""
-    columns = ["Paper", "The paper's claim", "Verdict", "Measured · paper", "Scale · how sure"]
+    columns = ["Paper", "Paper's claim", "Verdict", "Measured · paper", "Scale · how sure"]
     table, body = _empty_table(["glance-table", "glance-verdicts"], columns, (10, 28, 20, 22, 20))
     for ref in refs:
         facts = _row_facts(ref, claims, headlines)
