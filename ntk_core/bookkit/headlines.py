@@ -33,7 +33,13 @@ def points(stats: dict, sign: str = "+") -> str:
     """
     k = stats["seeds"]
     spread = f" ± {100 * stats['sem']:.1f}" if k > 1 else ""
-    return f"{100 * stats['mean']:{sign}.1f}{spread} points ({k} seed{'s' if k != 1 else ''})"
+    mean = f"{100 * stats['mean']:{sign}.1f}".replace("-", "−")
+    return f"{mean}{spread} points ({k} seed{'s' if k != 1 else ''})"
+
+
+def _signed(x: float) -> str:
+    """A signed number with a true minus sign: ``+1.5``, ``−0.1``."""
+    return f"{x:+.1f}".replace("-", "−")
 
 
 def figure_1a(q: dict) -> str:
@@ -45,7 +51,7 @@ def figure_1a(q: dict) -> str:
     )
     return (
         f"test error at noise {q['noise']:.0%}: GD {q['GD']:.1%}, GD+ES {q['GD+ES']:.1%}, GD+RDI {q['GD+RDI']:.1%}, "
-        f"GD+AUX {q['GD+AUX']:.1%}; smallest margin over GD {100 * margin:+.1f} points (noise {level:.0%})"
+        f"GD+AUX {q['GD+AUX']:.1%}; smallest margin over GD {_signed(100 * margin)} points (noise {level:.0%})"
     )
 
 

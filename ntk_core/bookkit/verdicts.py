@@ -102,7 +102,9 @@ PAPER: dict[str, PaperSide] = {
         "any n",
     ),
     "Theorem 5.2": PaperSide(
-        "binary flips at rate p: the clean 0-1 error of the KRR predictor is bounded", "eq. after (12)", "any n"
+        "binary flips at rate p: the clean 0-1 error of the KRR predictor is bounded",
+        "a bound with O(·) terms (Appendix C.2)",
+        "any n",
     ),
     "Theorem 5.3": PaperSide(
         "K classes with transition matrix P: the clean error is bounded, scaling like 1/gap(P)",
