@@ -310,12 +310,20 @@ class chapter_placeholder(nodes.General, nodes.Element):
     """Replaced by the chapter's rows of the verdicts table once all chapters have run."""
 
 
+def _saved(app: Any) -> tuple[dict[str, list[Any]], list[Any]]:
+    """Every chapter's saved claims and headlines, read once per build: pages are resolved only after every
+    chapter has been read (and executed), so the folder no longer changes."""
+    if getattr(app, "_glance_saved", None) is None:
+        from ntk_core.bookkit.ledger import load_headlines, load_ledgers
+
+        app._glance_saved = (load_ledgers(_ledger_dir(app)), load_headlines(_ledger_dir(app)))
+    return app._glance_saved
+
+
 def _chapter_results(app: Any, fromdoc: str, chapter: str) -> list[nodes.Node]:
-    from ntk_core.bookkit.ledger import load_headlines, load_ledgers
     from ntk_core.bookkit.verdicts import row_refs
 
-    ledgers = load_ledgers(_ledger_dir(app))
-    headlines = load_headlines(_ledger_dir(app))
+    ledgers, headlines = _saved(app)
     everything = [c for cs in ledgers.values() for c in cs]
     mine = ledgers.get(chapter, [])
     refs = row_refs(mine, [h for h in headlines if h.chapter == chapter])
@@ -334,9 +342,9 @@ def _chapter_results(app: Any, fromdoc: str, chapter: str) -> list[nodes.Node]:
 
 
 def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
-    from ntk_core.bookkit.ledger import load_ledgers
+    from ntk_core.bookkit.verdicts import row_refs
 
-    ledgers = load_ledgers(_ledger_dir(app))
+    ledgers, headlines = _saved(app)
     docs = {Path(d).name: d for d in _chapters_in_order(app)}
     ordered = [c for c in docs if c in ledgers] + sorted(set(ledgers) - set(docs))
     everything = [c for chapter in ordered for c in ledgers[chapter]]
@@ -346,10 +354,6 @@ def _table(app: Any, fromdoc: str) -> list[nodes.Node]:
         f"{len(ordered)} chapter{'s' if len(ordered) != 1 else ''}: "
     )
     total += _counts(everything)
-    from ntk_core.bookkit.ledger import load_headlines
-    from ntk_core.bookkit.verdicts import row_refs
-
-    headlines = load_headlines(_ledger_dir(app))
     refs = row_refs(everything, headlines)
     out: list[nodes.Node] = [_verdict_legend(), _verdicts_table(app, fromdoc, refs, everything, headlines)]
     checks = nodes.paragraph(classes=["glance-lead"])
@@ -427,10 +431,8 @@ def _resolve(app: Any, doctree: nodes.document, docname: str) -> None:
     found = list(doctree.findall(verdict_placeholder)) + list(doctree.findall(chapter_placeholder))
     if not found:
         return
-    from ntk_core.bookkit.ledger import load_headlines, load_ledgers
-
-    claims = [c for cs in load_ledgers(_ledger_dir(app)).values() for c in cs]
-    headlines = load_headlines(_ledger_dir(app))
+    ledgers, headlines = _saved(app)
+    claims = [c for cs in ledgers.values() for c in cs]
     for node in found:
         if isinstance(node, verdict_placeholder):
             node.replace_self(_verdict_box(app, docname, node["ref"], claims, headlines))

@@ -926,7 +926,7 @@ def judge(
     """
     m, k = stats["mean"], stats["seeds"]
     test_se, n_test = float(stats.get("test_se", 0.0)), stats.get("n_test")
-    se = math.hypot(stats["sem"], test_se) if k > 1 else stats["sem"]
+    se = _paired_se(stats) if k > 1 else stats["sem"]
     value = (
         f"{100 * m:+.1f} ± {100 * stats['sem']:.1f} {unit} over {k} seeds"
         if k > 1
@@ -972,15 +972,19 @@ def paired_verdict(stats: dict, min_seeds: int = 3) -> str:
     >>> paired_verdict({"mean": 0.05, "sem": 0.01, "seeds": 3}), paired_verdict({"mean": 0.03, "sem": 0.01, "seeds": 3})
     ('holds', 'inconclusive')
     """
-    m, k, sem = stats["mean"], stats["seeds"], stats["sem"]
+    m, k = stats["mean"], stats["seeds"]
     if k < min_seeds:
         return "inconclusive"
-    test_se = float(stats.get("test_se", 0.0))
-    se = math.hypot(sem, test_se)
-    t = critical_t(k, sem, test_se)
+    se = _paired_se(stats)
+    t = critical_t(k, stats["sem"], float(stats.get("test_se", 0.0)))
     if m > t * se:
         return "holds"
     return "the opposite holds" if m < -t * se else "inconclusive"
+
+
+def _paired_se(stats: dict) -> float:
+    """The standard error a paired claim is judged on: the seeds' and the shared test set's, ``√(sem² + test_se²)``."""
+    return math.hypot(stats["sem"], float(stats.get("test_se", 0.0)))
 
 
 def critical_t(seeds: int, sem: float, test_se: float = 0.0, level: float = 0.05) -> float:
@@ -1001,7 +1005,7 @@ def critical_t(seeds: int, sem: float, test_se: float = 0.0, level: float = 0.05
         dof = (seeds - 1) * ((sem**2 + test_se**2) / sem**2) ** 2
     else:  # the seeds agree exactly: the test set's error alone (as many degrees of freedom as images), or none
         dof = math.inf if test_se > 0 else seeds - 1
-    return float(student.ppf(1 - level / 2, dof)) if math.isfinite(dof) else float(student.ppf(1 - level / 2, 1e9))
+    return float(student.ppf(1 - level / 2, dof))
 
 
 #: "weights barely move" (Figures 3, 6–8), as the book measures it: each tracked layer within this fraction of its

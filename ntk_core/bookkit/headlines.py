@@ -81,21 +81,21 @@ def figure_1b(q: dict) -> str:
     )
 
 
+def _per_loss(q: dict, part: str) -> str:
+    """One paired difference of :func:`ntk_core.bookkit.claims.table_1_numbers` for each loss, by its name."""
+    return "; ".join(f"{loss} {points(c[part])}" for loss, c in q["losses"].items())
+
+
 def table_1(q: dict) -> str:
     """Table 1 (:func:`ntk_core.bookkit.claims.table_1_numbers`): AUX's last epoch minus normal training's
     early-stopped one, per loss."""
-    return f"AUX (last) − normal (early stop) at noise {q['noise']:.0%}: " + "; ".join(
-        f"{'CCE' if loss in ('CCE', 'ce') else 'MSE' if loss in ('MSE', 'mse') else loss} {points(c['gain'])}"
-        for loss, c in q["losses"].items()
-    )
+    return f"AUX (last) − normal (early stop) at noise {q['noise']:.0%}: {_per_loss(q, 'gain')}"
 
 
 def figure_2(q: dict) -> str:
     """Figure 2 (:func:`ntk_core.bookkit.claims.table_1_numbers`): how much normal training loses from its
     early-stopped epoch to its last, and how much less AUX loses, per loss."""
-    name = {"ce": "CCE", "mse": "MSE"}
-    over = "; ".join(f"{name.get(k, k)} {points(c['overfit'])}" for k, c in q["losses"].items())
-    less = "; ".join(f"{name.get(k, k)} {points(c['less_overfit'])}" for k, c in q["losses"].items())
+    over, less = _per_loss(q, "overfit"), _per_loss(q, "less_overfit")
     return f"normal training's early stop − last epoch at noise {q['noise']:.0%}: {over}; AUX loses less by: {less}"
 
 
