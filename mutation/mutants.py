@@ -688,8 +688,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "judge-without-the-test-set",
         CLAIMS,
-        '    se = math.hypot(stats["sem"], test_se) if k > 1 else stats["sem"]\n',
-        '    se = stats["sem"]\n',
+        '    return math.hypot(stats["sem"], float(stats.get("test_se", 0.0)))\n',
+        '    return stats["sem"]\n',
         "a paired-by-seed claim judged on the seeds' spread alone, without the shared test images' own error",
     ),
     Mutant(
