@@ -231,8 +231,9 @@ def test_browser_check_catches_what_it_should(tmp_path):
     )
     from PIL import Image
 
-    Image.new("RGB", (1200, 300), "white").save(tmp_path / "wide.png")  # a figure shrunk to half its width
-    Image.new("RGB", (650, 300), "white").save(tmp_path / "narrow.png")
+    # PNGs stored at twice their displayed pixels, as the book's are: one shrunk to half its width, one not
+    Image.new("RGB", (2400, 600), "white").save(tmp_path / "wide.png")
+    Image.new("RGB", (1300, 600), "white").save(tmp_path / "narrow.png")
     reports = inspect_site(tmp_path, ["bad.html", "wide.html"])
     text = "\n".join(p for r in reports for p in r.problems())
     phone = "\n".join(reports[1].phone_wide_displays)
@@ -249,7 +250,7 @@ def test_browser_check_catches_what_it_should(tmp_path):
     assert "wrapped(code)" not in text
     assert "table shows a raw column name: 'train_error'" in text
     assert "'method'" not in text and "'test error'" not in text
-    assert "figure text under 9 px at 1280 px: wide.png (1200 px shown at 600 px" in text  # 8 pt at 6.1 px
+    assert "figure text under 9 px at 1280 px: wide.png (2400 px shown at 600 px" in text  # 8 pt at 6.1 px
     assert "narrow.png" not in text
     assert "a Python repr leaks into the page: 'np.float64(3.433)'" in text
     assert "a Python repr leaks into the page: '<Figure size 640x480 with 1 Axes>'" in text

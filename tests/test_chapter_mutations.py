@@ -16,7 +16,7 @@ Measured on the development machine, the asserts that catch them: ridge λ for �
 the Monte Carlo checks of the proofs' mean-zero steps (E f*(X) = K(K + λ²I)⁻¹E ỹ with
 E ỹ = y, (1 − 2p)y and Q; |z| of 30–100 against a threshold of 5); kernel × 2 — the
 identity k(t) = t/4 + t·arcsin(t)/(2π) from which each non-vacuous section reads its
-a-priori constant for yᵀK⁻¹y.
+a-priori constant for yᵀK⁻¹y, and (Theorem 5.1's chapter) the constant of its premise, tr K/n = k(x, x) = 1/2.
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ from ntk_core import infinite, kernel_matrix, krr, synthetic
 
 pytestmark = pytest.mark.slow
 
-THEOREM_CHAPTERS = {"Theorem 5.1": "additive_noise", "Theorem 5.2": "binary", "Theorem 5.3": "multiclass"}
+THEOREM_CHAPTERS = {
+    "Theorem 5.1": "additive_noise",
+    "Theorem 5.1 as n grows": "additive_scaling",
+    "Theorem 5.2": "binary",
+    "Theorem 5.3": "multiclass",
+}
 
 
 def _ridge_lambda_not_squared(monkeypatch: pytest.MonkeyPatch) -> None:

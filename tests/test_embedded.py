@@ -35,6 +35,7 @@ CHAPTERS = [
     "experiments_setting3",
     "multiclass",
     "additive_noise",
+    "additive_scaling",
     "binary",
     "ntk_regime",
     "equivalence",

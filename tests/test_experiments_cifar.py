@@ -11,7 +11,7 @@ from ntk_core.experiments import setting2, setting3
 from ntk_core.resnet import CifarResNet, RandomCropFlip, resnet34
 from ntk_core.bookkit import compare
 
-#: tiny end-to-end configurations (also the references of tests/support/identity.py)
+#: tiny end-to-end configurations
 TINY = {
     "setting2": dict(
         n_train=40,

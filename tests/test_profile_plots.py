@@ -184,3 +184,27 @@ def test_no_figure_text_below_the_browser_checks_floor():
         if size.startswith('"') or float(size) < MIN_FIGURE_PT
     }
     assert not found, found
+
+
+def test_a_folded_table_opens_from_its_caption(monkeypatch):
+    """show_table(folded=True): the table inside a collapsed <details> whose summary is the (escaped) caption,
+    with a plain-text view; a folded table without a caption is refused (nothing to click)."""
+    import IPython.display
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append(obj))
+    plots.show_table(
+        pd.DataFrame({"λ": [0.5, 1.0], "test error": [0.1234, 0.2]}), caption="Medium <record>", folded=True
+    )
+    html = shown[-1]["text/html"]
+    assert (
+        html.startswith('<details class="folded-table"><summary>Medium &lt;record&gt;</summary>') and "<table" in html
+    )
+    assert " open" not in html.split(">", 1)[0] and html.endswith("</details>")
+    assert "0.123" in html and "0.1234" not in html
+    assert shown[-1]["text/plain"].startswith("Medium <record>\n")
+    plots.show_table(pd.DataFrame({"a": [1]}), caption="shown")
+    assert not isinstance(shown[-1], dict)  # not folded: the styled table itself
+    with pytest.raises(ValueError, match="needs a caption"):
+        plots.show_table(pd.DataFrame({"a": [1]}), folded=True)

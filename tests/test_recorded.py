@@ -9,7 +9,9 @@ drawn within the class with a seed that is printed and can be fixed with ``NTK_R
 does not reproduce fails every run. Units of Settings 2 and 3 (per-epoch rows) are replayed as prefixes, their first
 epochs compared bit for bit (``_record.Prefix``), units of ``bound_scale`` by their rows at the leading λ
 (``_record.RowCut``: the λ grid's factorisations left out), the others whole to 1e-6; ``make replay``
-(``NTK_REPLAY_WHOLE=1``) replays whole units, as ``python -m ntk_core attest`` does before it calls changed code equivalent.
+(``NTK_REPLAY_WHOLE=1``) replays whole units. Each record's **canary** (``_canary``: its configuration shrunk to
+seconds, recorded with it) is computed whole and compared byte for byte: a late epoch, a learning-rate decay, the
+rows computed beside the units. That is what makes a record current: no fingerprint of the code is asked for.
 ``NTK_REPLAY_MAX_S`` replays a sample of the classes within a budget instead. A machine that cannot compute in a
 record's arithmetic, or that loads other data, skips with the reason. The other tests record a tiny configuration
 into a temporary folder.
@@ -26,7 +28,7 @@ import sys
 
 import pandas as pd
 import pytest
-from replay_plan import REPLAY_MAX_S, REPLAY_WHOLE, replay_seed
+from replay_plan import CANARY, REPLAY_MAX_S, REPLAY_WHOLE, replay_seed
 from test_experiments_cifar import TINY as CIFAR_TINY
 
 from ntk_core import experiments
@@ -78,7 +80,7 @@ def test_recorded_result_replays(name, replays):
         pytest.skip(plan)
     units = json.loads((record_dir(name, "medium") / "units.json").read_text())
     classes = {unit_class(u["key"]) for u in units}
-    replayed = {unit_class(key) for key, _ in plan if key is not None}
+    replayed = {unit_class(key) for key, _ in plan if isinstance(key, dict)}
     prefix = None if REPLAY_WHOLE else prefix_of_record(name, "medium")
     print(
         f"replaying {name} with NTK_REPLAY_SEED={replay_seed()}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
@@ -95,6 +97,9 @@ def test_recorded_result_replays(name, replays):
         if key is None:  # table.csv is what the units give
             assert not result["table_problems"], f"{name} table.csv: {result['table_problems']}"
             continue
+        if key == CANARY:  # the canary, computed whole, is canary.csv byte for byte
+            assert not result["table_problems"], f"{name} canary: {result['table_problems']}"
+            continue
         (check,) = result["checks"]
         assert check["key"] == key
         assert check["epochs"] in (None, None if prefix is None else prefix.epochs)  # None: whole (no per-epoch rows)
@@ -106,12 +111,14 @@ def test_recorded_result_replays(name, replays):
 
 @pytest.mark.parametrize("name", experiments.EXPERIMENTS)
 def test_every_medium_record_is_current(name):
-    """Main never holds a stale record: a change of the code an experiment runs lands with its re-recording."""
+    """Main never holds a stale record (a changed configuration lands with its re-recording), and every record has
+    its canary (what the code computes is checked by the replays above)."""
     try:
         meta = recorded(name, "medium").meta
     except RecordMissing as missing:
         pytest.skip(str(missing))
     assert not meta["stale"], f"the {name} record is stale ({'; '.join(meta['stale_reasons'])}): {meta['refresh']}"
+    assert isinstance(meta.get("canary"), dict), f"the {name} record has no canary: replay {name} --canary --record"
 
 
 def test_first_units_go_first_and_the_record_does_not_depend_on_it(data_env, monkeypatch):
@@ -124,21 +131,21 @@ def test_first_units_go_first_and_the_record_does_not_depend_on_it(data_env, mon
 
     monkeypatch.setattr(_runner.RunContext, "_compute_unit", staticmethod(noting))
     plain = _record_tiny(data_env / "plain")
-    order = [u["method"] for u in computed]
+    order = [u["method"] for u in computed][:5]  # the record's units (its canary's follow)
     assert order == ["GD", "rdi", "rdi", "aux", "aux"]  # the experiment's own order
     computed.clear()
     first = experiments.record(
         "setting1", "quick", root=data_env / "first", first=[{"method": "aux", "lam": 2.0}], **TINY
     )
     # the unit asked for first, then the rest in the experiment's order
-    assert [(u["method"], u["lam"]) for u in computed] == [
+    assert [(u["method"], u["lam"]) for u in computed[:5]] == [
         ("aux", 2.0),
         ("GD", None),
         ("rdi", 0.5),
         ("rdi", 2.0),
         ("aux", 0.5),
     ]
-    assert len(computed) == 5 and first.meta["units_computed"] == 5
+    assert first.meta["units_computed"] == 5
     folders = [record_dir("setting1", "quick", data_env / r) for r in ("plain", "first")]
     assert (folders[0] / "table.csv").read_bytes() == (folders[1] / "table.csv").read_bytes()
     assert plain.table.equals(first.table)
@@ -150,34 +157,42 @@ def test_first_units_go_first_and_the_record_does_not_depend_on_it(data_env, mon
     assert main(["run", "setting1", "--first", '{"n": 1}']) == 2  # only with --record
 
 
-def test_attest_makes_a_refactored_record_current_and_refuses_a_changed_number(data_env, monkeypatch, capsys):
+def test_a_record_is_current_because_it_replays_and_its_canary_sees_what_the_units_do_not(data_env, monkeypatch):
+    """A record is made with its canary; a refactor (another code fingerprint, the same numbers) leaves it current
+    with no ritual; a change that moves one number computed beside the units (Setting 1's kernel ridge regression,
+    by 1e-9 relative) passes every unit replay but fails the canary, byte for byte; an edited canary.csv or a
+    record without a canary is named."""
+    import ntk_core.experiments.setting1 as setting1_module
+    from ntk_core.experiments import _canary
+
     root = data_env / "records"
     _tiny_is_the_quick_profile(monkeypatch)
     _record_tiny(root)
-    assert not recorded("setting1", "quick", root=root).meta["stale"]
-    assert _record.attest("setting1", "quick", root=root) == []  # current: nothing to attest
-    # a refactor: the code fingerprint changes, the numbers do not
-    monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "0123456789ab")
-    stale = recorded("setting1", "quick", root=root).meta
-    assert stale["stale"] and "attest setting1" in stale["stale_reasons"][0]
-    checks = _record.attest("setting1", "quick", root=root)
-    assert len(checks) == 3 and all(not c.problems for c in checks)  # GD, RDI and AUX: one of every class
+    folder = record_dir("setting1", "quick", root)
     meta = recorded("setting1", "quick", root=root).meta
-    assert not meta["stale"] and meta["attested_by"]["code"] == "0123456789ab"
-    assert meta["attested_by"]["tolerance"] == _record.LEGACY_ATTEST_RTOL  # recorded without the pins
-    assert {unit_class(k) for k in meta["attested_by"]["replayed"]} == {unit_class(c.key) for c in checks}
-    # a change that moves one number of the record in its last bits is not a refactor
-    import ntk_core.train as train_module  # the protocol's validation probe predicts through it
-
-    predict = train_module.predict
-    monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "feedfeedfeed")
-    monkeypatch.setattr(train_module, "predict", lambda *a, **k: predict(*a, **k) * (1 + 2**-10))  # 0.1 %
-    refused = _record.attest("setting1", "quick", root=root)
-    assert all(any("val_mse" in p for p in c.problems) for c in refused), [c.problems for c in refused]
-    after = recorded("setting1", "quick", root=root).meta
-    assert after["stale"] and after["attested_by"] is None
-    provenance = json.loads((record_dir("setting1", "quick", root) / "provenance.json").read_text())
-    assert [a["code"] for a in provenance["attested"]] == ["0123456789ab"]  # nothing written
+    assert not meta["stale"] and meta["files"]["canary.csv"] == _record._store.sha256_bytes(
+        (folder / "canary.csv").read_bytes()
+    )
+    assert meta["canary"]["config"]["n_train"] == _canary.SHRINK["setting1"]["n_train"]
+    assert _canary.check_canary("setting1", "quick", root=root) == []
+    # a refactor: the fingerprint moves, no number does: current, nothing to do
+    monkeypatch.setattr(_runner, "code_fingerprint", lambda name=None: "0123456789ab")
+    assert not recorded("setting1", "quick", root=root).meta["stale"]
+    # one number beside the units moves in its last bits: the units replay, the canary does not
+    krr_path = setting1_module.krr_path
+    monkeypatch.setattr(setting1_module, "krr_path", lambda *a, **k: krr_path(*a, **k) * (1 + 1e-9))
+    checks = replay("setting1", "quick", root=root, per_class=True, tol=0.0)
+    assert checks and all(not c.problems for c in checks)
+    problems = _canary.check_canary("setting1", "quick", root=root)
+    assert problems and all("this code gives" in p for p in problems), problems
+    assert any("val_mse" in p for p in problems), problems  # the KRR rows' validation MSE
+    monkeypatch.setattr(setting1_module, "krr_path", krr_path)
+    # the canary is never written over, and an edited one is refused
+    with pytest.raises(FileExistsError, match="has a canary already"):
+        _canary.record_canary("setting1", "quick", root=root)
+    (folder / "canary.csv").write_bytes((folder / "canary.csv").read_bytes() + b"\n")
+    with pytest.raises(ValueError, match="canary.csv: SHA-256 differs"):
+        recorded("setting1", "quick", root=root)
 
 
 def test_arithmetic_mismatch_names_what_differs():
@@ -271,11 +286,13 @@ def test_an_edited_provenance_or_table_is_found(data_env, capsys):
         path.write_text(json.dumps({**json.loads(original), **edit}))
         with pytest.raises(ValueError, match=f"field '{next(iter(edit))}' is missing or not a dict"):
             recorded("setting1", "quick", root=root)
-    prov = json.loads(original)
-    del prov["seal"]
-    path.write_text(json.dumps(prov))
-    with pytest.raises(ValueError, match="seal is missing"):
-        recorded("setting1", "quick", root=root)
+    for drop in (["seal"], ["seal", "arithmetic"]):  # without its seal (and its arithmetic: as if made before pins)
+        prov = json.loads(original)
+        for field in drop:
+            del prov[field]
+        path.write_text(json.dumps(prov))
+        with pytest.raises(ValueError, match="seal is missing"):
+            recorded("setting1", "quick", root=root)
     path.write_text(original)
     assert _record.check_table("setting1", "quick", root=root) == []
     # a number of table.csv changed, its checksum and the seal updated: the units give another table
@@ -389,13 +406,55 @@ def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_r
         text=True,
     )
     assert other.returncode == 3 and "cannot compute in the arithmetic" in other.stderr
+    # from the command, which restarted in the record's pins already, the advice is a machine, not this command
+    assert "replay it on a machine like the recording's" in other.stderr and "restarts itself" not in other.stderr
+    canary = subprocess.run(
+        [sys.executable, "-m", "ntk_core", "replay", "setting1", "--profile", "quick", "--canary"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert canary.returncode == 0 and "canary: equal, byte for byte" in canary.stdout, canary.stderr
+
+
+def test_replay_options_are_checked_before_any_work_and_named(data_env, monkeypatch, capsys):
+    """Each bad option of ``replay`` exits 2 naming it, before anything is computed: a budget that is not
+    positive, a key that is not JSON or that no unit has, a --json file in a missing folder, --record alone."""
+    root = data_env / "records"
+    monkeypatch.setenv("NTK_CORE_RECORDS", str(root))
+    _record_tiny(root)
+    computed = []
+    monkeypatch.setattr(_record, "_compute_as_recorded", lambda *a, **k: computed.append(a))
+    base = ["replay", "setting1", "--profile", "quick"]
+    for option, message in (
+        (["--max-seconds", "0"], "--max-seconds: takes a positive number of seconds"),
+        (["--key", "{bad"], "--key: takes a unit's key as a JSON object"),
+        (["--key", "[1]"], "--key: takes a unit's key as a JSON object"),
+    ):
+        with pytest.raises(SystemExit) as code:
+            main(base + option)
+        assert code.value.code == 2 and message in capsys.readouterr().err
+    for option, message in (
+        (["--key", '{"seed": 99}'], 'error: --key {"seed": 99}: no unit of the setting1 record has this key'),
+        (["--json", str(data_env / "missing" / "out.json")], "its folder"),
+        (["--record"], "--record adds a canary: use it with --canary"),
+    ):
+        assert main(base + option) == 2
+        assert message in capsys.readouterr().err
+    assert not computed  # refused before any work
 
 
 def test_record_round_trips_and_replays(data_env):
     root = data_env / "records"
     fresh = _record_tiny(root)
     folder = record_dir("setting1", "quick", root)
-    assert sorted(p.name for p in folder.iterdir()) == ["provenance.json", "table.csv", "units.json", "work"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "canary.csv",
+        "provenance.json",
+        "table.csv",
+        "units.json",
+        "work",
+    ]
     again = recorded("setting1", "quick", root=root)
     pd.testing.assert_frame_equal(again.table, fresh.table, check_exact=True)
     # the same numbers as an ordinary run of the same config, bit for bit
@@ -550,7 +609,7 @@ def test_an_experiment_without_per_epoch_rows_is_replayed_whole(data_env):
     assert checks and all(c.epochs is None and not c.problems for c in checks)
 
 
-def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkeypatch):
+def test_interrupted_recording_resumes(data_env, monkeypatch):
     root = data_env / "records"
     _tiny_is_the_quick_profile(monkeypatch)
     _record_tiny(root)
@@ -567,9 +626,6 @@ def test_interrupted_recording_resumes_and_code_change_is_stale(data_env, monkey
         assert "under way" not in str(missing.value)
     again = _record_tiny(root)
     assert again.meta["units_resumed"] == 5 and again.meta["units_computed"] == 0
-    monkeypatch.setattr(_record, "code_fingerprint", lambda name=None: "0123456789ab")
-    stale = recorded("setting1", "quick", root=root)
-    assert stale.meta["stale"] and "code fingerprint" in stale.meta["stale_reasons"][0]
 
 
 def test_a_new_record_removes_the_unit_stores_of_earlier_configurations(data_env):
@@ -751,11 +807,10 @@ def test_side_by_side_and_record_line(data_env):
     fresh = _record_tiny(root)  # a tiny config: stale against the quick profile's own
     assert "STALE" in compare.record_line("setting1", fresh)
     current = experiments.Result(fresh.table, dict(fresh.meta, stale=False, stale_reasons=[]))
-    assert "current (same code" in compare.record_line("setting1", current)
-    attested = {"code": "0123456789ab", "replayed": [{}, {}], "tolerance": 0.0, "at": "2026-11-27T12:00:00Z"}
-    line = compare.record_line("setting1", experiments.Result(fresh.table, dict(current.meta, attested_by=attested)))
-    assert "code 0123456789ab replays 2 of its units bit for bit, attested 2026-11-27" in line
-    stale = dict(fresh.meta, stale=True, stale_reasons=["code fingerprint differs"])
+    line = compare.record_line("setting1", current)
+    assert "current (this build's configuration; its units and canary replay bit for bit" in line
+    assert fresh.meta["code"] not in line  # a fingerprint means nothing to a reader
+    stale = dict(fresh.meta, stale=True, stale_reasons=["the quick configuration of setting1 changed"])
     line = compare.record_line("setting1", experiments.Result(fresh.table, stale))
     assert "STALE" in line and "--record" in line
     # the prose's verdicts read from a stale record say so; a current one's say nothing more

@@ -121,8 +121,10 @@ def test_glance_extension_builds_the_table_from_the_saved_ledgers(tmp_path):
     assert not (stale / "old.json").exists()  # ledgers of an earlier build are cleared first
     # the chapter opens with its results, and the section with its verdict box: the same verdicts as the glance
     one = (out / "one.html").read_text()
-    box = re.search(r'<div class="chapter-results[^"]*">(.*?)</table>', one, re.S).group(1)
+    box = re.search(r'<div class="chapter-results[^"]*">(.*?)</ul>', one, re.S).group(1)
     assert "Lemma A.1" in box and "Table 1" in box and 'verdict-verified">verified' in box
+    lines = re.findall(r"<li>(.*?)</li>", box, re.S)  # one line per exhibit and statement, the exhibits first
+    assert len(lines) == 2 and "Table 1" in lines[0] and "max |f(0)| = 0" in lines[1] and "paper: exact" in lines[1]
     section = re.search(r'<div class="verdict-box[^"]*">(.*?)</div>', one, re.S).group(1)
     assert "Lemma A.1: " in section and 'verdict-verified">verified' in section and "max |f(0)| = 0" in section
 
@@ -184,7 +186,7 @@ def test_the_checks_list_reads_as_one_line_per_reference_of_the_paper():
     """Ledger.show's HTML: one <details> per reference, the paper's figures and tables first in the paper's order
     and then the other references as they first appear, its summary counting the group's claims by status (badges
     in the order of STATUSES), one escaped row per claim, a recurring reason written once as a note inside its
-    group; collapsed when the chapter has more than ``open_max`` claims."""
+    group; every group collapsed (the chapter's verdicts open it; these are the checks behind them)."""
     ledger = Ledger("t")
     why = "differences of the size of the seed-to-seed noise (they change with the threads)"
     ledger.check("Theorem 4.1", "RDI and AUX agree", True, value="0")
@@ -198,7 +200,7 @@ def test_the_checks_list_reads_as_one_line_per_reference_of_the_paper():
     groups = re.findall(r"<details class=\"glance-group checks-group\"( open)?>(.*?)</details>", html, re.S)
     refs = [re.search(r'glance-chapter">([^<]*)<', body).group(1) for _, body in groups]
     assert refs == ["Figures 1a", "Figure 2", "Table 1", "Theorem 4.1", "Section 6.2"]
-    assert all(state == " open" for state, _ in groups)  # 7 claims: shown open
+    assert not any(state for state, _ in groups)  # collapsed
     table_1 = groups[2][1]
     summary = table_1[: table_1.index("</summary>")]
     assert "3 checks" in summary
@@ -208,6 +210,5 @@ def test_the_checks_list_reads_as_one_line_per_reference_of_the_paper():
     assert "<beats>" not in html
     assert table_1.count("[note 1]") == 3 and table_1.count(why) == 1  # two markers and the note itself
     assert "the curve bends" in groups[1][1] and "the curve bends" not in table_1
-    assert 'checks-group">' in ledger.checks_html(open_max=6)  # more claims than open_max: collapsed
     text = ledger.checks_text()
     assert text.splitlines()[0] == "Figures 1a:" and "Table 1:" in text and "<" not in text.replace("<beats>", "")

@@ -284,3 +284,41 @@ def test_lemma_c2_chain_by_value():
         assert ch.step3[d] == pytest.approx(np.sqrt(y @ M @ y) + np.linalg.norm(eps[:, d]) / lam)
     assert ch.noise_quad_mean == pytest.approx(sigma**2 * np.trace(M))
     assert ch.bound == pytest.approx(bounds.lemma_c2_bound(K, y, lam, sigma, 0.1).total)
+
+
+def test_the_five_vs_eight_task_is_balanced_nested_capped_and_registered(monkeypatch):
+    """studies.five_vs_eight: half 5s (+1) and half 8s (−1), the pool's first n a sample of the first n's draw with
+    the same seed as data.sample_classes makes it, features of norm √784, sizes capped by the data at hand (here a
+    fake MNIST with 30 "5"s and 50 "8"s), the sources added to the run; bad sizes refused."""
+    rng = np.random.default_rng(0)
+
+    def fake(split):
+        counts = {5: 30, 8: 50, 1: 20} if split == "train" else {5: 7, 8: 9}
+        labels = np.concatenate([np.full(k, c) for c, k in counts.items()]).astype(np.int64)
+        images = rng.integers(1, 256, (len(labels), 28, 28)).astype(np.uint8)
+        return data.ImageDataset(images, labels, "MNIST", split, "data_dir", "here", len(labels), False)
+
+    loaded = {s: fake(s) for s in ("train", "test")}
+    monkeypatch.setattr(data, "load_mnist", lambda split="train", **kw: loaded[split])
+
+    class Run:
+        sources: list = []
+
+        def add_data(self, d):
+            self.sources.append(d)
+
+    run = Run()
+    task = studies.five_vs_eight(100, 40, run)
+    assert task.available == 60 and task.n == 60 and len(task.y_test) == 14  # capped by the rarer digit
+    assert len(run.sources) == 2
+    assert sorted(np.unique(task.y)) == [-1.0, 1.0] and task.y.sum() == 0 and task.y_test.sum() == 0
+    assert np.allclose(np.linalg.norm(task.x, axis=1), 28.0) and task.x.shape == (60, 784)
+    idx = data.sample_classes(loaded["train"].labels, [5, 8], 30, seed=0)
+    assert np.array_equal(task.images, loaded["train"].images[idx])
+    assert np.array_equal(task.y, np.where(loaded["train"].labels[idx] == 5, 1.0, -1.0))
+    small = studies.five_vs_eight(20)
+    assert small.n == 20 and len(small.y_test) == 0
+    x2, y2 = task.resample(3)
+    assert x2.shape == task.x.shape and y2.sum() == 0 and not np.array_equal(x2, task.x)
+    with pytest.raises(ValueError, match="at least 2 images"):
+        studies.five_vs_eight(1)

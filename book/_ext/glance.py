@@ -246,6 +246,27 @@ def _verdicts_table(app: Any, fromdoc: str, refs: list[str], claims: list[Any], 
     return table
 
 
+def _verdicts_list(app: Any, fromdoc: str, refs: list[str], claims: list[Any], headlines: list[Any]) -> nodes.Node:
+    """A chapter's results: one line per exhibit and statement it checks — the verdict with its scale, the
+    number measured beside the paper's, the other scale's verdict. The paper's claim in full, the sizes and how
+    sure are in the section's own box (:func:`_verdict_box`) and on the glance."""
+    items = nodes.bullet_list(classes=["chapter-verdicts"])
+    for ref in refs:
+        facts = _row_facts(ref, claims, headlines)
+        v, paper = facts["verdict"], facts["paper"]
+        line = nodes.paragraph()
+        line += nodes.strong("", "", _link(app, fromdoc, ref, facts["anchor"]))
+        line += nodes.Text(": ")
+        line += _verdict_cell(facts)
+        line += nodes.Text(f". Measured: {facts['measured']}")
+        line += nodes.inline(text=f" · paper: {paper.number}", classes=["glance-paper"])
+        line += nodes.Text(".")
+        if v.others:
+            line += nodes.inline(text=f" Other scale — {v.others}.", classes=["glance-other"])
+        items += nodes.list_item("", line)
+    return items
+
+
 def _verdict_box(app: Any, fromdoc: str, ref: str, claims: list[Any], headlines: list[Any]) -> nodes.Node:
     """The box under an exhibit's heading: its verdict, the number beside the paper's, the scale, how sure and,
     short of "holds", which claims fall short."""
@@ -330,12 +351,15 @@ def _chapter_results(app: Any, fromdoc: str, chapter: str) -> list[nodes.Node]:
     box = nodes.container(classes=["chapter-results"])
     title = nodes.paragraph(classes=["verdict-head"])
     title += nodes.strong(text="Results of this chapter")
-    title += nodes.Text(" (one verdict per exhibit and statement, judged over the whole book: ")
+    title += nodes.Text(
+        " (one verdict per exhibit and statement, judged over the whole book; each section opens "
+        "with its own, and the scale and how sure: "
+    )
     title += _link(app, fromdoc, "how verdicts are given", "results-at-a-glance")
     title += nodes.Text(")")
     box += title
     if refs:
-        box += _verdicts_table(app, fromdoc, refs, everything, headlines)
+        box += _verdicts_list(app, fromdoc, refs, everything, headlines)
     else:
         box += nodes.paragraph(text="This chapter checks no exhibit or statement of the paper by itself.")
     return [box]

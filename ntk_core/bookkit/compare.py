@@ -219,8 +219,9 @@ def _duration(meta: dict) -> str:
 def record_line(name: str, result: Result | None) -> str:
     """One line for the reader: what the medium record is (when, on what, how long), or how to make it.
 
-    A stale record (code or configuration changed since it was recorded) says so, and gives the command that
-    refreshes it; a record made current by attestation (``python -m ntk_core attest``) says by which replay.
+    A stale record (its configuration changed since it was recorded) says so, and gives the command that
+    refreshes it. A current one is current because it replays: ``make test`` replays one unit of every unit
+    class and its canary bit for bit, so a change of the code that moved a recorded number would fail there.
     """
     if result is None:
         try:
@@ -239,32 +240,23 @@ def record_line(name: str, result: Result | None) -> str:
     line = (
         f"{m.get('profile', 'medium')} ({name}): recorded {when} on {machine.get('cpu_count', '?')} CPU core(s) "
         f"({machine.get('torch_threads', '?')} torch thread(s)), {_duration(m)}, "
-        f"{m.get('units', '?')} units, code {m.get('code')}"
+        f"{m.get('units', '?')} units"
     )
     if m.get("stale"):
         line += f"; STALE ({'; '.join(m['stale_reasons'])}): refresh with `{m['refresh']}`"
-    elif m.get("attested_by"):
-        a = m["attested_by"]
-        how = "bit for bit" if not a.get("tolerance") else f"to {a['tolerance']:g}"
-        line += (
-            f"; current (this build's code {a.get('code')} replays {len(a.get('replayed', []))} of its units "
-            f"{how}, attested {str(a.get('at', '?'))[:10]})"
-        )
     else:
-        line += "; current (same code and configuration as this build)"
+        line += "; current (this build's configuration; its units and canary replay bit for bit in `make test`)"
     return line
 
 
 def stale_note(result: Result | None) -> str:
     """The words that go before any verdict read from a medium record in the prose: ``""`` for a current record
-    (or none), and for a stale one (code or configuration changed since it was recorded) a warning that its
+    (or none), and for a stale one (its configuration changed since it was recorded) a warning that its
     verdicts count for nothing until it is re-recorded (the ledger marks its claims ``stale`` likewise:
     :meth:`~ntk_core.bookkit.ledger.Ledger.on_record`)."""
     if result is None or not result.meta.get("stale"):
         return ""
-    return (
-        "STALE record (its code or configuration changed; these verdicts count for nothing until it is re-recorded): "
-    )
+    return "STALE record (its configuration changed; these verdicts count for nothing until it is re-recorded): "
 
 
 def record_state(result: Result | None) -> str:

@@ -230,7 +230,7 @@ class Ledger:
         verdict kept in its value), so that a stale record's verdicts show as stale wherever they appear."""
         previous = self._stale, self._on_record
         if meta is not None and meta.get("stale"):
-            self._stale = "; ".join(meta.get("stale_reasons") or ["code or configuration changed"])
+            self._stale = "; ".join(meta.get("stale_reasons") or ["its configuration changed"])
         self._on_record = self._on_record or meta is not None
         try:
             yield
@@ -364,18 +364,17 @@ class Ledger:
         refs = exhibits + [r for r in refs if not is_exhibit(r)]
         return [(ref, [c for c in self.claims if c.ref == ref]) for ref in refs]
 
-    def checks_html(self, open_max: int = 10) -> str:
+    def checks_html(self) -> str:
         """The "Checks" list as HTML: one ``<details>`` per reference of the paper (:meth:`groups`), whose summary
         counts its claims by status (the badges of *Results at a glance*) and whose table (:meth:`compact_table`
-        of the group, its notes below) has one row per claim. A chapter with more than ``open_max`` claims
-        shows its groups collapsed, so that the list reads as one line per reference of the paper; a shorter
-        one shows them open."""
-        state = "" if len(self.claims) > open_max else " open"
+        of the group, its notes below) has one row per claim. The groups are collapsed, so that the list reads
+        as one line per reference of the paper: each chapter opens with its verdicts, and these are the checks
+        behind them."""
         parts = ['<div class="checks-list">']
         for ref, claims in self.groups():
             rows, notes = self.compact_table(claims=claims)
             n = len(claims)
-            parts.append(f'<details class="glance-group checks-group"{state}><summary class="glance-summary">')
+            parts.append('<details class="glance-group checks-group"><summary class="glance-summary">')
             parts.append(f'<span class="glance-chapter">{escape(ref)}</span>')
             parts.append(f'<span class="glance-n"> — {n} check{"s" if n != 1 else ""}: </span>')
             parts.append(" ".join(_badge_html(s, n) for s, n in badge_counts(claims)))

@@ -36,6 +36,7 @@ __all__ = [
     "method_color",
     "OKABE_ITO",
     "DPI",
+    "PIXEL_DENSITY",
     "MAX_WIDTH",
     "method_style",
     "readable_log_axes",
@@ -57,8 +58,11 @@ OKABE_ITO = {
 }
 #: The colour cycle C0, C1, ...: Okabe-Ito without vermilion (no orange/vermilion pair), black last.
 CYCLE = [OKABE_ITO[k] for k in ("blue", "orange", "bluish green", "reddish purple", "sky blue", "black", "yellow")]
-#: Resolution of the book's figures (dots per inch).
+#: Resolution of the book's figures (dots per inch) at their displayed size.
 DPI = 110
+#: Pixels per displayed pixel of the book's PNGs: 2, "retina" (a figure of w × h displayed pixels is stored
+#: at 2w × 2h and declared w × h, so it stays sharp on high-density screens and when zoomed).
+PIXEL_DENSITY = 2
 #: Widest figure (inches) shown at its own size in the book's text column (about 690 px at 1280 px).
 MAX_WIDTH = 6.25
 _COLUMN_PX = 688
@@ -66,7 +70,8 @@ _COLUMN_PX = 688
 
 def set_style() -> None:
     """One look for every figure of the book: whitegrid, the Okabe-Ito cycle, text of 9.5-11 pt, PNG at
-    :data:`DPI` dpi, 6.2 × 4 inches by default."""
+    :data:`DPI` dpi displayed (stored at :data:`PIXEL_DENSITY` times that in a notebook), 6.2 × 4 inches by
+    default."""
     import matplotlib as mpl
     import seaborn as sns
     from cycler import cycler
@@ -91,6 +96,18 @@ def set_style() -> None:
             "lines.markersize": 5,
         }
     )
+    _notebook_png_density()
+
+
+def _notebook_png_density() -> None:
+    """In a notebook kernel, show figures as PNGs of :data:`PIXEL_DENSITY` × their displayed pixels."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # no IPython: a script saves its figures itself
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina" if PIXEL_DENSITY == 2 else "png")
 
 
 def displayed_font_scale(fig: Any, column_px: int = _COLUMN_PX) -> float:
@@ -258,13 +275,18 @@ def weight_panels(curves, layer: int, suptitle: str | None = None):
     return fig
 
 
-def show_table(rows, digits: int = 3, caption: str | None = None) -> None:
+def show_table(rows, digits: int = 3, caption: str | None = None, folded: bool = False) -> None:
     """Display a table for a reader: a DataFrame or a list of dicts (one per row), floats rounded to
-    ``digits``, a missing value as "–", without the pandas index, under a ``caption`` if given (in a notebook, as HTML; elsewhere, as
-    text)."""
+    ``digits``, a missing value as "–", without the pandas index, under a ``caption`` if given (in a notebook, as
+    HTML; elsewhere, as text). A ``folded`` table is shown collapsed, its caption the line that opens it: the
+    evidence behind a verdict stated above it, out of the reading flow."""
+    from html import escape
+
     import pandas as pd
     from IPython.display import display
 
+    if folded and not caption:
+        raise ValueError("show_table: a folded table needs a caption, the line a reader clicks to open it")
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     cells = [("padding", "0.2em 0.9em"), ("text-align", "right")]
     title = [("text-align", "left"), ("font-weight", "bold"), ("padding", "0.8em 0 0.3em")]
@@ -279,4 +301,9 @@ def show_table(rows, digits: int = 3, caption: str | None = None) -> None:
             ]
         )
     )
-    display(styled.set_caption(caption) if caption else styled)
+    if not folded:
+        display(styled.set_caption(caption) if caption else styled)
+        return
+    html = f'<details class="folded-table"><summary>{escape(str(caption))}</summary>{styled.to_html()}</details>'
+    text = f"{caption}\n{df.to_string(index=False)}"
+    display({"text/html": html, "text/plain": text}, raw=True)

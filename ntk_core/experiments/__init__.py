@@ -246,6 +246,7 @@ def record(
     Result
         As :func:`run`, with provenance in ``meta``.
     """
+    from ._canary import canary_config
     from ._record import record_experiment
 
     config = make_config(name, profile, **overrides)
@@ -259,4 +260,5 @@ def record(
         out=out,
         workers=workers,
         first=first,
+        canary=canary_config(name, config),
     )

@@ -7,17 +7,22 @@ A record lives in ``<root>/<profile>/<experiment>/`` (``root``: the repository's
   read back bit for bit with ``float_precision="round_trip"``), readable in a diff;
 * ``units.json``: one line per unit of work: its key, its compute time in
   seconds and its rows, so that single units can be replayed (:func:`replay`);
-* ``provenance.json``: configuration and its hash, code fingerprint, data sources
-  and their fingerprints, machine, library versions, threads, wall time, the
-  ``git`` commit, and the SHA-256 of ``table.csv`` and ``units.json`` (checked on load);
+* ``canary.csv``: the record's canary, its configuration shrunk to seconds and computed whole
+  (:mod:`~ntk_core.experiments._canary`), replayed bit for bit by ``make test``;
+* ``provenance.json``: configuration and its hash, the code fingerprint of the recording (information),
+  data sources and their fingerprints, machine, library versions, threads, wall time, the ``git`` commit,
+  the SHA-256 of ``table.csv``, ``units.json`` and ``canary.csv`` (checked on load), sealed by the SHA-256 of
+  the whole;
 * ``work/``: the resumable unit store of the recording run (one checksummed
   ``.npz`` per finished unit, through :mod:`ntk_core._store`). Commit it while a
   recording is under way: an interrupted run continues where it stopped.
 
 :func:`recorded` loads a record as a :class:`~ntk_core.experiments.Result`; its
-``meta["stale"]`` is True when the code fingerprint (or the profile's current
-configuration) differs from the recorded one, and ``meta["refresh"]`` is the
-command that records it again. Every file is written atomically through
+``meta["stale"]`` is True when the profile's current configuration differs from the
+recorded one, and ``meta["refresh"]`` is the command that records it again. A record
+is current for the code because it replays: one unit of every unit class
+(:func:`replay`) and its canary, bit for bit, in ``make test``; a change that moves no
+recorded number needs nothing. Every file is written atomically through
 :mod:`ntk_core._store`.
 """
 
@@ -66,8 +71,10 @@ __all__ = [
     "replay",
     "ReplayTooCostly",
     "ArithmeticDiffers",
-    "attest",
     "check_table",
+    "table_differences",
+    "add_canary",
+    "compute_fresh",
     "choose_units",
     "Prefix",
     "PREFIX_EPOCHS",
@@ -111,10 +118,6 @@ def record_dir(name: str, profile: str = "medium", root: str | os.PathLike[str] 
 
 def refresh_command(name: str, profile: str) -> str:
     return f"python -m ntk_core run {name} --profile {profile} --record"
-
-
-def attest_command(name: str, profile: str) -> str:
-    return f"python -m ntk_core attest {name} --profile {profile}"
 
 
 def _git_commit() -> dict[str, Any]:
@@ -198,8 +201,12 @@ def record_experiment(
     out: TextIO | None = None,
     workers: int = 1,
     first: list[dict[str, Any]] | None = None,
+    canary: Any = None,
 ) -> Result:
     """Run ``compute`` on ``config`` with its units stored in the record's ``work/`` folder, then write the record.
+
+    ``canary``: the record's canary configuration (:func:`ntk_core.experiments._canary.canary_config`), computed
+    whole after the record and written beside it (``canary.csv``: :func:`add_canary`).
 
     ``workers`` > 1 computes the units in that many processes at once (``prefetch_units`` in ``_runner.py``).
     ``first``: parts of unit keys (``[{"n": 60000}]``) whose units are computed before all the others
@@ -269,6 +276,9 @@ def record_experiment(
         }
         _store.atomic_write_bytes(folder / "table.csv", table_bytes)
         _store.atomic_write_bytes(folder / "units.json", units_bytes)
+        (folder / "canary.csv").unlink(missing_ok=True)  # an earlier record's: this record's own replaces it
+        if canary is not None:  # the canary that make test replays in seconds, made with the record
+            add_canary(folder, provenance, name, canary)
         # provenance last: a record is complete (and checks) only once it is written
         _write_provenance(folder / "provenance.json", provenance)
         pruned = _prune_work(work, keep=key)
@@ -280,6 +290,30 @@ def record_experiment(
             file=out,
         )
     return recorded(name, profile, root=root)
+
+
+def compute_fresh(name: str, provenance: dict[str, Any], config: Any) -> tuple[bytes, float]:
+    """``config`` of the record's experiment computed whole, every unit fresh, with the record's torch thread
+    count: its table as a record writes it (CSV bytes) and the compute seconds (a canary, :func:`add_canary`)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ntk_fresh_") as tmp:
+        ctx = RunContext(unit_dir=Path(tmp), use_cache=False, identity={"experiment": name, "fresh": True})
+        start = time.perf_counter()
+        table = _compute_as_recorded(name, provenance, config, ctx)
+        seconds = time.perf_counter() - start
+    return _table_csv(_round_trip(table)), seconds
+
+
+def add_canary(folder: Path, provenance: dict[str, Any], name: str, canary: Any) -> float:
+    """Compute the record's canary (the configuration ``canary``) whole, write ``canary.csv`` into ``folder`` and
+    describe it in ``provenance`` (its SHA-256 in ``files``, its configuration and seconds under ``canary``),
+    which the caller then writes, sealed. Returns the canary's compute seconds."""
+    table, seconds = compute_fresh(name, provenance, canary)
+    _store.atomic_write_bytes(folder / "canary.csv", table)
+    provenance["files"]["canary.csv"] = _store.sha256_bytes(table)
+    provenance["canary"] = {"config": _jsonable(canary), "seconds": round(seconds, 2)}
+    return seconds
 
 
 def _prune_work(work: Path, keep: str) -> list[str]:
@@ -369,9 +403,9 @@ def _provenance(folder: Path, name: str, profile: str) -> dict[str, Any]:
                 f"record it again: {again}"
             )
     seal = provenance.get("seal")
-    if seal is None and "arithmetic" in provenance:  # every record since the seal was introduced carries one
+    if seal is None:  # every record carries one
         raise ValueError(f"{path}: its seal is missing (edited by hand?); record it again: {again}")
-    if seal is not None and seal != _seal_of(provenance):
+    if seal != _seal_of(provenance):
         raise ValueError(
             f"{path}: its contents do not match its seal (SHA-256 of the other fields): damaged or edited by hand; "
             f"record it again: {again}"
@@ -407,9 +441,12 @@ def _write_provenance(path: Path, provenance: dict[str, Any]) -> None:
 def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> Result:
     """The recorded result of experiment ``name`` in ``profile``: table and provenance (``meta``).
 
-    ``meta["stale"]`` is True when the code fingerprint or the profile's current configuration differs from
-    the recorded one (``meta["stale_reasons"]`` says which); ``meta["refresh"]`` is the command that records
-    it again. Raises :class:`RecordMissing` when there is no record, ``ValueError`` when it is damaged.
+    ``meta["stale"]`` is True when the profile's current configuration differs from the recorded one
+    (``meta["stale_reasons"]`` says so); ``meta["refresh"]`` is the command that records it again. Whether the
+    current code computes the recorded numbers is not decided here but by replaying them (:func:`replay`, the
+    record's canary: ``make test``); the code fingerprint of the recording (``meta["code"]``) is information.
+    Raises :class:`RecordMissing` when there is no record, ``ValueError`` when it is damaged (its seal, or the
+    SHA-256 of ``table.csv`` or ``units.json``, does not match).
     """
     from . import get
 
@@ -418,14 +455,10 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
     provenance = _provenance(folder, name, profile)
     table_bytes = _read_verified(folder, "table.csv", provenance)
     table = pd.read_csv(io.BytesIO(table_bytes), float_precision="round_trip")
+    _read_verified(folder, "units.json", provenance)  # an edited or missing units.json shows here too
+    if "canary.csv" in provenance["files"]:
+        _read_verified(folder, "canary.csv", provenance)
     reasons = []
-    current_code = code_fingerprint(name)
-    attested = [a for a in provenance.get("attested", []) if isinstance(a, dict) and a.get("code") == current_code]
-    if provenance.get("code") != current_code and not attested:
-        reasons.append(
-            f"code fingerprint {provenance.get('code')} differs from the current {current_code} (and no replay "
-            f"attests that it computes the same numbers: `{attest_command(name, profile)}`)"
-        )
     try:
         from . import make_config
 
@@ -442,7 +475,6 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
         "recorded": True,
         "cached": True,
         "record_dir": str(folder),
-        "attested_by": attested[-1] if attested and provenance.get("code") != current_code else None,
     }
     return Result(table, meta)
 
@@ -451,7 +483,8 @@ def summary(result: Result) -> str:
     """Lines for people: what was recorded, where, when, on what, and whether it is stale."""
     m = result.meta
     lines = [
-        f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']}, code {m['code']})",
+        f"experiment: {m['experiment']} (profile {m['profile']}, config {m['config_hash']}; code fingerprint at "
+        f"recording {m['code']})",
         f"recorded: {m.get('recorded_at')} at git commit {m.get('git', {}).get('commit')}",
         f"device: {m['device']} ({m['machine'].get('processor')}, {m['machine'].get('cpu_count')} CPU core(s), "
         f"{m['machine'].get('torch_threads')} torch thread(s))",
@@ -464,6 +497,13 @@ def summary(result: Result) -> str:
     lines.append(
         f"wall time: {m['wall_time_s']:.1f} s (units: {m['units']}, {m['unit_seconds_total']:.1f} s "
         f"of unit compute in all)"
+    )
+    canary = m.get("canary")
+    lines.append(
+        f"canary: {canary['seconds']:.1f} s to compute, replayed byte for byte by `python -m ntk_core replay "
+        f"{m['experiment']} --canary`"
+        if isinstance(canary, dict)
+        else f"canary: none yet (made before canaries): `python -m ntk_core replay {m['experiment']} --canary --record`"
     )
     if m["stale"]:
         lines.append("STALE: " + "; ".join(m["stale_reasons"]) + f". Refresh: {m['refresh']}")
@@ -625,6 +665,21 @@ class ArithmeticDiffers(Exception):
     or other pins): its numbers would differ in the last bits, and training amplifies them."""
 
 
+def require_arithmetic(name: str, provenance: dict[str, Any]) -> None:
+    """Raise :class:`ArithmeticDiffers` unless this process computes in the record's arithmetic, saying what a
+    user can do: in Python, run the command (it restarts itself with the record's pins); from the command, which
+    did that already, only a CPU like the recording's can."""
+    why = _arithmetic.mismatch(_arithmetic.of_record(provenance))
+    if why is None:
+        return
+    cpu = provenance.get("machine", {}).get("processor") or "CPU"
+    if os.environ.get("NTK_CORE_REEXEC"):  # the command restarted in the record's pins already: the CPU differs
+        advice = f"replay it on a machine like the recording's ({cpu})"
+    else:
+        advice = f"`python -m ntk_core replay {name}` restarts itself with the record's pins; failing that, replay it on a machine like the recording's ({cpu})"
+    raise ArithmeticDiffers(f"this process cannot compute in the arithmetic of the {name} record ({why}): {advice}")
+
+
 class ReplayTooCostly(Exception):
     """Every unit that :func:`replay` could choose took longer than its ``max_seconds`` budget when recorded."""
 
@@ -649,7 +704,7 @@ class Prefix:
     amplified by training yet after a few epochs, so the comparison is exact, not within a tolerance: a last-bit
     difference of the weights shows in the losses and distances of the rows. What a prefix replay does not check
     is what only the later epochs run (the end of the run, the measures at its quarter, half and end, the
-    selection among epochs): a whole replay (:func:`replay` without ``prefix``, :func:`attest`) does.
+    selection among epochs): a whole replay (:func:`replay` without ``prefix``) and the canary do.
     """
 
     parts: tuple[str, ...]
@@ -688,7 +743,7 @@ class RowCut:
     config, and those rows are compared (within the replay's tolerance, as a whole unit's: BLAS may split a
     factorisation otherwise on another thread count). An experiment declares it in its module as a dict
     ``REPLAY_ROWS = {"column": ..., "keep": (...), "cut": function of the config, "what": what the cut leaves}``. What it does not check is what
-    only the left-out rows run: a whole replay (:func:`replay` without ``prefix``, :func:`attest`) does.
+    only the left-out rows run: a whole replay (:func:`replay` without ``prefix``) and the canary do.
     """
 
     column: str
@@ -840,12 +895,7 @@ def replay(
 
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
-    why = _arithmetic.mismatch(_arithmetic.of_record(provenance))
-    if why is not None:
-        raise ArithmeticDiffers(
-            f"this process cannot compute in the arithmetic of the {name} record ({why}); "
-            f"`python -m ntk_core replay {name} --profile {profile}` starts a process that can"
-        )
+    require_arithmetic(name, provenance)
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     recorded_units = {_canon(u["key"]): u["rows"] for u in units_list}
     config = _config_from(name, provenance)
@@ -903,12 +953,6 @@ def _compute_as_recorded(name: str, provenance: dict[str, Any], config: Any, ctx
 #: how far the table of a record made before the arithmetic was pinned may be from the one its units give
 LEGACY_TABLE_RTOL = 1e-9
 
-#: how far a replay may be from a record made before the arithmetic was pinned for :func:`attest` to accept it:
-#: without its reproducible mode MKL depends on memory alignment, and the *unchanged* code differs from such a
-#: record in the last bit of what it computes beside the units (Setting 1's learning rate, from an eigenvalue of
-#: its NTK: 3e-16 relative), so bit-identity cannot be asked of it; a pinned record is attested bit for bit
-LEGACY_ATTEST_RTOL = 1e-9
-
 
 def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> list[str]:
     """Differences between a record's ``table.csv`` and the table its ``units.json`` gives (``[]``: none).
@@ -922,9 +966,7 @@ def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[s
     """
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
-    why = _arithmetic.mismatch(_arithmetic.of_record(provenance))
-    if why is not None:
-        raise ArithmeticDiffers(f"this process cannot compute in the arithmetic of the {name} record ({why})")
+    require_arithmetic(name, provenance)
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     table_bytes = _read_verified(folder, "table.csv", provenance)
     ctx = _ReplayContext(
@@ -936,18 +978,25 @@ def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[s
     header = table_bytes.split(b"\n", 1)[0].decode().split(",")
     if sorted(header) == sorted(map(str, table.columns)):  # rows read back from JSON have their keys sorted
         table = table[header]
-    if _table_csv(table) == table_bytes:
-        return []
     # not byte for byte: a record made before the arithmetic was pinned may differ in the last bits of what it
     # computes beside its units (MKL without its reproducible mode depends on memory alignment: 4e-16 to 2e-15
     # relative measured on Setting 1's KRR rows), so it is compared to ``LEGACY_TABLE_RTOL``; a pinned one exactly
     rtol = 0.0 if isinstance(provenance.get("arithmetic"), dict) else LEGACY_TABLE_RTOL
-    old = pd.read_csv(io.BytesIO(table_bytes), float_precision="round_trip")
-    new = pd.read_csv(io.BytesIO(_table_csv(table)), float_precision="round_trip")
+    return table_differences(table_bytes, _table_csv(table), rtol=rtol)
+
+
+def table_differences(recorded_csv: bytes, fresh_csv: bytes, rtol: float = 0.0) -> list[str]:
+    """Differences between two tables written as a record writes its ``table.csv`` (``[]``: none): nothing when
+    they are equal byte for byte, else their shapes, or each cell whose numbers differ beyond ``rtol`` (relative)
+    or whose other values differ (at most 20)."""
+    if recorded_csv == fresh_csv:
+        return []
+    old = pd.read_csv(io.BytesIO(recorded_csv), float_precision="round_trip")
+    new = pd.read_csv(io.BytesIO(fresh_csv), float_precision="round_trip")
     if list(old.columns) != list(new.columns) or old.shape != new.shape:
         return [
-            f"table.csv has columns {list(old.columns)} and {len(old)} rows, the units give {list(new.columns)} "
-            f"and {len(new)} rows"
+            f"the recorded table has columns {list(old.columns)} and {len(old)} rows, this code gives "
+            f"{list(new.columns)} and {len(new)} rows"
         ]
     problems = []
     for col in old.columns:
@@ -956,62 +1005,7 @@ def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[s
             bad = ~np.isclose(a_.astype(float), b_.astype(float), rtol=rtol, atol=0.0, equal_nan=True)
         else:
             bad = np.array([x != y and not (pd.isna(x) and pd.isna(y)) for x, y in zip(a_, b_)], dtype=bool)
-        problems += [f"row {i} {col}: table.csv {a_[i]!r}, the units give {b_[i]!r}" for i in np.flatnonzero(bad)]
+        problems += [f"row {i} {col}: recorded {a_[i]!r}, this code gives {b_[i]!r}" for i in np.flatnonzero(bad)]
+    if not problems and rtol == 0.0:  # equal numbers written differently (a number's format, say)
+        problems = ["the tables hold the same values but are not written byte for byte alike"]
     return problems[:20]
-
-
-# --------------------------------------------------------------------------- attest
-
-
-def attest(
-    name: str,
-    profile: str = "medium",
-    *,
-    seed: int = 0,
-    root: str | os.PathLike[str] | None = None,
-    max_seconds: float | None = None,
-) -> list[UnitCheck]:
-    """Prove by replay that the current code computes the record's numbers, and write that into its provenance.
-
-    A record is keyed by the fingerprint of the code that computed it, so any edit of that code (a refactor, a
-    moved function) makes it stale. ``attest`` replays one unit of every :func:`unit_class` of the record under
-    the current code, in the record's arithmetic, and compares every number **bit for bit** (``tol=0``; a record
-    made before the arithmetic was pinned to :data:`LEGACY_ATTEST_RTOL`, since not even the unchanged code
-    reproduces its last bits; so is one made without the pins). When all
-    are identical it appends ``{"code": <current fingerprint>, "replayed": [...], "seed", "git", "at"}`` to the
-    provenance's ``attested`` list, and :func:`recorded` treats the record as current for that code; when any
-    differs nothing is written and the returned checks say which unit and which number. A record that is current
-    already is left as it is (returns ``[]``). Raises ``ValueError`` when the profile's configuration changed
-    (another configuration is another experiment: record it again) and :class:`ArithmeticDiffers` when this
-    process cannot compute in the record's arithmetic (``python -m ntk_core attest`` starts one that can).
-    """
-    result = recorded(name, profile, root=root)
-    code = code_fingerprint(name)
-    if not result.meta["stale"]:
-        return []
-    if any("configuration" in reason for reason in result.meta["stale_reasons"]):
-        raise ValueError(
-            f"the {profile} configuration of {name} changed since it was recorded: a replay cannot attest another "
-            f"configuration; record it again: {refresh_command(name, profile)}"
-        )
-    tol = 0.0 if _arithmetic.was_pinned(_arithmetic.of_record(result.meta)) else LEGACY_ATTEST_RTOL
-    checks = replay(name, profile, seed=seed, root=root, per_class=True, tol=tol, max_seconds=max_seconds)
-    if any(c.problems for c in checks):
-        return checks
-    folder = record_dir(name, profile, root)
-    path = folder / "provenance.json"
-    with _store.file_lock(folder / "provenance.lock"):
-        provenance = _provenance(folder, name, profile)
-        provenance.setdefault("attested", []).append(
-            {
-                "code": code,
-                "replayed": [c.key for c in checks],
-                "seed": seed,
-                "tolerance": tol,
-                "git": _git_commit(),
-                "arithmetic": _arithmetic.current(),
-                "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-        )
-        _write_provenance(path, provenance)
-    return checks

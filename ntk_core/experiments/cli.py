@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
         return cli_kernels.bound(args)
     if args.command == "kernel":
         return cli_kernels.kernel(args)
-    if args.command in ("replay", "attest"):
+    if args.command == "replay":
         return _replay(args, reexec, argv)
 
     if args.command == "show":
@@ -133,7 +133,13 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
             raise ValueError(f"bad --set value: {err}") from None
         if args.record and reexec and not _arithmetic.pinned() and os.environ.get(_REEXEC) is None:
             _restart(_arithmetic.environment(_arithmetic.PINS), argv)
-        runner = functools.partial(record_experiment, first=first) if args.record else run_experiment
+        runner: typing.Callable[..., typing.Any]
+        if args.record:
+            from ._canary import canary_config
+
+            runner = functools.partial(record_experiment, first=first, canary=canary_config(args.experiment, config))
+        else:
+            runner = run_experiment
         result = runner(
             args.experiment,
             config,
@@ -157,61 +163,114 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     return 0
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, got {text!r}")
+    return value
+
+
+def _unit_key(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        key = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(
+            f'takes a unit\'s key as a JSON object, such as \'{{"noise": 0.2, "seed": 0}}\' (copy it from '
+            f"units.json or from replay's output); {text!r} is not JSON ({err})"
+        ) from None
+    if not isinstance(key, dict):
+        raise argparse.ArgumentTypeError(f"takes a unit's key as a JSON object, got {text!r}")
+    return key
+
+
 def _replay_parser(sub: Any) -> None:
     replay = sub.add_parser(
         "replay",
-        help="re-run units of a recorded result in its arithmetic and compare them with the record",
+        help="re-run units of a recorded result (or its canary) in its arithmetic and compare them with the record",
         description="Re-run units of the record of an experiment (one of every unit class by default, or --key) "
         "in a process with the record's arithmetic (ntk_core.experiments._arithmetic) and compare them with the "
-        "recorded rows. Exit status: 0 equal, 1 a unit differs, 2 bad input, 3 this machine cannot compute in the "
-        "record's arithmetic, 4 this machine loads other data than the record.",
+        "recorded rows; --canary computes the record's canary whole and compares it byte for byte. A record is "
+        "current for the code when its replays and its canary are equal. Exit status: 0 equal, 1 a unit (or the "
+        "canary, or the table) differs, 2 bad input, 3 this machine cannot compute in the record's arithmetic, "
+        "4 this machine loads other data than the record.",
     )
     replay.add_argument(
-        "--key", dest="keys", action="append", default=None, metavar="JSON", help="replay exactly this unit; repeatable"
+        "--key",
+        dest="keys",
+        action="append",
+        default=None,
+        type=_unit_key,
+        metavar="JSON",
+        help="replay exactly this unit (its key in units.json); repeatable",
     )
-    replay.add_argument("--max-seconds", type=float, default=None, help="budget in recorded compute seconds")
+    replay.add_argument(
+        "--max-seconds", type=_positive_seconds, default=None, help="budget in recorded compute seconds (> 0)"
+    )
     replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
-    replay.add_argument(
+    what = replay.add_mutually_exclusive_group()
+    what.add_argument(
         "--prefix",
         action="store_true",
         help="train each unit of an experiment with per-epoch rows for its first epochs only and compare those "
         "rows bit for bit; of bound_scale, compute the rows at the leading λ only (much cheaper; what only the "
-        "later epochs or the left-out rows run is not checked)",
+        "later epochs or the left-out rows run is not checked: the canary does)",
     )
-    replay.add_argument(
+    what.add_argument(
         "--table",
         action="store_true",
         help="instead of units: check that table.csv is the table the recorded units give (nothing is trained)",
     )
-    attest = sub.add_parser(
-        "attest",
-        help="prove by replay that the current code computes a stale record's numbers, bit for bit, and say so in it",
-        description="Replay one unit of every unit class of a record whose code fingerprint changed, in the "
-        "record's arithmetic, and compare every number bit for bit; when all are identical, write into its "
-        "provenance that the current code is attested (the record is current again). Exit status: 0 attested "
-        "(or current already), 1 a unit differs (the record stays stale: record it again), 2 bad input, 3 other "
-        "arithmetic, 4 other data.",
+    what.add_argument(
+        "--canary",
+        action="store_true",
+        help="instead of units: compute the record's canary (its configuration shrunk to seconds) whole and "
+        "compare it with canary.csv byte for byte",
     )
-    for command in (replay, attest):
-        command.add_argument("experiment", choices=EXPERIMENTS)
-        command.add_argument("--profile", choices=PROFILES, default="medium")
-        command.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
+    replay.add_argument(
+        "--record",
+        action="store_true",
+        help="with --canary: add its canary to a record made before canaries (never written over one)",
+    )
+    replay.add_argument("experiment", choices=EXPERIMENTS)
+    replay.add_argument("--profile", choices=PROFILES, default="medium")
+    replay.add_argument("--seed", type=int, default=0, help="draws the unit of each class (default 0)")
 
 
 def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> int:
     """``replay``: restart in the record's arithmetic when this process is not in it (if ``reexec``)."""
     import json
 
-    from ._record import ArithmeticDiffers, DataDiffer, attest, check_table, record_dir, replay
+    from . import _canary
+    from ._record import ArithmeticDiffers, DataDiffer, ReplayTooCostly, check_table, record_dir, replay
 
+    if args.record and not args.canary:
+        print("error: --record adds a canary: use it with --canary", file=sys.stderr)
+        return 2
+    if args.json is not None and not args.json.parent.is_dir():
+        print(f"error: --json {args.json}: its folder {args.json.parent} does not exist", file=sys.stderr)
+        return 2
     try:
         recorded(args.experiment, args.profile)
-        keys = [json.loads(k) for k in args.keys] if getattr(args, "keys", None) else None
     except (RecordMissing, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     folder = record_dir(args.experiment, args.profile)
     provenance = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    if args.keys:
+        known = {json.dumps(u["key"], sort_keys=True) for u in json.loads((folder / "units.json").read_text())}
+        unknown = [k for k in args.keys if json.dumps(k, sort_keys=True) not in known]
+        if unknown:
+            print(
+                f"error: --key {json.dumps(unknown[0], sort_keys=True)}: no unit of the {args.experiment} record has "
+                f"this key (the keys are in {folder / 'units.json'})",
+                file=sys.stderr,
+            )
+            return 2
     env = _arithmetic.environment(_arithmetic.of_record(provenance))
     threads = provenance.get("machine", {}).get("OMP_NUM_THREADS")  # OpenBLAS's threads (torch's are set apart)
     if threads is not None:
@@ -220,27 +279,36 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
     if reexec and any(env.get(v) != os.environ.get(v) for v in names) and _REEXEC not in os.environ:
         _restart(env, argv)
     outcome: dict[str, Any] = {"experiment": args.experiment, "arithmetic": _arithmetic.current(), "checks": []}
+    checks: list[Any] = []
     try:
-        if getattr(args, "table", False):
+        if args.table:
             problems = check_table(args.experiment, args.profile)
             print(f"{args.experiment} table.csv: " + ("the units give it" if not problems else "; ".join(problems)))
             outcome["table_problems"] = problems
-            checks = []
-        elif args.command == "attest":
-            checks = attest(args.experiment, args.profile, seed=args.seed)
-            if not checks:
-                print(f"{args.experiment}: the record is current for this code (nothing to attest)")
+        elif args.canary and args.record:
+            seconds = _canary.record_canary(args.experiment, args.profile)
+            print(f"{args.experiment}: canary recorded ({seconds:.1f} s) in {folder / 'canary.csv'}")
+        elif args.canary:
+            problems = _canary.check_canary(args.experiment, args.profile)
+            print(
+                f"{args.experiment} canary: "
+                + ("equal, byte for byte" if not problems else "DIFFERS: " + "; ".join(problems))
+            )
+            outcome["table_problems"] = problems
         else:
             checks = replay(
                 args.experiment,
                 args.profile,
                 seed=args.seed,
-                keys=keys,
+                keys=args.keys,
                 max_seconds=args.max_seconds,
                 per_class=True,
                 prefix=args.prefix,
             )
-    except ValueError as err:
+    except ReplayTooCostly as err:
+        print(f"error: --max-seconds {args.max_seconds:g}: {err}", file=sys.stderr)
+        return 2
+    except (ValueError, FileExistsError, _canary.CanaryMissing) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except ArithmeticDiffers as err:
@@ -259,9 +327,7 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
             print(f"{args.experiment} unit {json.dumps(check.key, sort_keys=True)}: {verdict}")
         outcome["checks"] = [{"key": c.key, "problems": c.problems, "epochs": c.epochs} for c in checks]
         status = 1 if any(c.problems for c in checks) or outcome.get("table_problems") else 0
-        if args.command == "attest" and checks:
-            print(f"{args.experiment}: " + ("NOT attested: the record stays stale" if status else "attested: current"))
-    if getattr(args, "json", None) is not None:
+    if args.json is not None:
         args.json.write_text(json.dumps(outcome, indent=1) + "\n", encoding="utf-8")
     return status
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from ntk_core.bookkit.plots import DPI as FIGURE_DPI
+from ntk_core.bookkit.plots import DPI, PIXEL_DENSITY
 
 CHROMIUM = "/usr/bin/chromium"
 #: Viewport widths (px) at which the display widths are checked.
@@ -199,9 +199,11 @@ _RAW_HEADERS_JS = """
   .filter(text => /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/.test(text))
 """
 
-# A figure's smallest text as shown: the book's figures are PNGs at ``FIGURE_DPI`` with no text under
+# A figure's smallest text as shown: the book's figures are PNGs at ``FIGURE_DPI`` (their displayed
+# resolution times the pixel density they are stored at) with no text under
 # ``MIN_FIGURE_PT`` (the style's smallest size is 9.5 pt; a chapter may set 8 pt, never less: test_profile_plots),
 # and the page shrinks a figure wider than its column, its text with it.
+FIGURE_DPI = DPI * PIXEL_DENSITY
 MIN_TEXT_PX = 9
 MIN_FIGURE_PT = 8
 _SMALL_TEXT_JS = """

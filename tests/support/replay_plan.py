@@ -8,10 +8,12 @@ by ``conftest.py`` unless given). A unit of an experiment with per-epoch rows (S
 **prefix**: its first epochs only, compared bit for bit (``experiments._record.Prefix``), and a unit of
 ``bound_scale`` by its rows at the leading λ (``experiments._record.RowCut``: two or three factorisations of
 K + λ²I instead of one per λ of the grid), which is what makes every class affordable in ``make test``;
-``NTK_REPLAY_WHOLE=1`` (``make replay``) replays whole units instead, as ``python -m ntk_core attest`` does. ``NTK_REPLAY_MAX_S`` (seconds of recorded compute over all records, a prefix
-counted by its share of the run) replays a sample of the classes within that budget instead of all of them. Each
-unit is replayed by ``python -m ntk_core replay`` in a process of its own, one thread each, two at a time, longest
-first; each record's ``table.csv`` is checked too.
+``NTK_REPLAY_WHOLE=1`` (``make replay``) replays whole units instead. ``NTK_REPLAY_MAX_S`` (seconds of recorded
+compute over all records, a prefix counted by its share of the run) replays a sample of the classes within that
+budget instead of all of them. Each unit is replayed by ``python -m ntk_core replay`` in a process of its own, one
+thread each, two at a time, longest first; each record's ``table.csv`` is checked too, and each record's
+**canary** (its configuration shrunk to seconds: every code path, late epochs and rows computed beside the units
+included) is computed whole and compared byte for byte.
 """
 
 from __future__ import annotations
@@ -39,10 +41,17 @@ def replay_seed() -> int:
     return int(os.environ["NTK_REPLAY_SEED"])
 
 
-def _replay_cli(name: str, key: dict | None, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
-    """``python -m ntk_core replay <name> --key <key>`` (``key=None``: ``--table``) in a process of its own: exit
-    status, its JSON, its stderr."""
-    which = ["--table"] if key is None else ["--key", json.dumps(key), *([] if REPLAY_WHOLE else ["--prefix"])]
+#: the key of a record's canary job (``key=None`` is its table check)
+CANARY = "canary"
+
+
+def _replay_cli(name: str, key: dict | str | None, out: str, env: dict[str, str]) -> tuple[int, dict, str]:
+    """``python -m ntk_core replay <name> --key <key>`` (``key=None``: ``--table``; :data:`CANARY`: ``--canary``)
+    in a process of its own: exit status, its JSON, its stderr."""
+    if key is None or key == CANARY:
+        which = ["--table" if key is None else "--canary"]
+    else:
+        which = ["--key", json.dumps(key), *([] if REPLAY_WHOLE else ["--prefix"])]
     done = subprocess.run(
         [sys.executable, "-m", "ntk_core", "replay", name, *which, "--json", out],
         env=env,
@@ -57,7 +66,7 @@ def _replay_cli(name: str, key: dict | None, out: str, env: dict[str, str]) -> t
 @pytest.fixture(scope="session")
 def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     """The chosen units of every record, replayed two at a time, longest first: {name: [(key, future)]} (or a
-    reason), each record's table check (key ``None``) included."""
+    reason), each record's table check (key ``None``) and canary (key :data:`CANARY`) included."""
     from ntk_core import experiments
     from ntk_core.experiments._record import RecordMissing, choose_across, prefix_of_record, record_dir, recorded
 
@@ -79,7 +88,9 @@ def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     jobs = []
     for name, units in chosen.items():
         plans[name] = []
+        canary = recorded(name, "medium").meta.get("canary") or {}
         jobs += [(u["seconds"] or 0.0, name, u["key"]) for u in units] + [(0.0, name, None)]  # None: its table
+        jobs.append((float(canary.get("seconds", 0.0)), name, CANARY))
     pool = ThreadPoolExecutor(max_workers=2)
     for i, (_, name, key) in enumerate(sorted(jobs, key=lambda j: -j[0])):
         future: Future = pool.submit(_replay_cli, name, key, str(folder / f"{name}-{i}.json"), env)

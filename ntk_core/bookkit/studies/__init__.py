@@ -11,9 +11,10 @@ solves a regression (:mod:`ntk_core.krr`): the studies *measure*.
 * :mod:`~ntk_core.bookkit.studies.wide`: wide networks against their kernel (width sweeps, Theorem 4.1's
   training against KRR, the difference trick);
 * :mod:`~ntk_core.bookkit.studies.scaling`: power-law fits, and the growth of the bounds up to the full data;
-* :mod:`~ntk_core.bookkit.studies.own_loop`: RDI and AUX in a user's own training loop.
+* :mod:`~ntk_core.bookkit.studies.own_loop`: RDI and AUX in a user's own training loop;
+* :mod:`~ntk_core.bookkit.studies.tasks`: the "5" vs "8" task that Section 5's chapters measure on.
 
-The functions of the first four are re-exported here (``from ntk_core.bookkit import studies``;
+The functions of the first four, and the task, are re-exported here (``from ntk_core.bookkit import studies``;
 ``studies.lemma_monte_carlo(...)``).
 """
 
@@ -30,9 +31,12 @@ from .lemmas import (
     ridge_fit,
 )
 from .scaling import bound_growth, growth_fit, loglog_slope
+from .tasks import FiveVsEight, five_vs_eight
 from .wide import TrainVsKRR, WidthSweep, initial_output_effect, ntk_width_sweep, train_vs_krr
 
 __all__ = [
+    "FiveVsEight",
+    "five_vs_eight",
     "additive_test_loss",
     "binary_error_grid",
     "mean_noisy_onehot",
