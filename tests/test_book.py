@@ -108,15 +108,6 @@ def test_every_paper_figure_is_captioned_with_its_paper_number(site):
 
 #: the tallest a page may be at 1280 px, in px
 MAX_PAGE_PX = 12_000
-#: pages still taller than MAX_PAGE_PX (measured 2026-12-07, full data: 17,581, 16,486, 14,030, 13,219, 12,031 px),
-#: each with a ceiling a little above its height so that it cannot grow unnoticed
-TALL_PAGES = {
-    "book/additive_noise.html": 18_500,
-    "book/experiments_cifar.html": 17_500,
-    "book/experiments_setting3.html": 15_000,
-    "book/tightness.html": 14_000,
-    "book/ntk_regime.html": 13_000,
-}
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (make test installs it)")
@@ -129,12 +120,8 @@ def test_pages_in_headless_chromium(site):
     assert not problems, problems
     by_path = {r.path: r for r in reports}
     # a reader finds what a page says without scrolling through screens of it: at most MAX_PAGE_PX at 1280 px (the
-    # API reference apart); the pages listed in TALL_PAGES are still above it (an open item) and must not grow
-    tall = {
-        r.path: r.height
-        for r in reports
-        if not r.path.startswith("book/api") and r.height > TALL_PAGES.get(r.path, MAX_PAGE_PX)
-    }
+    # API reference apart)
+    tall = {r.path: r.height for r in reports if not r.path.startswith("book/api") and r.height > MAX_PAGE_PX}
     assert not tall, tall
     # pages with equations show MathJax output, and the chapters' figures are real images
     assert by_path["book/intro.html"].typeset_elements > 0

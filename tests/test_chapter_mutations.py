@@ -14,7 +14,9 @@ must fail. The bugs:
 Without a bug the same chapters pass: that is the book build itself (``make book``).
 Measured on the development machine, the asserts that catch them: ridge λ for λ² —
 the Monte Carlo checks of the proofs' mean-zero steps (E f*(X) = K(K + λ²I)⁻¹E ỹ with
-E ỹ = y, (1 − 2p)y and Q; |z| of 30–100 against a threshold of 5); kernel × 2 — the
+E ỹ = y, (1 − 2p)y and Q; |z| of 30–100 against a threshold of 5), and in the chapter on Theorem 5.1 as n grows
+the predictor f* against numpy's own solve of (K + λ²I)α = y (its checks are inequalities that a wrong ridge
+leaves standing); kernel × 2 — the
 identity k(t) = t/4 + t·arcsin(t)/(2π) from which each non-vacuous section reads its
 a-priori constant for yᵀK⁻¹y, and (Theorem 5.1's chapter) the constant of its premise, tr K/n = k(x, x) = 1/2.
 """

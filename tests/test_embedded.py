@@ -32,6 +32,7 @@ CHAPTERS = [
     "experiments_difference_trick",
     "own_loop",
     "experiments_cifar",
+    "experiments_weights",
     "experiments_setting3",
     "multiclass",
     "additive_noise",
@@ -107,7 +108,7 @@ def test_every_chapter_runs_on_the_embedded_subset_with_no_data_folder_and_no_ne
     print(f"chapters on the embedded subset, seconds: {seconds}")
     assert not failures, "\n\n".join(failures)
     # the data the chapters used is the embedded subset, and CIFAR-10's sections say they were not run
-    for chapter in ("experiments_cifar", "experiments_setting3"):
+    for chapter in ("experiments_cifar", "experiments_weights", "experiments_setting3"):
         cifar = statuses[chapter]
         assert cifar and all(status == "not run" for _, _, status, _ in cifar), (chapter, cifar)
     # Theorem 4.1's RDI-against-AUX claim: first on the live run (the embedded 200 test images), then on the record

@@ -443,7 +443,7 @@ def recorded(name: str, profile: str = "medium", *, root: str | os.PathLike[str]
 
     ``meta["stale"]`` is True when the profile's current configuration differs from the recorded one
     (``meta["stale_reasons"]`` says so); ``meta["refresh"]`` is the command that records it again. Whether the
-    current code computes the recorded numbers is not decided here but by replaying them (:func:`replay`, the
+    current code computes the recorded numbers is not decided here but by replaying them (``python -m ntk_core replay``, the
     record's canary: ``make test``); the code fingerprint of the recording (``meta["code"]``) is information.
     Raises :class:`RecordMissing` when there is no record, ``ValueError`` when it is damaged (its seal, or the
     SHA-256 of ``table.csv`` or ``units.json``, does not match).

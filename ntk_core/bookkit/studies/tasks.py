@@ -6,6 +6,10 @@ and ``8``\\s (half of each, shuffled, so that its first ``n`` images are a sampl
 norm √d, so that the Setting-1 kernel has ``k(x, x) = 1/2`` and ``tr K = n/2``). Sizes are capped by the data at
 hand: with the full MNIST nothing changes, with the embedded subset (400 training and 100 test digits per
 class) the chapters still run, on fewer images.
+
+The whole task, every "5" and "8" of a split with its ±1 labels, is the library's
+:func:`ntk_core.data.mnist_5_vs_8`; this module draws the chapters' balanced, nested samples from it the way the
+chapters always have (:func:`ntk_core.data.sample_classes` on the split's labels, so their numbers stay put).
 """
 
 from __future__ import annotations
