@@ -985,6 +985,15 @@ def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[s
     return table_differences(table_bytes, _table_csv(table), rtol=rtol)
 
 
+def _cell_text(value: Any) -> str:
+    """A table cell for people: a number as Python writes a float (every digit that reads back), else its repr."""
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
+    return repr(value)
+
+
 def table_differences(recorded_csv: bytes, fresh_csv: bytes, rtol: float = 0.0) -> list[str]:
     """Differences between two tables written as a record writes its ``table.csv`` (``[]``: none): nothing when
     they are equal byte for byte, else their shapes, or each cell whose numbers differ beyond ``rtol`` (relative)
@@ -1005,7 +1014,10 @@ def table_differences(recorded_csv: bytes, fresh_csv: bytes, rtol: float = 0.0) 
             bad = ~np.isclose(a_.astype(float), b_.astype(float), rtol=rtol, atol=0.0, equal_nan=True)
         else:
             bad = np.array([x != y and not (pd.isna(x) and pd.isna(y)) for x, y in zip(a_, b_)], dtype=bool)
-        problems += [f"row {i} {col}: recorded {a_[i]!r}, this code gives {b_[i]!r}" for i in np.flatnonzero(bad)]
+        problems += [
+            f"row {i} {col}: recorded {_cell_text(a_[i])}, this code gives {_cell_text(b_[i])}"
+            for i in np.flatnonzero(bad)
+        ]
     if not problems and rtol == 0.0:  # equal numbers written differently (a number's format, say)
         problems = ["the tables hold the same values but are not written byte for byte alike"]
     return problems[:20]
