@@ -10,6 +10,7 @@ from torch import nn
 
 from ntk_core import empirical_ntk
 from ntk_core.ntk import choices, forget_choices, gram
+from ntk_oracle import autograd_ntk
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -52,18 +53,6 @@ def chosen(monkeypatch):
 
     monkeypatch.setattr(gram, "_estimates", counting)
     return made
-
-
-def _oracle(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The trace kernel from explicit per-example Jacobians (float64, autograd row by row)."""
-    rows = []
-    model = model.double()
-    for xi in x:
-        out = model(xi[None]).reshape(-1)
-        grads = [torch.autograd.grad(o, list(model.parameters()), retain_graph=True) for o in out]
-        rows.append(torch.stack([torch.cat([g.reshape(-1) for g in gs]) for gs in grads]))
-    J = torch.stack(rows)  # (n, O, P)
-    return torch.einsum("iop,jop->ij", J, J)
 
 
 def test_a_later_kernel_of_the_same_signature_names_the_kept_method_bit_for_bit(chosen):
@@ -119,7 +108,7 @@ def test_outputs_counted_at_every_call_choose_again_and_give_the_right_kernel(ch
     K = empirical_ntk(model, x)
     assert chosen == ["jacobian", "jacobian"]
     assert K.shape == (6, 6)
-    torch.testing.assert_close(K.double(), _oracle(model, x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(K.double(), autograd_ntk(model, x, x, "trace"), rtol=1e-5, atol=1e-6)
 
 
 def test_structured_is_chosen_at_every_call(chosen):

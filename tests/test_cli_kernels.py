@@ -15,6 +15,7 @@ from ntk_core import bounds
 from ntk_core.__main__ import main
 from ntk_core.infinite import relu_ntk
 from ntk_core.noise import symmetric_transition
+from ntk_oracle import autograd_ntk
 
 MODELS = textwrap.dedent(
     """
@@ -41,19 +42,6 @@ def user_models(tmp_path, monkeypatch):
     sys.modules.pop("my_models", None)
 
 
-def _explicit_ntk(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
-    """Σ_h J_h J_hᵀ from the Jacobian of every output by autograd, one example at a time, in float64."""
-    model = model.double()
-    params = list(model.parameters())
-    rows = []
-    for xi in x.double():
-        out = model(xi[None])[0]
-        grads = [torch.autograd.grad(out[h], params, retain_graph=True) for h in range(out.shape[0])]
-        rows.append(torch.stack([torch.cat([g.reshape(-1) for g in gs]) for gs in grads]))
-    J = torch.stack(rows)
-    return torch.einsum("ihp,jhp->ij", J, J).numpy()
-
-
 def test_gram_of_a_users_model_without_a_checkpoint_folder(user_models, capsys):
     x = torch.randn(9, 5, generator=torch.Generator().manual_seed(1))
     np.save(user_models / "x.npy", x.numpy())
@@ -63,7 +51,9 @@ def test_gram_of_a_users_model_without_a_checkpoint_folder(user_models, capsys):
     assert "my_models:make" in capsys.readouterr().out
     import my_models
 
-    np.testing.assert_allclose(np.load(out), _explicit_ntk(my_models.make(), x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        np.load(out), autograd_ntk(my_models.make(), x, x, "trace").numpy(), rtol=1e-10, atol=1e-12
+    )
     assert sorted(p.name for p in user_models.iterdir() if not p.name.startswith("__")) == [
         "k.npy",
         "my_models.py",
@@ -74,7 +64,9 @@ def test_gram_of_a_users_model_without_a_checkpoint_folder(user_models, capsys):
     out2 = user_models / "k2.npy"
     args = ["gram", "--model", "my_models:instance", "--inputs", str(user_models / "x.pt"), "--n-images", "4"]
     assert main([*args, "--dtype", "float64", "--out", str(out2)]) == 0
-    np.testing.assert_allclose(np.load(out2), _explicit_ntk(my_models.instance, x[:4]), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        np.load(out2), autograd_ntk(my_models.instance, x[:4], x[:4], "trace").numpy(), rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ import torch
 from ntk_core import data, experiments, noise
 from ntk_core.experiments import distance, setting1, setting3
 from ntk_core.experiments._shared import make_split
+from ntk_oracle import reference_ntk
 
 
 @pytest.fixture
@@ -29,17 +30,9 @@ def cache(tmp_path, monkeypatch, shared_data):
     return tmp_path / "cache"
 
 
-def _explicit_ntk(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
-    """K = J Jᵀ with J the Jacobian of the (single) output over every trained parameter, float64."""
-    model = model.double()
-    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
-
-    def f(p):
-        return torch.func.functional_call(model, p, (x.double(),)).reshape(len(x))
-
-    jac = torch.func.jacrev(f)(params)
-    J = torch.cat([j.reshape(len(x), -1) for j in jac.values()], dim=1)
-    return (J @ J.T).numpy()
+def _kernel(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    """K = J Jᵀ, J the explicit float64 Jacobian of the single output over every trained parameter."""
+    return reference_ntk(model, x, x, "trace").numpy()
 
 
 def _features(images: np.ndarray, config) -> np.ndarray:
@@ -81,7 +74,7 @@ def test_setting1_krr_rows_and_learning_rates_by_value(cache):
     y_noisy = noise.flip_binary(y_train, p, seed=1000 * seed, exact=True)  # noise level index 0
     assert int((y_noisy != y_train).sum()) == round(p * config.n_train) == 25  # 24.6 -> 25
     x_all = torch.cat([split.x_train, split.x_val, split.x_test])
-    K_all = _explicit_ntk(setting1._network(config, seed), x_all)
+    K_all = _kernel(setting1._network(config, seed), x_all)
     n, nv = config.n_train, config.n_val
     K, K_eval = K_all[:n, :n], K_all[n:, :n]
     norm_K = float(np.linalg.norm(K, 2))
@@ -138,13 +131,13 @@ def test_distance_prediction_and_schedule_by_value(shared_data, monkeypatch):
     from ntk_core.nets import DifferenceTrick, TwoLayerNet
 
     d = split.x_train.shape[1]  # 784, or fewer with pooling
-    K = _explicit_ntk(DifferenceTrick(TwoLayerNet(d, 32, seed=seed)), split.x_train)
+    K = _kernel(DifferenceTrick(TwoLayerNet(d, 32, seed=seed)), split.x_train)
     alpha = np.linalg.solve(K + lam**2 * np.eye(30), y)
     assert row["predicted"] == pytest.approx(math.sqrt(alpha @ K @ alpha), rel=1e-6)
     assert row["lr"] == pytest.approx(lr_scale / (np.linalg.norm(K, 2) + lam**2), rel=1e-6)
     assert row["steps"] == 43  # round(30 / 0.7) = round(42.86)
     # the linearised network (its test error): explicit GD steps on RDI's objective through the explicit NTK
-    K_all = _explicit_ntk(DifferenceTrick(TwoLayerNet(d, 32, seed=seed)), torch.cat([split.x_train, split.x_test]))
+    K_all = _kernel(DifferenceTrick(TwoLayerNet(d, 32, seed=seed)), torch.cat([split.x_train, split.x_test]))
     a = np.zeros(30)
     for _ in range(43):
         a = a - row["lr"] * ((K_all[:30, :30] + lam**2 * np.eye(30)) @ a - y)
@@ -226,7 +219,7 @@ def test_difference_trick_regime_columns_by_value(cache):
         model = DifferenceTrick(g, alpha=row["alpha"]).double()
         with torch.no_grad():
             f0 = model(x_all.double()).reshape(-1).numpy()
-        K = _explicit_ntk(model, x_all)
+        K = _kernel(model, x_all)
         alpha = np.zeros(30)
         for _ in range(config.steps):
             alpha = alpha - row["lr"] * (K[:30, :30] @ alpha - (y - f0[:30]))
@@ -288,7 +281,7 @@ def test_setting2_protocol_and_linearisation_by_value(cache, monkeypatch):
         assert lin["lr"] == 0.2 and [b.tolist() for b in lin["batches"]] == [b.tolist() for b in batch_order(24, tc)]
     # the linearisation: K from explicit Jacobians at θ(0), then SGD on ½ Σ_B (Kα + λb − ỹ)² batch by batch
     model = setting2.network(config, 0)
-    K = _explicit_ntk(model, torch.cat([split.x_train, split.x_test]))
+    K = _kernel(model, torch.cat([split.x_train, split.x_test]))
     s = table[table["part"] == "summary"]
     runs = s[s["method"].isin(["SGD", "SGD+AUX", "SGD+RDI"])]
     assert len(runs) == 7
