@@ -165,7 +165,7 @@ def _printed_scale(theorem: str, K: KernelMatrix) -> float:
 def _per_output_kernel(K: Any) -> Any:
     """Theorem 5.3's one kernel per output from a kernel of shape (n, n, O, O) (``empirical_ntk(...,
     output="full")``) when it has the form k ⊗ I that eq. (9) assumes; a kernel of another shape is returned
-    as it is (for :func:`_kernel` to check)."""
+    as it is (for :func:`~ntk_core.krr_ooc.as_kernel_matrix` to check)."""
     if is_on_disk(K) or np.ndim(K) != 4:
         return K
     A = np.asarray(K)

@@ -7,8 +7,8 @@ CPU has, and each sums in another order with another width; so do the OpenBLAS o
 "SkylakeX" kernels on the development VM, "Haswell" on an AVX2 CPU) and NumPy's own SIMD loops (``arccos``,
 ``exp``, ``log1p``, reductions: dispatched to AVX-512 where the CPU has it). The same code, data and seed
 therefore give other last bits on another CPU, and training a network for many steps turns last bits into
-visible differences: on the development VM (AVX-512) the tiny runs of ``tests/identity.py`` differ from
-themselves as soon as any one of the libraries is held to AVX2. A record made on one CPU then fails its replay
+visible differences: on the development VM (AVX-512) tiny runs of every experiment (as the records' canaries
+are) differ from themselves as soon as any one of the libraries is held to AVX2. A record made on one CPU then fails its replay
 on another, although both are right.
 
 A record is therefore computed with the five held to AVX2 (:data:`PINS`: environment variables each
