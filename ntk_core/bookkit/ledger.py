@@ -12,8 +12,8 @@ A claim's status (:data:`STATUSES`) says how it was checked; a reader sees it in
 (:data:`STATUS_VERDICT`, the one place those words are defined): ``verified`` and ``vacuous`` (exact checks),
 ``quick`` and ``medium`` (the claim holds at that scale), ``not reproduced`` (it does not hold:
 :meth:`Ledger.finding`), ``premise not met`` and ``inconclusive`` (it cannot be tested at this scale: a premise
-fails, or the difference lies within the sampling error), ``not run`` and ``stale`` (a recorded run whose code
-changed since: :meth:`Ledger.on_record`). A claim is the paper's (``kind="claim"``) or the book's own premise or
+fails, or the difference lies within the sampling error), ``not run`` and ``stale`` (a recorded run whose
+configuration changed since: :meth:`Ledger.on_record`). A claim is the paper's (``kind="claim"``) or the book's own premise or
 sanity check (``kind="check"``); only the paper's count towards the one verdict per exhibit
 (:mod:`ntk_core.bookkit.verdicts`). A :class:`Headline` gives an exhibit's row its key number, scale and how sure.
 """
@@ -73,7 +73,7 @@ VERDICTS: dict[str, str] = {
     "verified": "checked exactly: a closed form or float64 arithmetic to machine precision, or a Monte Carlo "
     "frequency within its own standard error",
     "not run": "not checked in this build (no data or no record); the row says why",
-    "stale record": "checked on a recorded run whose code changed since: counts for nothing until re-recorded",
+    "stale record": "checked on a recorded run whose configuration changed since: counts for nothing until re-recorded",
 }
 
 #: a claim's status (:data:`ntk_core.bookkit.ledger.STATUSES`) in the words of :data:`VERDICTS`

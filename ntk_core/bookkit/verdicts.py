@@ -216,7 +216,7 @@ def verdict(claims: Iterable[Claim]) -> Verdict:
 
     The book's own checks (``kind == "check"``) do not count. The paper's claims on a current medium record are
     judged together with the exact checks (which have no scale); without them, the live build's claims are.
-    A record whose code changed since (``stale``) counts for nothing: the live build is judged instead, and
+    A record whose configuration changed since (``stale``) counts for nothing: the live build is judged instead, and
     :attr:`Verdict.others` says the record is stale.
 
     Examples
@@ -243,7 +243,7 @@ def verdict(claims: Iterable[Claim]) -> Verdict:
     word, held, why = _combine(chosen)
     scale = "quick" if live else "exact"
     if stale:
-        other = "medium: the record is stale (its code changed), so it counts for nothing"
+        other = "medium: the record is stale (its configuration changed), so it counts for nothing"
     elif medium:
         other = "medium: " + (medium[0].value if len(medium) == 1 else "not run")
     else:
