@@ -218,6 +218,14 @@ def _verdict_cell(facts: dict[str, Any]) -> nodes.inline:
     return cell
 
 
+def _measured(facts: dict[str, Any]) -> nodes.inline:
+    """The number measured beside the paper's, as the glance and a chapter's results show it."""
+    measured = nodes.inline()
+    measured += nodes.Text(facts["measured"])
+    measured += nodes.inline(text=f" · paper: {facts['paper'].number}", classes=["glance-paper"])
+    return measured
+
+
 def _verdicts_table(app: Any, fromdoc: str, refs: list[str], claims: list[Any], headlines: list[Any]) -> nodes.table:
     """One row per exhibit and statement of the paper: its claim, one verdict with the scale it was judged at,
     the number measured beside the paper's, the sizes beside the paper's and how sure."""
@@ -230,10 +238,7 @@ def _verdicts_table(app: Any, fromdoc: str, refs: list[str], claims: list[Any], 
         row += _cell(_link(app, fromdoc, ref, facts["anchor"]))
         row += _cell(paper.claim)
         row += _cell(_verdict_cell(facts))
-        measured = nodes.inline()
-        measured += nodes.Text(facts["measured"])
-        measured += nodes.inline(text=f" · paper: {paper.number}", classes=["glance-paper"])
-        row += _cell(measured)
+        row += _cell(_measured(facts))
         scale = nodes.inline()
         scale += nodes.Text(facts["scale"] or _scale_words(v.scale))
         scale += nodes.inline(text=f" (paper: {paper.scale})", classes=["glance-paper"])
@@ -253,13 +258,13 @@ def _verdicts_list(app: Any, fromdoc: str, refs: list[str], claims: list[Any], h
     items = nodes.bullet_list(classes=["chapter-verdicts"])
     for ref in refs:
         facts = _row_facts(ref, claims, headlines)
-        v, paper = facts["verdict"], facts["paper"]
+        v = facts["verdict"]
         line = nodes.paragraph()
         line += nodes.strong("", "", _link(app, fromdoc, ref, facts["anchor"]))
         line += nodes.Text(": ")
         line += _verdict_cell(facts)
-        line += nodes.Text(f". Measured: {facts['measured']}")
-        line += nodes.inline(text=f" · paper: {paper.number}", classes=["glance-paper"])
+        line += nodes.Text(". Measured: ")
+        line += _measured(facts)
         line += nodes.Text(".")
         if v.others:
             line += nodes.inline(text=f" Other scale — {v.others}.", classes=["glance-other"])

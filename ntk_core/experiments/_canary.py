@@ -72,8 +72,10 @@ def canary_config(name: str, config: Any) -> Any:
     """The canary of a record's ``config``: its fields of :data:`SHRINK` replaced (functions applied to ``config``)."""
     if name not in SHRINK:
         raise ValueError(f"no canary is defined for experiment {name!r}; experiments with one: {sorted(SHRINK)}")
-    fields = {f.name for f in dataclasses.fields(config)}
-    changes = {k: (v(config) if callable(v) else v) for k, v in SHRINK[name].items() if k in fields}
+    unknown = set(SHRINK[name]) - {f.name for f in dataclasses.fields(config)}
+    if unknown:
+        raise ValueError(f"SHRINK[{name!r}] names fields its Config does not have: {sorted(unknown)}")
+    changes = {k: (v(config) if callable(v) else v) for k, v in SHRINK[name].items()}
     return dataclasses.replace(config, **changes)
 
 

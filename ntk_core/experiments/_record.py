@@ -660,6 +660,10 @@ class DataDiffer(Exception):
     """The data this machine loads are not those the record was computed from (replay is meaningless)."""
 
 
+#: set in a process that ``python -m ntk_core`` restarted with a record's arithmetic, so that it never restarts again
+REEXEC_ENV = "NTK_CORE_REEXEC"
+
+
 class ArithmeticDiffers(Exception):
     """This process computes in another floating-point arithmetic than the record (another CPU instruction set,
     or other pins): its numbers would differ in the last bits, and training amplifies them."""
@@ -673,7 +677,7 @@ def require_arithmetic(name: str, provenance: dict[str, Any]) -> None:
     if why is None:
         return
     cpu = provenance.get("machine", {}).get("processor") or "CPU"
-    if os.environ.get("NTK_CORE_REEXEC"):  # the command restarted in the record's pins already: the CPU differs
+    if os.environ.get(REEXEC_ENV):  # the command restarted in the record's pins already: the CPU differs
         advice = f"replay it on a machine like the recording's ({cpu})"
     else:
         advice = f"`python -m ntk_core replay {name}` restarts itself with the record's pins; failing that, replay it on a machine like the recording's ({cpu})"

@@ -30,7 +30,7 @@ from typing import Any
 from . import cli_kernels
 from . import EXPERIMENTS, _arithmetic, get, make_config
 from ._runner import run_experiment
-from ._record import RecordMissing, record_experiment, recorded, summary
+from ._record import REEXEC_ENV, RecordMissing, record_experiment, recorded, summary
 from .profile import PROFILES
 
 
@@ -392,7 +392,7 @@ def _as_type(value: Any, hint: Any) -> Any:
 
 
 #: set in a process that :func:`_restart` started, so that it never restarts again
-_REEXEC = "NTK_CORE_REEXEC"
+_REEXEC = REEXEC_ENV
 
 
 def _restart(env: dict[str, str], argv: list[str] | None) -> typing.NoReturn:
