@@ -221,6 +221,17 @@ def _outputs(model: nn.Module, x: Tensor) -> np.ndarray:
     return out[:, 0] if out.shape[1] == 1 else out
 
 
+def _initial_kernels(
+    initial: nn.Module, x_train: Tensor, x_test: Tensor, method: NTKMethod
+) -> tuple[np.ndarray, np.ndarray]:
+    """The NTK at θ(0), float64: K(X, X) exactly symmetrised, ``(K + Kᵀ)/2``, and K(x_test, X). A product ``J Jᵀ``
+    computed in float32 is symmetric bit for bit only where the BLAS sums ``(a, b)`` and ``(b, a)`` in one order,
+    which MKL's ``COMPATIBLE`` branch does not (off by 10⁻⁷ relative, over the float64 symmetry check)."""
+    K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
+    K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
+    return (K + K.T) / 2, K_test
+
+
 def _initial_and_targets(
     initial: nn.Module, x_train: Tensor, y: np.ndarray | Tensor, x_test: Tensor
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -283,8 +294,7 @@ def linearised_outputs(
     eta = check_positive(eta, "eta")
     steps = check_count(steps, "steps", 0)
     f0, yy, f0_test = _initial_and_targets(initial, x_train, y, x_test)
-    K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
-    K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
+    K, K_test = _initial_kernels(initial, x_train, x_test, method)
     residual = yy - f0
     train = f0 + gd_kernel_closed_form(K, residual, eta, steps, lam=lam)
     test = f0_test + gd_kernel_closed_form(K, residual, eta, steps, lam=lam, K_test_train=K_test)
@@ -372,8 +382,7 @@ def linearised_sgd(
         Its outputs, residual growth and largest step factor.
     """
     f0, yy, f0_test = _initial_and_targets(initial, x_train, y, x_test)
-    K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
-    K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
+    K, K_test = _initial_kernels(initial, x_train, x_test, method)
     batch_list = [np.asarray(b.detach().cpu() if isinstance(b, Tensor) else b) for b in batches]
     residual = yy - f0
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported, not warned about

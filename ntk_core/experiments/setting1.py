@@ -108,12 +108,9 @@ class Config(ExperimentConfig):
         0, 0.2, 0.4, λ ∈ {1/8, …, 8}, 400 GD steps at η = 1.8 / (‖K‖ + λ²) (close to the stability limit
         2 / (‖K‖ + λ²), so that vanilla GD gets far enough to memorise most flipped labels).
 
-        300 training images, not 400, for the book's time: with 400 the 45 runs took 396 s on 2 idle cores of the
-        slower development VM, over the fifth of the cell timeout the book allows (full-batch GD costs ∝ n; a
-        smaller n also fits the flipped labels in fewer steps, since η ∝ 1/‖K‖ and ‖K‖ ∝ n). Not 250 either
-        (tried for the book's time, 2026-12-02): at noise 0.4 the λ chosen on the noisy validation labels sits at
-        the grid's top, λ = 8, for GD+RDI and KRR, so the grid no longer brackets it and the chapter's check
-        fails."""
+        300 training images for the book's time (full-batch GD costs ∝ n; a smaller n also fits the flipped labels
+        in fewer steps, since η ∝ 1/‖K‖ and ‖K‖ ∝ n), and no fewer: at 250 the λ chosen on the noisy validation
+        labels at noise 0.4 sits at the grid's top, so the grid no longer brackets it. How it was sized (trials, timings): ``benchmarks/README.md``."""
         return cls(n_train=300)
 
     @classmethod
@@ -145,10 +142,8 @@ class Config(ExperimentConfig):
     def full(cls) -> "Config":
         """Width 10,000 on all 11,272 MNIST 5/8 training images (1,272 held out) and the 1,866 test images.
 
-        Measured on one NVIDIA H100 80GB (``benchmarks/gpu_check.sh``, 2026-11-26, torch 2.11.0+cu130): a slice
-        of 3 runs (GD, RDI, AUX) × 500 GD steps took 26.3 s of training, 17.6 ms per GD step, plus 37.4 s per
-        seed for the data, the Gram matrix of the 13,138 images and KRR; extrapolated, the 195 runs × 5,000
-        steps of the 3 seeds take ≈ 4.8 hours (an estimate from that slice)."""
+        About 4.8 GPU hours on one H100, extrapolated from a timed slice (``benchmarks/gpu_check.sh``; the
+        measurement: ``benchmarks/README.md``)."""
         return cls(
             profile="full",
             n_train=10_000,

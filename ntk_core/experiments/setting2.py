@@ -175,14 +175,11 @@ class Config(ExperimentConfig):
         images average-pooled to 8×8, 64 training / 100 validation images and all 192 airplane/automobile
         test images of the partial CIFAR-10, ``output_scale`` 4, 150 epochs of batch 4 at lr 0.025,
         evaluated every 10 epochs, the paper's λ grid {0.25, …, 8}, one seed. The verdict rule needs three
-        seeds, so the quick run's paired comparisons are inconclusive with one or two; a second seed doubled the
-        book's longest cell (265–348 s on 2 idle cores, and past the 1,800 s cell timeout beside two busy
-        processes). 64 training images, not 100, for the book's time: with 100 the 16 runs took 396 s on 2
-        idle cores of the slower development VM (≈ 48 s a run: 3,750 SGD steps of batch 4, whose cost is the
-        per-step overhead of small tensors), over the fifth of the cell timeout the book allows. Not 60: there
-        RDI at λ = 4, with at most one eigenvalue of the NTK above λ², still ended at 32.8 % test error, within 5
-        points of vanilla SGD, and the chapter's check that such a λ leaves RDI nothing to classify with failed
-        (2026-11-28). 20 % of 64 is 13 flips (20.3 %): the chapter counts memorised labels against those.
+        seeds, so the quick run's paired comparisons are inconclusive with one or two; a second seed would double the
+        book's longest cell. 64 training images for the book's time (a run's cost is the per-step overhead of
+        small tensors), and no fewer: at 60, RDI at λ = 4 (at most one NTK eigenvalue above λ²) stays within 5
+        points of vanilla SGD, and the chapter's check that such a λ leaves RDI nothing to classify with fails.
+        20 % of 64 is 13 flips (20.3 %): the chapter counts memorised labels against those.
 
         Chosen so that the paper's precondition holds: vanilla SGD fits the noisy training labels. With
         the ReLU gain alone the training-set NTK has one large (nearly constant) eigenvalue and a bulk
@@ -191,13 +188,8 @@ class Config(ExperimentConfig):
         reproduced only ≈ 40% of the flipped labels. ``output_scale`` 4 multiplies the NTK by 16 (this also
         stands in for the 150× fewer images than the paper's 9,000), and batch 4 keeps the per-step stability
         ``lr · λ_max(K_batch) < 2`` (≈ 0.025 · 4 · 0.87 · 16 ≈ 1.4); then SGD reaches training error ≈ 1% on
-        the noisy labels in 120–150 epochs (measured in trials with 100 images on seeds 0–2; at 100 epochs one
-        seed was still at 11%; with 64 images training error 0 and every flipped label reproduced after 150
-        epochs, seed 0, 2026-11-28). A longer training of a small network, not a short one of a big one.
-        Fewer epochs save little and thin the premise (tried for the book's time, 2026-12-02; lr is fixed, so a
-        shorter run is the longer one's first epochs): at 100 vanilla SGD reproduces 12 of the 13 flipped labels
-        (92.3 %, one label above the chapter's 90 % threshold; the 150-epoch run's training error is 1.6 % at epochs
-        100 and 120, 0 at 110 and from 130 on), and 130 epochs would save 13 % of the book's longest cell.
+        the noisy labels in 120–150 epochs. A longer training of a small network, not a short one of a big one;
+        fewer epochs save little and thin the premise. How it was sized (trials, timings): ``benchmarks/README.md``.
         """
         return cls(n_train=64)
 
@@ -229,10 +221,8 @@ class Config(ExperimentConfig):
         """The paper's network (11 layers, 192 channels) on all 10,000 airplane/automobile training
         images (1,000 held out for validation) at 32×32 and the 2,000 test images, λ ∈ {0.25, 0.5, 1, 2, 4, 8}.
 
-        Measured on one NVIDIA H100 80GB (``benchmarks/gpu_check.sh``, 2026-11-26, torch 2.11.0+cu130): a
-        slice of 6 runs × 3 epochs of 600 images with this network took 9.4 s; scaled by image passes
-        (a trained image ≈ 3 forward passes), the 16 runs × 100 epochs of 9,000 images take ≈ 3.3 GPU hours
-        per seed (an estimate from that slice).
+        About 3.3 GPU hours per seed on one H100, scaled by image passes from a timed slice
+        (``benchmarks/gpu_check.sh``; the measurement: ``benchmarks/README.md``).
         """
         return cls(
             profile="full",

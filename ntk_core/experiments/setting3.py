@@ -66,9 +66,7 @@ step, so at equilibrium ``λ b_i`` absorbs ``c / (1 + c)`` of the residual with
 the squared loss, ``s ≈ 1`` for cross-entropy to first order) and ``wd_b`` the auxiliary weight decay of the
 batch-mean objective. This module gives the squared loss ``wd_b = mse_scale · aux_weight_decay`` (cross
 entropy: ``aux_weight_decay``), so that for both losses ``c ≈ λ² / (aux_weight_decay · n)``: one balance
-for both, as the paper's one recipe for both losses implies. (Records made before 2026-11-28 used
-``wd_b = aux_weight_decay`` for MSE too, so that MSE's c was ``mse_scale`` times cross entropy's: 0.14
-against 0.71 at λ = 4.) For λ = 4, n = 45,000 in the first stage c ≈ 0.71 (c/(1+c) = 42 %); c is 10× larger after
+for both, as the paper's one recipe for both losses implies. For λ = 4, n = 45,000 in the first stage c ≈ 0.71 (c/(1+c) = 42 %); c is 10× larger after
 each decay (the auxiliary weight decay is divided by 10; the learning rate only sets how fast the
 equilibrium is reached), i.e. AUX is weak before the first learning-rate decay and absorbs nearly all of the
 residual after it, as Appendix D describes. At equilibrium λ and ``aux_weight_decay`` act only through c,
@@ -224,10 +222,9 @@ class Config(ExperimentConfig):
         noise 0, 0.2, 0.4, 0.6, three seeds; ``mse_scale = 0.2`` as in the medium profile (at lr 0.1,
         ``mse_scale = 1`` stalls there).
 
-        Measured on one NVIDIA H100 80GB (``benchmarks/gpu_check.sh``, 2026-11-26, torch 2.11.0+cu130): a
-        slice of 2 runs (with and without AUX) × 2 epochs of 3,500 images took 2.9 s; scaled by image passes,
-        the 96 runs (4 noise levels × 2 losses × normal and AUX at each of the 3 λ of ``lam_grid`` × 3 seeds) ×
-        164 epochs of 45,000 images take ≈ 40 GPU hours (an estimate from that slice).
+        The 96 runs (4 noise levels × 2 losses × normal and AUX at each of the 3 λ of ``lam_grid`` × 3 seeds)
+        take about 40 GPU hours on one H100, scaled by image passes from a timed slice
+        (``benchmarks/gpu_check.sh``; the measurement: ``benchmarks/README.md``).
         """
         return cls(
             profile="full",
