@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_count, check_positive
+from ._checks import check_count, check_kernel_matrix, check_positive, symmetry_rtol
 from .krr import gd_kernel_closed_form, sgd_kernel_outputs, sgd_step_factors
 from .ntk import InputsLike, NTKMethod, empirical_ntk
 
@@ -224,12 +224,19 @@ def _outputs(model: nn.Module, x: Tensor) -> np.ndarray:
 def _initial_kernels(
     initial: nn.Module, x_train: Tensor, x_test: Tensor, method: NTKMethod
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The NTK at θ(0), float64: K(X, X) exactly symmetrised, ``(K + Kᵀ)/2``, and K(x_test, X). A product ``J Jᵀ``
-    computed in float32 is symmetric bit for bit only where the BLAS sums ``(a, b)`` and ``(b, a)`` in one order,
-    which MKL's ``COMPATIBLE`` branch does not (off by 10⁻⁷ relative, over the float64 symmetry check)."""
-    K = empirical_ntk(initial, x_train, method=method, out_dtype=torch.float64).numpy()
+    """The NTK at θ(0), float64: K(X, X) (:func:`_symmetric_ntk`) and K(x_test, X)."""
     K_test = empirical_ntk(initial, x_test, x_train, method=method, out_dtype=torch.float64).numpy()
-    return (K + K.T) / 2, K_test
+    return _symmetric_ntk(initial, x_train, method), K_test
+
+
+def _symmetric_ntk(model: nn.Module, x: Tensor, method: NTKMethod = "auto") -> np.ndarray:
+    """K(X, X) of ``model`` as a float64 array, exactly symmetric: checked symmetric to the rounding of the
+    model's parameters' dtype, then ``(K + Kᵀ)/2``. A product ``J Jᵀ`` computed in float32 is symmetric bit for bit
+    only where the BLAS sums ``(a, b)`` and ``(b, a)`` in one order, which MKL's ``COMPATIBLE`` branch does not (off
+    by 10⁻⁷ relative, over the float64 symmetry check of every consumer)."""
+    dtype = next((p.dtype for p in model.parameters()), torch.float64)
+    K = empirical_ntk(model, x, method=method, out_dtype=torch.float64).numpy()
+    return check_kernel_matrix(K, "K(X, X)", rtol=symmetry_rtol(torch.empty(0, dtype=dtype).numpy().dtype))
 
 
 def _initial_and_targets(

@@ -199,22 +199,23 @@ def test_arithmetic_mismatch_names_what_differs():
     pinned = {**_arithmetic.PINS, "cpu_capability": "AVX2"}
     assert _arithmetic.mismatch(pinned, dict(pinned)) is None
     why = _arithmetic.mismatch(pinned, {**pinned, "MKL_CBWR": None, "cpu_capability": "DEFAULT"})
-    assert "MKL_CBWR 'AVX2' recorded, None here" in why and "cpu_capability 'AVX2' recorded, 'DEFAULT' here" in why
-    # a record made before the arithmetic was recorded: the libraries' own choice on an AVX-512 CPU
-    assert _arithmetic.of_record({}) == _arithmetic.LEGACY
+    assert "MKL_CBWR 'AVX2' recorded, None here" in why and "'AVX2' recorded, 'DEFAULT' here" in why
     assert _arithmetic.of_record({"arithmetic": pinned}) == {**pinned, "mkl_branch": None}  # its CPU not named
-    unpinned_avx2 = {**{v: None for v in _arithmetic.PINS}, "cpu_capability": "AVX2"}
-    assert "cpu_capability 'AVX512' recorded, 'AVX2' here" in _arithmetic.mismatch(_arithmetic.LEGACY, unpinned_avx2)
-    # MKL's branch: MKL_CBWR=AVX2 runs AVX2 on an Intel CPU and AUTO on any other, so an AMD record cannot replay on
-    # Intel; a record written before the branch was recorded gets it from the CPU it names
-    amd, intel = ({**pinned, "mkl_branch": branch} for branch in ("AUTO", "AVX2"))
-    assert "mkl_branch 'AUTO' recorded, 'AVX2' here" in _arithmetic.mismatch(amd, intel)
+    # the medium records: MKL_CBWR=AVX2, which runs AVX2 on an Intel CPU and AUTO on any other; a record written
+    # before the branch was recorded gets it from the CPU it names
+    old = {**pinned, "MKL_CBWR": "AVX2"}
+    amd, intel = ({**old, "mkl_branch": branch} for branch in ("AUTO", "AVX2"))
+    assert "mkl_branch 'AUTO' recorded, 'AVX2' here (MKL_CBWR=AVX2 runs" in _arithmetic.mismatch(amd, intel)
     assert _arithmetic.mismatch(amd, {**amd, "mkl_branch": None}) is None  # unknown here: not compared
     for processor, branch in (("AMD EPYC", "AUTO"), ("Intel(R) Xeon(R) Platinum 8481C", "AVX2"), ("", None)):
-        assert (
-            _arithmetic.of_record({"arithmetic": pinned, "machine": {"processor": processor}})["mkl_branch"] == branch
-        )
+        assert _arithmetic.of_record({"arithmetic": old, "machine": {"processor": processor}})["mkl_branch"] == branch
     assert _arithmetic.of_record({"arithmetic": amd, "machine": {"processor": "Intel"}}) == amd  # recorded: kept
+    # only MKL's branch differs: replayed to the cross-branch tolerance, not refused; anything else besides: refused
+    assert _arithmetic.only_mkl_branch_differs(amd, intel) and _arithmetic.only_mkl_branch_differs(intel, amd)
+    assert not _arithmetic.only_mkl_branch_differs(amd, amd)
+    assert not _arithmetic.only_mkl_branch_differs(amd, {**intel, "cpu_capability": "AVX512"})
+    assert not _arithmetic.only_mkl_branch_differs(amd, {**intel, "OPENBLAS_CORETYPE": None})
+    assert set(_arithmetic.CROSS_BRANCH_TOL) == {"bound_scale"}  # float64 without training: the others have none
     # NumPy's loops: their SIMD target is compared where both sides know it; a record made before NumPy's pin (no
     # NPY_DISABLE_CPU_FEATURES, no numpy_simd) replays with NumPy's own choice, as it was computed
     avx2, avx512 = ({**amd, "numpy_simd": simd} for simd in ("AVX2", "AVX512_SKX"))
@@ -223,12 +224,7 @@ def test_arithmetic_mismatch_names_what_differs():
     four = {k: v for k, v in amd.items() if k != "NPY_DISABLE_CPU_FEATURES"}
     assert _arithmetic.mismatch(four, {**four, "NPY_DISABLE_CPU_FEATURES": None, "numpy_simd": "AVX512_ICL"}) is None
     assert "NPY_DISABLE_CPU_FEATURES" not in _arithmetic.environment(four, {"NPY_DISABLE_CPU_FEATURES": "AVX2"})
-    # attested bit for bit: a record made with every pin it knew of (not one made without pins, nor LEGACY)
-    assert _arithmetic.was_pinned(four) and _arithmetic.was_pinned(avx2)
-    assert not _arithmetic.was_pinned({**avx2, "NPY_DISABLE_CPU_FEATURES": None})
-    assert not _arithmetic.was_pinned(_arithmetic.LEGACY)
-    env = _arithmetic.environment(_arithmetic.LEGACY, {"PATH": "/bin", "MKL_CBWR": "AVX2"})
-    assert env == {"PATH": "/bin"}
+    assert _arithmetic.environment(None, {"PATH": "/bin", "MKL_CBWR": "AVX2"}) == {"PATH": "/bin"}
     assert _arithmetic.environment(pinned, {})["ONEDNN_MAX_CPU_ISA"] == "AVX2"
 
 
@@ -237,7 +233,8 @@ def test_the_pins_change_the_arithmetic_of_this_cpu():
     (of its weights, not only of its last loss, which can agree to the last bit by chance) when ATen, oneDNN and
     MKL are held to AVX2 (so an unpinned record would not replay on an AVX2 CPU), and so does NumPy's ``arccos``
     (the infinite-width kernels' angle) once NumPy's loops are; and MKL does run a reproducible branch once pinned
-    (``AVX2`` on an Intel CPU, ``AUTO`` on any other), against none without the pin."""
+    (``AVX2`` on an Intel CPU, ``AUTO`` on any other; ``COMPATIBLE``, the canaries', on both), against none without
+    the pin."""
     script = (
         "import hashlib, numpy as np, torch; torch.manual_seed(0); torch.set_num_threads(1); nn = torch.nn\n"
         "from ntk_core.experiments._arithmetic import mkl_branch, numpy_simd\n"
@@ -259,6 +256,7 @@ def test_the_pins_change_the_arithmetic_of_this_cpu():
     native = run(_arithmetic.environment(None))
     pinned = run(_arithmetic.environment(_arithmetic.PINS))
     assert native[1] == "BRANCH_OFF" and pinned[1] in ("AVX2", "AUTO"), (native, pinned)
+    assert run(_arithmetic.environment(_arithmetic.CANARY_PINS))[1] == "COMPATIBLE"
     assert pinned[3] == "AVX2", (native, pinned)  # NumPy's loops held to AVX2 (its pin names every target above)
     assert run(_arithmetic.environment(_arithmetic.PINS)) == pinned  # and the pinned run is reproducible
     if native[3].startswith("AVX512"):
@@ -384,6 +382,7 @@ def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_r
         "numpy_simd": "AVX2",
     }
     assert meta["arithmetic"]["mkl_branch"] in ("AVX2", "AUTO")  # what MKL runs with MKL_CBWR=AVX2 (Intel, other)
+    assert meta["canary"]["arithmetic"]["mkl_branch"] == "COMPATIBLE"  # the canary's, on Intel and AMD alike
     if not _arithmetic.pinned():
         with pytest.raises(ArithmeticDiffers, match="ATEN_CPU_CAPABILITY 'avx2' recorded"):
             replay("setting1", "quick", root=root, seed=0)
@@ -415,6 +414,53 @@ def test_a_replay_in_another_arithmetic_is_refused_and_the_cli_restarts_in_the_r
         text=True,
     )
     assert canary.returncode == 0 and "canary: equal, byte for byte" in canary.stdout, canary.stderr
+
+
+#: the bound study shrunk to seconds (its canary's sizes)
+TINY_BOUND = dict(binary_sizes=(60, 120), multiclass_sizes=(60, 120), empirical_n=60, width=64, n_test=100,
+                  seeds=(0,), lams=(0.25, 32.0), grid_max_n=60, one_subset_above=120, memory_budget=1 << 20)  # fmt: skip
+
+
+def test_a_record_of_the_other_mkl_branch_replays_to_the_cross_branch_tolerance(data_env, monkeypatch):
+    """The medium records are made with ``MKL_CBWR=AVX2`` (MKL's ``AUTO`` branch on AMD, ``AVX2`` on Intel). A
+    record of the bound study made so replays in a process whose only difference is MKL's branch (here
+    ``COMPATIBLE``, as an Intel CPU runs ``AVX2``): not refused (exit 3) but compared to its ``CROSS_BRANCH_TOL``,
+    and said so; a change of the kernel by 10⁻⁴ relative still fails it; an experiment that trains networks (no
+    such tolerance) and anything else differing are still refused, saying why."""
+    root = data_env / "records"
+    env = {**os.environ, "NTK_CORE_RECORDS": str(root), "OMP_NUM_THREADS": "1", "NTK_CORE_REEXEC": "1"}
+    args = [f"--set={k}={v!r}" for k, v in TINY_BOUND.items()]
+    command = [sys.executable, "-m", "ntk_core"]
+    done = subprocess.run([*command, "run", "bound_scale", "--profile", "quick", "--record", *args],
+                          env=_arithmetic.environment(_arithmetic.PINS, env), capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    provenance = json.loads((record_dir("bound_scale", "quick", root) / "provenance.json").read_text())
+    assert provenance["arithmetic"]["MKL_CBWR"] == "AVX2" and provenance["arithmetic"]["mkl_branch"] != "COMPATIBLE"
+    out = data_env / "replay.json"
+    other_branch = _arithmetic.environment(_arithmetic.CANARY_PINS, env)  # NTK_CORE_REEXEC: it stays in them
+    for which in (["--json", str(out)], ["--table"]):
+        again = subprocess.run([*command, "replay", "bound_scale", "--profile", "quick", *which], env=other_branch,
+                               capture_output=True, text=True)  # fmt: skip
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "MKL runs another branch here than in the record" in again.stdout, again.stdout
+    result = json.loads(out.read_text())
+    assert result["tolerance"] == _arithmetic.CROSS_BRANCH_TOL["bound_scale"] and result["checks"]
+    assert all(not c["problems"] for c in result["checks"])
+    # in-process, with this process's arithmetic shown as the record's but for MKL's branch
+    branch_only = {**_arithmetic.of_record(provenance), "mkl_branch": "COMPATIBLE", "MKL_CBWR": "COMPATIBLE"}
+    monkeypatch.setattr(_arithmetic, "current", lambda: dict(branch_only))
+    assert _record.require_arithmetic("bound_scale", provenance) == _arithmetic.CROSS_BRANCH_TOL["bound_scale"]
+    with pytest.raises(ArithmeticDiffers, match="setting1 trains networks"):
+        _record.require_arithmetic("setting1", provenance)
+    import ntk_core.experiments.bound_scale as bound_module
+
+    kernel = bound_module._kernel
+    monkeypatch.setattr(bound_module, "_kernel", lambda *a: kernel(*a) * (1 + 1e-4))
+    checks = replay("bound_scale", "quick", root=root, per_class=True)
+    assert any(c.problems for c in checks), [c.problems for c in checks]  # the units on the infinite kernel
+    monkeypatch.setattr(_arithmetic, "current", lambda: {**branch_only, "cpu_capability": "AVX512"})
+    with pytest.raises(ArithmeticDiffers, match="cpu_capability 'AVX2' recorded, 'AVX512' here"):
+        _record.require_arithmetic("bound_scale", provenance)
 
 
 def test_replay_options_are_checked_before_any_work_and_named(data_env, monkeypatch, capsys):

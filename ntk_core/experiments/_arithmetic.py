@@ -1,38 +1,25 @@
-"""The floating-point arithmetic of a record: pinned, so that a CPU of the recording CPU's vendor with AVX2 replays it
-bit for bit.
+"""The floating-point arithmetic of a record: pinned, so that another CPU with AVX2 replays it bit for bit.
 
 PyTorch's CPU kernels are chosen when the process starts, for the CPU it finds: ATen's vectorised kernels
 (AVX2 or AVX-512), oneDNN's convolutions and MKL's matrix products each take the widest instruction set the
-CPU has, and each sums in another order with another width; so do the OpenBLAS of NumPy and SciPy (its
-"SkylakeX" kernels on the development VM, "Haswell" on an AVX2 CPU) and NumPy's own SIMD loops (``arccos``,
-``exp``, ``log1p``, reductions: dispatched to AVX-512 where the CPU has it). The same code, data and seed
-therefore give other last bits on another CPU, and training a network for many steps turns last bits into
-visible differences: on the development VM (AVX-512) tiny runs of every experiment (as the records' canaries
-are) differ from themselves as soon as any one of the libraries is held to AVX2. A record made on one CPU then fails its replay
-on another, although both are right.
+CPU has, and each sums in another order with another width; so do the OpenBLAS of NumPy and SciPy and NumPy's
+own SIMD loops. The same code, data and seed therefore give other last bits on another CPU, and training a
+network for many steps turns last bits into visible differences. A record is therefore computed with the five
+libraries held to AVX2 (:data:`PINS`: environment variables each library reads once, when it starts, so the
+process must start with them: ``python -m ntk_core run --record`` and ``python -m ntk_core replay`` re-execute
+themselves with them) and a fixed thread count (``machine.torch_threads``; a replay also starts with the
+record's ``OMP_NUM_THREADS``, which sets OpenBLAS's threads). The arithmetic a record was made in is written to
+its provenance (``arithmetic``), and a replay runs in exactly that arithmetic.
 
-A record is therefore computed with the five held to AVX2 (:data:`PINS`: environment variables each
-library reads once, when it starts, so the process must start with them: ``python -m ntk_core run --record``
-and ``python -m ntk_core replay`` re-execute themselves with them). MKL's "conditional numerical
-reproducibility" mode ``AVX2`` promises the same bits on every processor with AVX2 for a fixed thread count,
-which the record also keeps (``machine.torch_threads``; a replay also starts with the record's
-``OMP_NUM_THREADS``, which sets OpenBLAS's threads). MKL without that mode also depends on the memory alignment
-of its arrays, so that even one machine gives other last bits in another process. The arithmetic a record was
-made in is written to its provenance (``arithmetic``), and a replay runs in exactly that arithmetic or says that
-it cannot.
-
-MKL honours ``MKL_CBWR=AVX2`` on Intel CPUs only: on any other CPU it runs its ``AUTO`` branch instead (its
-documentation says so; on the AMD EPYC VMs of this project MKL reports ``AUTO`` with the pin set). So the branch
-MKL *actually* runs is part of the arithmetic (``mkl_branch``, asked of MKL itself: :func:`mkl_branch`): the records
-made on AMD CPUs (``AUTO``) cannot replay bit for bit on an Intel CPU (``AVX2``), and on CI's Intel VM their
-training runs did differ from the second epoch on; such a replay now says that it cannot (exit 3) instead of failing.
-A record made before ``mkl_branch`` was written gets it from the CPU it names (:func:`of_record`).
-
-NumPy's pin (``NPY_DISABLE_CPU_FEATURES``) came last (2026-12-03): the records made before it ran NumPy's loops
-at the CPU's own choice (``numpy_simd`` not written, not compared, and a replay runs NumPy unpinned, as they were
-computed). For a record made on an AVX2 CPU, an AVX-512 CPU's replay then differs in the last bits of what NumPy
-computes (seven of ``bound_scale``'s units, measured on an AMD Zen 4 CPU: 13 to 136 rows each, in their last
-digits); replayed with NumPy held to AVX2, all seven were equal bit for bit.
+MKL's "conditional numerical reproducibility" branch is the one pin that depends on the CPU's maker: MKL honours
+``MKL_CBWR=AVX2`` on Intel CPUs only and runs its ``AUTO`` branch on any other, while ``MKL_CBWR=COMPATIBLE`` runs
+one branch on both (its documentation says so; this module asks MKL which branch it runs: :func:`mkl_branch`).
+``COMPATIBLE`` costs 3.5–3.9 times the time of a large matrix product and 0–6 % of a canary's
+(``benchmarks/bench_mkl_branch.py``; ``benchmarks/README.md``), so records, whose cost is large products and
+factorisations, are made with ``MKL_CBWR=AVX2`` and their canaries with ``COMPATIBLE`` (:data:`CANARY_PINS`):
+a canary replays bit for bit on Intel and AMD CPUs alike, and a unit replayed on the other maker's CPU, whose
+only difference is MKL's branch (:func:`only_mkl_branch_differs`), is compared to its experiment's
+:data:`CROSS_BRANCH_TOL` instead of bit for bit.
 """
 
 from __future__ import annotations
@@ -41,8 +28,8 @@ import os
 from typing import Any
 
 __all__ = [
-    *["LEGACY", "PINS", "current", "describe", "environment", "mismatch", "mkl_branch", "numpy_simd"],
-    *["of_record", "pinned", "was_pinned"],
+    *["PINS", "CROSS_BRANCH_TOL", "current", "describe", "environment", "mismatch", "mkl_branch", "numpy_simd"],
+    *["CANARY_PINS", "of_record", "only_mkl_branch_differs", "pinned"],
 ]
 
 #: NumPy's dispatch targets above AVX2 (NumPy 2.3's ``__cpu_dispatch__``), all switched off by its pin
@@ -52,22 +39,17 @@ _NUMPY_ABOVE_AVX2 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CL
 PINS: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
-    "MKL_CBWR": "AVX2",
+    "MKL_CBWR": "AVX2",  # MKL's AVX2 branch on Intel CPUs, AUTO on others
     "OPENBLAS_CORETYPE": "Haswell",  # NumPy's and SciPy's OpenBLAS (eigenvalues, solves): AVX2 kernels
     # NumPy's own SIMD loops (arccos, exp, log1p, sums, ...): every dispatch target above AVX2 switched off (a name
     # the CPU lacks is ignored); see the module's last paragraph for what it changes
     "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_AVX2,
 }
+#: the canaries' arithmetic: :data:`PINS` with MKL's ``COMPATIBLE`` branch, one branch on Intel and AMD CPUs alike
+CANARY_PINS: dict[str, str] = {**PINS, "MKL_CBWR": "COMPATIBLE"}
 #: how :func:`describe` shows a pin whose value is too long to read
 _SHOWN = {"NPY_DISABLE_CPU_FEATURES": "NumPy above AVX2 off"}
 
-
-#: the arithmetic of the records made before it was recorded (until 2026-11-27): all were computed on the
-#: project's development VM (AMD EPYC, AVX-512) with no pins, i.e. the libraries' own choice there, AVX-512
-LEGACY: dict[str, Any] = {
-    **{var: None for var in PINS},
-    **{"cpu_capability": "AVX512", "mkl_branch": "BRANCH_OFF", "numpy_simd": None},
-}
 
 #: the names of MKL's conditional-numerical-reproducibility branches (``mkl_cbwr.h``), by their values
 _MKL_BRANCHES: dict[int, str] = {
@@ -129,12 +111,9 @@ def _mkl_branch_of(arithmetic: dict[str, Any], processor: Any) -> str | None:
 
 
 def of_record(provenance: dict[str, Any]) -> dict[str, Any]:
-    """The arithmetic a record was computed in: its provenance's ``arithmetic``, else :data:`LEGACY`; where it
-    has no ``mkl_branch`` (written before it was), the branch MKL ran on the CPU ``machine.processor`` names."""
-    arithmetic = provenance.get("arithmetic")
-    if not isinstance(arithmetic, dict):
-        return dict(LEGACY)
-    arithmetic = dict(arithmetic)
+    """The arithmetic a record was computed in: its provenance's ``arithmetic``; where it has no ``mkl_branch``
+    (written before it was), the branch MKL ran on the CPU ``machine.processor`` names."""
+    arithmetic = dict(provenance["arithmetic"])
     if "mkl_branch" not in arithmetic:
         machine = provenance.get("machine")
         arithmetic["mkl_branch"] = _mkl_branch_of(
@@ -158,16 +137,9 @@ def current() -> dict[str, Any]:
     }
 
 
-def pinned() -> bool:
-    """Whether this process was started with every variable of :data:`PINS` at its value."""
-    return all(os.environ.get(var) == value for var, value in PINS.items())
-
-
-def was_pinned(arithmetic: dict[str, Any]) -> bool:
-    """Whether a record's arithmetic had every variable of :data:`PINS` at its value, leaving out the pins the
-    record predates (a key absent from it: :func:`current` writes every pin, ``None`` when unset)."""
-    known = [var for var in PINS if var in arithmetic]
-    return bool(known) and all(arithmetic[var] == PINS[var] for var in known)
+def pinned(pins: dict[str, str] = PINS) -> bool:
+    """Whether this process was started with every variable of ``pins`` (:data:`PINS`) at its value."""
+    return all(os.environ.get(var) == value for var, value in pins.items())
 
 
 def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -184,22 +156,41 @@ def environment(arithmetic: dict[str, Any] | None, base: dict[str, str] | None =
     return env
 
 
+def _differences(recorded: dict[str, Any], now: dict[str, Any]) -> dict[str, str]:
+    keys = [*PINS, "cpu_capability"]
+    keys += [k for k in ("numpy_simd", "mkl_branch") if recorded.get(k) is not None and now.get(k) is not None]
+    return {k: f"{k} {recorded.get(k)!r} recorded, {now.get(k)!r} here" for k in keys if recorded.get(k) != now.get(k)}
+
+
 def mismatch(recorded: dict[str, Any], now: dict[str, Any] | None = None) -> str | None:
     """Why this process cannot compute in the arithmetic ``recorded`` (``None`` when it can): a pin set otherwise,
     another instruction set, another SIMD target of NumPy's loops, or another MKL branch (MKL runs
     ``MKL_CBWR=AVX2`` as ``AUTO`` on a CPU not made by Intel; a NumPy target or MKL branch unknown on either side
-    is not compared: a record made before it was written replays with NumPy's own choice, as it was computed).
-    Without pins (:data:`LEGACY`) the libraries choose for the CPU, so only a CPU whose choice matches the
-    recorded instruction set can replay (and a CPU with the same instruction set whose libraries chose other
-    kernels would still differ: a replay that differs says so)."""
-    now = current() if now is None else now
-    keys = [*PINS, "cpu_capability"]
-    keys += [k for k in ("numpy_simd", "mkl_branch") if recorded.get(k) is not None and now.get(k) is not None]
-    differ = [f"{k} {recorded.get(k)!r} recorded, {now.get(k)!r} here" for k in keys if recorded.get(k) != now.get(k)]
-    same_pin = recorded.get("MKL_CBWR") == now.get("MKL_CBWR")
-    if "mkl_branch" in keys and recorded["mkl_branch"] != now["mkl_branch"] and same_pin:
-        differ[-1] += " (MKL_CBWR=AVX2 runs AVX2 on Intel CPUs, AUTO on others: a record replays on its CPU's maker)"
-    return "; ".join(differ) or None
+    is not compared: a record made before it was written replays with NumPy's own choice, as it was computed)."""
+    differ = _differences(recorded, current() if now is None else now)
+    if "mkl_branch" in differ and recorded.get("MKL_CBWR") == "AVX2":
+        differ["mkl_branch"] += " (MKL_CBWR=AVX2 runs AVX2 on Intel CPUs, AUTO on others)"
+    return "; ".join(differ.values()) or None
+
+
+#: per experiment, the tolerance of a replay whose only difference from its record is MKL's branch (a record made
+#: with ``MKL_CBWR=AVX2`` on an AMD CPU, replayed on an Intel one), relative or absolute
+#: (:func:`ntk_core.experiments._record.compare_rows`): where the experiment computes in float64 without training,
+#: so that another branch moves its numbers by a few units in the last place of what it factorises; 100 times the
+#: largest difference measured between the ``AUTO`` and ``COMPATIBLE`` branches on one unit of every unit class
+#: of its medium record (``benchmarks/README.md``). An experiment that trains networks has none: training turns
+#: the last bits into other results within an epoch (Setting 3's test accuracy 3 points apart after one), so no
+#: tolerance tells a change of the code from the arithmetic; its canary, made in ``COMPATIBLE``, is its check there.
+CROSS_BRANCH_TOL: dict[str, float] = {"bound_scale": 1e-9}
+
+
+def only_mkl_branch_differs(recorded: dict[str, Any], now: dict[str, Any] | None = None) -> bool:
+    """Whether this process computes in the arithmetic ``recorded`` but for MKL's branch (and the ``MKL_CBWR``
+    that chose it; every other pin, the instruction set and NumPy's target the same): a record made with
+    ``MKL_CBWR=AVX2`` on the other CPU maker, say, which replays to :data:`CROSS_BRANCH_TOL` instead of bit for
+    bit."""
+    differ = _differences(recorded, current() if now is None else now)
+    return "mkl_branch" in differ and set(differ) <= {"mkl_branch", "MKL_CBWR"}
 
 
 def describe(arithmetic: dict[str, Any]) -> str:

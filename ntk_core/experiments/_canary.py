@@ -8,9 +8,11 @@ of λ, schedule, regime measure and table) in a few seconds, computed whole and 
 for byte. A change of the code that moves any of those numbers fails ``make test``; a change that moves none
 needs nothing.
 
-The canary is written beside the record (``canary.csv``, its SHA-256 and config in the sealed provenance): by
-:func:`~ntk_core.experiments.record` with every record, or by :func:`record_canary` for a record made before
-canaries (once; it never writes over one).
+The canary is written beside the record (``canary.csv``, its SHA-256, config and arithmetic in the sealed
+provenance): by :func:`~ntk_core.experiments.record` with every record, or by :func:`record_canary` for a record
+made before canaries (once; it never writes over one unless told to). It is computed in its own arithmetic, the
+pins of :data:`~ntk_core.experiments._arithmetic.PINS` (MKL's ``COMPATIBLE`` branch), so that it replays bit for
+bit on Intel and AMD CPUs alike, whatever the arithmetic of the record's units.
 """
 
 from __future__ import annotations
@@ -79,25 +81,33 @@ def canary_config(name: str, config: Any) -> Any:
     return dataclasses.replace(config, **changes)
 
 
-def record_canary(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> float:
-    """Add its canary to a record made before canaries: compute it (in the record's arithmetic), write
+def record_canary(
+    name: str,
+    profile: str = "medium",
+    *,
+    root: str | os.PathLike[str] | None = None,
+    replace: bool = False,
+) -> float:
+    """Add its canary to a record made before canaries: compute it in this process's arithmetic (the command
+    ``replay NAME --canary --record`` starts in :data:`~ntk_core.experiments._arithmetic.PINS`), write
     ``canary.csv`` and describe it in the sealed provenance (:func:`_record.add_canary`). Returns the canary's
     compute seconds.
 
-    Raises ``FileExistsError`` when the record has a canary already (it is never written over: a record and its
+    ``replace=True`` records a canary again over the record's own, for a record whose canary was made in another
+    arithmetic (check first that the old one still replays: ``python -m ntk_core replay NAME --canary``; a
+    canary made with the current code in the current pins is the same bytes).
+
+    Raises ``FileExistsError`` when the record has a canary already and ``replace`` is false (a record and its
     canary are made together by :func:`~ntk_core.experiments.record`) and
-    :class:`~ntk_core.experiments._record.ArithmeticDiffers` when this process does not compute in the record's
-    arithmetic.
     """
     folder = _record.record_dir(name, profile, root)
     with _store.file_lock(folder / "provenance.lock"):
         provenance = _record._provenance(folder, name, profile)
-        if "canary" in provenance or (folder / "canary.csv").exists():
+        if ("canary" in provenance or (folder / "canary.csv").exists()) and not replace:
             raise FileExistsError(
                 f"the {name} record has a canary already ({folder / 'canary.csv'}): a canary is made with its record "
                 f"and never written over; `python -m ntk_core replay {name} --canary` checks it"
             )
-        _record.require_arithmetic(name, provenance)
         canary = canary_config(name, _record._config_from(name, provenance))
         seconds = _record.add_canary(folder, provenance, name, canary)
         _record._write_provenance(folder / "provenance.json", provenance)
@@ -107,7 +117,7 @@ def record_canary(name: str, profile: str = "medium", *, root: str | os.PathLike
 def check_canary(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> list[str]:
     """Differences between the record's ``canary.csv`` and the canary the current code computes (``[]``: none),
     byte for byte. Raises :class:`CanaryMissing` when the record has none,
-    :class:`~ntk_core.experiments._record.ArithmeticDiffers` when this process does not compute in the record's
+    :class:`~ntk_core.experiments._record.ArithmeticDiffers` when this process does not compute in the canary's
     arithmetic, ``ValueError`` when ``canary.csv`` was edited."""
     folder = _record.record_dir(name, profile, root)
     provenance = _record._provenance(folder, name, profile)
@@ -124,6 +134,6 @@ def check_canary(name: str, profile: str = "medium", *, root: str | os.PathLike[
             f"{json.dumps(provenance['canary'].get('config'), sort_keys=True)} then, "
             f"{json.dumps(_record._jsonable(canary), sort_keys=True)} now: record the experiment again"
         ]
-    _record.require_arithmetic(name, provenance)
+    rtol = _record.require_arithmetic(name, provenance["canary"])
     fresh, _ = _record.compute_fresh(name, provenance, canary)
-    return _record.table_differences(recorded_bytes, fresh, rtol=0.0)
+    return _record.table_differences(recorded_bytes, fresh, rtol=rtol)

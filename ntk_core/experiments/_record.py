@@ -306,13 +306,15 @@ def compute_fresh(name: str, provenance: dict[str, Any], config: Any) -> tuple[b
 
 
 def add_canary(folder: Path, provenance: dict[str, Any], name: str, canary: Any) -> float:
-    """Compute the record's canary (the configuration ``canary``) whole, write ``canary.csv`` into ``folder`` and
-    describe it in ``provenance`` (its SHA-256 in ``files``, its configuration and seconds under ``canary``),
-    which the caller then writes, sealed. Returns the canary's compute seconds."""
+    """Compute the record's canary (the configuration ``canary``) whole, in this process's arithmetic (the
+    command's: :data:`~ntk_core.experiments._arithmetic.PINS`, which replays on every CPU maker), write ``canary.csv`` into
+    ``folder`` and describe it in ``provenance`` (its SHA-256 in ``files``, its configuration, seconds and
+    arithmetic under ``canary``), which the caller then writes, sealed. Returns the canary's compute seconds."""
     table, seconds = compute_fresh(name, provenance, canary)
     _store.atomic_write_bytes(folder / "canary.csv", table)
     provenance["files"]["canary.csv"] = _store.sha256_bytes(table)
-    provenance["canary"] = {"config": _jsonable(canary), "seconds": round(seconds, 2)}
+    canary_meta = {"config": _jsonable(canary), "seconds": round(seconds, 2), "arithmetic": _arithmetic.current()}
+    provenance["canary"] = canary_meta
     return seconds
 
 
@@ -669,13 +671,25 @@ class ArithmeticDiffers(Exception):
     or other pins): its numbers would differ in the last bits, and training amplifies them."""
 
 
-def require_arithmetic(name: str, provenance: dict[str, Any]) -> None:
-    """Raise :class:`ArithmeticDiffers` unless this process computes in the record's arithmetic, saying what a
-    user can do: in Python, run the command (it restarts itself with the record's pins); from the command, which
-    did that already, only a CPU like the recording's can."""
-    why = _arithmetic.mismatch(_arithmetic.of_record(provenance))
+def require_arithmetic(name: str, provenance: dict[str, Any]) -> float:
+    """The tolerance of a replay in this process: 0 (bit for bit) where it computes in the record's arithmetic,
+    the experiment's :data:`~ntk_core.experiments._arithmetic.CROSS_BRANCH_TOL` where only MKL's branch differs (a
+    record made with ``MKL_CBWR=AVX2`` on the other CPU maker) and the experiment has one. Else raise :class:`ArithmeticDiffers`, saying what a user can do:
+    in Python, run the command (it restarts itself with the record's pins); from the command, which did that
+    already, only a CPU like the recording's can."""
+    recorded_arithmetic = _arithmetic.of_record(provenance)
+    why = _arithmetic.mismatch(recorded_arithmetic)
     if why is None:
-        return
+        return 0.0
+    branch_only = _arithmetic.only_mkl_branch_differs(recorded_arithmetic)
+    if branch_only and name in _arithmetic.CROSS_BRANCH_TOL:
+        return _arithmetic.CROSS_BRANCH_TOL[name]
+    if branch_only:
+        why += (
+            f"; {name} trains networks, which turn another branch's last bits into other results within an "
+            "epoch, so it has no cross-branch tolerance (its canary, made in MKL's COMPATIBLE branch, replays "
+            "bit for bit on either maker's CPU)"
+        )
     cpu = provenance.get("machine", {}).get("processor") or "CPU"
     if os.environ.get(REEXEC_ENV):  # the command restarted in the record's pins already: the CPU differs
         advice = f"replay it on a machine like the recording's ({cpu})"
@@ -894,12 +908,14 @@ def replay(
     when no single unit fits (an experiment whose every unit is a long training run: the test suite's time
     budget cannot hold it; replay it on purpose with a larger budget). ``per_class=True`` replays one unit of
     every :func:`unit_class` instead (see :func:`choose_units`). Raises :class:`ArithmeticDiffers` when this
-    process does not compute in the record's arithmetic (:mod:`~ntk_core.experiments._arithmetic`).
+    process does not compute in the record's arithmetic (:mod:`~ntk_core.experiments._arithmetic`), but for
+    MKL's branch, whose replay compares to the experiment's :data:`~ntk_core.experiments._arithmetic.CROSS_BRANCH_TOL`
+    where it has one.
     """
 
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
-    require_arithmetic(name, provenance)
+    cross = require_arithmetic(name, provenance)
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     recorded_units = {_canon(u["key"]): u["rows"] for u in units_list}
     config = _config_from(name, provenance)
@@ -907,6 +923,7 @@ def replay(
     if cut is not None:
         config, units_list = cut.config(config), cut.costs(units_list)
         tol = 0.0 if cut.exact else tol
+    tol = max(tol, cross)
     if keys is not None:
         chosen = {_canon(_jsonable(k)) for k in keys}
     else:
@@ -954,10 +971,6 @@ def _compute_as_recorded(name: str, provenance: dict[str, Any], config: Any, ctx
         torch.set_num_threads(threads)
 
 
-#: how far the table of a record made before the arithmetic was pinned may be from the one its units give
-LEGACY_TABLE_RTOL = 1e-9
-
-
 def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[str] | None = None) -> list[str]:
     """Differences between a record's ``table.csv`` and the table its ``units.json`` gives (``[]``: none).
 
@@ -965,12 +978,12 @@ def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[s
     that its own code assembles the table, with whatever it computes beside its units (Setting 1's kernel ridge
     regression, say), in the record's arithmetic; the result must be ``table.csv`` byte for byte. A number edited
     in ``table.csv`` (its checksum updated or not) is found here, since the units and replays never read it.
-    A record made before the arithmetic was pinned is compared to a relative :data:`LEGACY_TABLE_RTOL` instead.
-    Raises :class:`ArithmeticDiffers` like :func:`replay`.
+    Raises :class:`ArithmeticDiffers` like :func:`replay` (and compares to its tolerance where only MKL's branch
+    differs).
     """
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
-    require_arithmetic(name, provenance)
+    rtol = require_arithmetic(name, provenance)
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     table_bytes = _read_verified(folder, "table.csv", provenance)
     ctx = _ReplayContext(
@@ -982,10 +995,6 @@ def check_table(name: str, profile: str = "medium", *, root: str | os.PathLike[s
     header = table_bytes.split(b"\n", 1)[0].decode().split(",")
     if sorted(header) == sorted(map(str, table.columns)):  # rows read back from JSON have their keys sorted
         table = table[header]
-    # not byte for byte: a record made before the arithmetic was pinned may differ in the last bits of what it
-    # computes beside its units (MKL without its reproducible mode depends on memory alignment: 4e-16 to 2e-15
-    # relative measured on Setting 1's KRR rows), so it is compared to ``LEGACY_TABLE_RTOL``; a pinned one exactly
-    rtol = 0.0 if isinstance(provenance.get("arithmetic"), dict) else LEGACY_TABLE_RTOL
     return table_differences(table_bytes, _table_csv(table), rtol=rtol)
 
 
@@ -1000,8 +1009,8 @@ def _cell_text(value: Any) -> str:
 
 def table_differences(recorded_csv: bytes, fresh_csv: bytes, rtol: float = 0.0) -> list[str]:
     """Differences between two tables written as a record writes its ``table.csv`` (``[]``: none): nothing when
-    they are equal byte for byte, else their shapes, or each cell whose numbers differ beyond ``rtol`` (relative)
-    or whose other values differ (at most 20)."""
+    they are equal byte for byte, else their shapes, or each cell whose numbers differ beyond ``rtol`` (relative
+    and absolute, as :func:`compare_rows`) or whose other values differ (at most 20)."""
     if recorded_csv == fresh_csv:
         return []
     old = pd.read_csv(io.BytesIO(recorded_csv), float_precision="round_trip")
@@ -1015,7 +1024,7 @@ def table_differences(recorded_csv: bytes, fresh_csv: bytes, rtol: float = 0.0) 
     for col in old.columns:
         a_, b_ = old[col].to_numpy(), new[col].to_numpy()
         if pd.api.types.is_numeric_dtype(old[col]) and pd.api.types.is_numeric_dtype(new[col]):
-            bad = ~np.isclose(a_.astype(float), b_.astype(float), rtol=rtol, atol=0.0, equal_nan=True)
+            bad = ~np.isclose(a_.astype(float), b_.astype(float), rtol=rtol, atol=rtol, equal_nan=True)
         else:
             bad = np.array([x != y and not (pd.isna(x) and pd.isna(y)) for x, y in zip(a_, b_)], dtype=bool)
         problems += [

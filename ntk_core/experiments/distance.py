@@ -42,8 +42,7 @@ from .. import noise
 from .._checks import check_count, check_each_in
 from ..krr import krr_coefficients
 from ..nets import DifferenceTrick, TwoLayerNet
-from ..ntk import empirical_ntk
-from ..regime import linearised_outputs
+from ..regime import _symmetric_ntk, linearised_outputs
 from ..train import TrainConfig, train
 from ._runner import ExperimentConfig, RunContext
 from ._shared import RegimeTracker, make_split
@@ -206,7 +205,7 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     model = DifferenceTrick(TwoLayerNet(input_dim(config.pool), point["width"], seed=seed)).to(config.device)
     steps = int(round(config.steps / point["lr_scale"]))
     regime = RegimeTracker(model, split.x_test[: config.n_probe], steps)
-    K = empirical_ntk(model, split.x_train, out_dtype=torch.float64).numpy()
+    K = _symmetric_ntk(model, split.x_train)
     eig = np.linalg.eigvalsh(K)
     lam = point["lam"]
     lr = point["lr_scale"] / (eig[-1] + (lam or 0.0) ** 2)
