@@ -70,6 +70,7 @@ from ._checks import (
     check_binary_labels,
     check_class_labels,
     check_interval,
+    check_lam,
     check_positive,
     check_probability,
     check_rows,
@@ -253,14 +254,14 @@ def ridge_complexity(K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float) -> f
     y : ArrayLike, shape (n,)
         Labels.
     lam : float
-        λ ≥ 0.
+        λ ≥ 0 (0 gives yᵀK⁻¹y, :func:`complexity`; K must then be positive definite).
 
     Returns
     -------
     float
     """
     Km = as_kernel_matrix(K)
-    return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_positive(lam, "lam")))
+    return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_lam(lam, "lam")))
 
 
 def rkhs_norm(K: ArrayLike | KernelMatrix, alpha: ArrayLike) -> float:
@@ -300,7 +301,7 @@ def krr_rkhs_norm(K: ArrayLike | KernelMatrix, y_noisy: ArrayLike, lam: float) -
     y_noisy : ArrayLike, shape (n,)
         The training labels ỹ.
     lam : float
-        λ > 0.
+        λ ≥ 0 (0: the minimum-norm interpolant K⁻¹ỹ; K must then be positive definite).
 
     Returns
     -------
@@ -308,7 +309,7 @@ def krr_rkhs_norm(K: ArrayLike | KernelMatrix, y_noisy: ArrayLike, lam: float) -
         ‖f*‖_H.
     """
     Km = as_kernel_matrix(K)
-    return rkhs_norm(Km, Km.ridge_solve(check_rows(y_noisy, Km.n, "y_noisy", ndim=1), check_positive(lam, "lam")))
+    return rkhs_norm(Km, Km.ridge_solve(check_rows(y_noisy, Km.n, "y_noisy", ndim=1), check_lam(lam, "lam")))
 
 
 def gap(P: ArrayLike) -> float:
@@ -829,7 +830,7 @@ def _additive_bound(
         raise ValueError(f"tr K must be > 0 for a kernel matrix, got {trace:.6g}")
     tau = math.sqrt(trace)
     comp = float(complexity(K, y)) if comp is None else comp
-    ridge = ridge_complexity(K, y, lam) if ridge is None else ridge
+    ridge = float(K.ridge_quadratic(y, lam)) if ridge is None else ridge
     lc1 = _lemma_c1(comp, trace, lam, sigma, delta / 3.0)
     lc2 = _lemma_c2(ridge, n, lam, sigma, delta / 3.0)
     rad = 2.0 * tau / n

@@ -570,6 +570,8 @@ def test_data_quantities_by_value() -> None:
     R = np.linalg.inv(K + lam**2 * np.eye(5))
     assert complexity(K, y) == pytest.approx(y @ Kinv @ y, rel=1e-12)
     assert ridge_complexity(K, y, lam) == pytest.approx(y @ R @ y, rel=1e-12)
+    # λ = 0 is the documented end of the range: the unregularised yᵀK⁻¹y, by an independent solve
+    assert ridge_complexity(K, y, 0.0) == pytest.approx(y @ np.linalg.solve(K, y), rel=1e-10)
     alpha = np.array([0.3, -1.0, 0.2, 0.0, 0.5])
     assert rkhs_norm(K, alpha) == pytest.approx(math.sqrt(alpha @ K @ alpha), rel=1e-12)
     assert krr_rkhs_norm(K, y, lam) == pytest.approx(math.sqrt(y @ R @ K @ R @ y), rel=1e-12)
