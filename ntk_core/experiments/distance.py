@@ -39,10 +39,11 @@ import pandas as pd
 import torch
 
 from .. import noise
-from .._checks import check_count, check_each_in
+from .._checks import check_count, check_each_in, check_kernel_matrix, symmetry_rtol
 from ..krr import krr_coefficients
 from ..nets import DifferenceTrick, TwoLayerNet
-from ..regime import _symmetric_ntk, linearised_outputs
+from ..ntk import empirical_ntk
+from ..regime import linearised_outputs
 from ..train import TrainConfig, train
 from ._runner import ExperimentConfig, RunContext
 from ._shared import RegimeTracker, make_split
@@ -205,7 +206,9 @@ def _one(config: Config, point: dict, seed: int, features: tuple, progress: bool
     model = DifferenceTrick(TwoLayerNet(input_dim(config.pool), point["width"], seed=seed)).to(config.device)
     steps = int(round(config.steps / point["lr_scale"]))
     regime = RegimeTracker(model, split.x_test[: config.n_probe], steps)
-    K = _symmetric_ntk(model, split.x_train)
+    # K(X, X) of the float32 network: symmetric to float32 rounding (checked), then exactly
+    K = empirical_ntk(model, split.x_train, out_dtype=torch.float64).numpy()
+    K = check_kernel_matrix(K, "K(X, X)", rtol=symmetry_rtol(np.float32))
     eig = np.linalg.eigvalsh(K)
     lam = point["lam"]
     lr = point["lr_scale"] / (eig[-1] + (lam or 0.0) ** 2)
