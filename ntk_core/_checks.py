@@ -7,9 +7,12 @@ early (see the conventions in ARCHITECTURE.md). Nothing here computes mathematic
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +32,7 @@ __all__ = [
     "check_each_in",
     "check_finite",
     "check_interval",
+    "check_output_path",
     "check_kernel_matrix",
     "check_lam",
     "check_probability",
@@ -38,6 +42,7 @@ __all__ = [
     "check_transition_matrix",
     "check_unit_interval_open",
     "check_positive",
+    "json_written_with",
     "symmetry_rtol",
 ]
 
@@ -748,3 +753,72 @@ def check_rows(x: ArrayLike, n: int, name: str, ndim: int | tuple[int, ...] = (1
     if arr.shape[0] != n:
         raise ValueError(f"{name} must have n = {n} rows (one per training point, as K), got shape {arr.shape}")
     return arr
+
+
+def check_output_path(
+    path: str | os.PathLike[str],
+    option: str,
+    *,
+    inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
+    overwrite: bool = False,
+    made_here: Callable[[Path], bool] | None = None,
+) -> Path:
+    """The file a command is about to write, checked before any work; returns it as a :class:`~pathlib.Path`.
+
+    Refused (``ValueError`` naming ``option``): a path that is one of the command's ``inputs`` (by name or, where
+    both exist, the same file under two names), whatever ``overwrite`` says; a folder; a path whose folder does not
+    exist or cannot be written; an existing file, unless ``overwrite`` is true or ``made_here(path)`` says it is
+    this command's own earlier output (told by its content, never by its name).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output file.
+    option : str
+        The option that named it (``"--out"``), for the messages.
+    inputs : mapping of str to path, optional
+        The command's input files by option (``None`` values are skipped).
+    overwrite : bool
+        Whether the user asked to replace an existing file (``--overwrite``).
+    made_here : callable, optional
+        Tells whether an existing file is this command's own output (read from the file's content).
+    """
+    out = Path(path)
+    for name, given in (inputs or {}).items():
+        if given is None:
+            continue
+        same = out.resolve() == Path(given).resolve()
+        if not same and out.exists() and Path(given).exists():
+            same = os.path.samefile(out, given)
+        if same:
+            raise ValueError(
+                f"{option} {out} is also {name}: writing it would replace the input it is computed from; "
+                "choose another file"
+            )
+    if out.is_dir():
+        raise ValueError(f"{option} {out} is a folder: give a file name")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"{option} {out}: its folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {out}: its folder {folder} cannot be written")
+    if out.exists() and not overwrite and not (made_here is not None and made_here(out)):
+        raise ValueError(
+            f"{option} {out} exists and was not written by this command: pass --overwrite to replace it, or "
+            "choose another file"
+        )
+    return out
+
+
+def json_written_with(keys: Collection[str]) -> Callable[[Path], bool]:
+    """A ``made_here`` for :func:`check_output_path`: the file is a JSON object with every one of ``keys`` (the
+    fields the command writes), i.e. an earlier output of the same command."""
+
+    def made_here(path: Path) -> bool:
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return isinstance(found, dict) and all(key in found for key in keys)
+
+    return made_here

@@ -33,6 +33,7 @@ from . import EXPERIMENTS, _arithmetic, get, make_config
 from ._runner import run_experiment
 from ._record import REEXEC_ENV, RecordMissing, record_experiment, recorded, summary
 from .profile import PROFILES
+from .._checks import check_output_path, json_written_with
 
 
 def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     run.add_argument("--seeds", type=int, nargs="+", default=None)
     run.add_argument("--out", type=Path, default=Path("results"), help="folder for <experiment>-<profile>.csv/.json")
     run.add_argument("--no-cache", action="store_true", help="recompute even if a cached result exists")
+    run.add_argument(
+        "--overwrite", action="store_true", help="replace the table and its .json in --out if another run wrote them"
+    )
     run.add_argument(
         "--workers", type=int, default=1, help="processes computing the training runs at once (one thread each)"
     )
@@ -132,6 +136,12 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
             config = make_config(args.experiment, args.profile, **overrides)
         except TypeError as err:  # a value of a type that the config's own checks did not foresee
             raise ValueError(f"bad --set value: {err}") from None
+        if not args.record:  # the table and its .json, checked before the run
+            args.out.mkdir(parents=True, exist_ok=True)
+            stem = args.out / f"{args.experiment}-{args.profile}"
+            mine = _result_of(args.experiment, args.profile)
+            for suffix in (".csv", ".json"):
+                check_output_path(stem.with_suffix(suffix), "--out", overwrite=args.overwrite, made_here=mine)
         if args.record and reexec and not _arithmetic.pinned() and os.environ.get(_REEXEC) is None:
             _restart(_arithmetic.environment(_arithmetic.PINS), argv)
         runner: typing.Callable[..., typing.Any]
@@ -165,6 +175,21 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     print(result.summary())
     print(f"table: {path.with_suffix('.csv')}")
     return 0
+
+
+def _result_of(experiment: str, profile: str) -> typing.Callable[[Path], bool]:
+    """A ``made_here`` for ``run --out``: the file is half of a table this command exported for the same experiment
+    and profile (its ``.json`` names them)."""
+    said = json_written_with(("experiment", "profile"))
+
+    def made_here(path: Path) -> bool:
+        meta = path.with_suffix(".json")
+        if not said(meta):
+            return False
+        found = json.loads(meta.read_text(encoding="utf-8"))
+        return bool(found["experiment"] == experiment and found["profile"] == profile)
+
+    return made_here
 
 
 def _positive_seconds(text: str) -> float:
@@ -216,6 +241,7 @@ def _replay_parser(sub: Any) -> None:
         "--max-seconds", type=_positive_seconds, default=None, help="budget in recorded compute seconds (> 0)"
     )
     replay.add_argument("--json", type=Path, default=None, help="write the checks to this file (JSON)")
+    replay.add_argument("--overwrite", action="store_true", help="replace --json if it exists")
     what = replay.add_mutually_exclusive_group()
     what.add_argument(
         "--prefix",
@@ -255,8 +281,12 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
     if args.record and not args.canary:
         print("error: --record adds a canary: use it with --canary", file=sys.stderr)
         return 2
-    if args.json is not None and not args.json.parent.is_dir():
-        print(f"error: --json {args.json}: its folder {args.json.parent} does not exist", file=sys.stderr)
+    try:
+        if args.json is not None:
+            made_here = json_written_with(("experiment", "arithmetic", "checks"))
+            check_output_path(args.json, "--json", overwrite=args.overwrite, made_here=made_here)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     try:
         recorded(args.experiment, args.profile)

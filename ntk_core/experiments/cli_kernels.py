@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_output_path, json_written_with
+
 __all__ = ["add_gram", "gram", "add_bound", "bound"]
 
 
@@ -132,6 +134,7 @@ def add_gram(sub: Any) -> None:
         default=None,
         help="the .npy to write (default: gram.npy in the tile folder; needed without one)",
     )
+    gram.add_argument("--overwrite", action="store_true", help="replace --out if it exists (never one of the inputs)")
     gram.add_argument("--backend", choices=BACKENDS, default=None, help="default: nccl with CUDA, else gloo")
     gram.add_argument("--device", default=None, help="default: this rank's GPU with nccl, else cpu")
     gram.add_argument("--progress", action="store_true", help="a progress bar per rank")
@@ -218,6 +221,8 @@ def gram(args: argparse.Namespace) -> int:
                 raise ValueError("several processes share their tiles through --checkpoint-dir: give one")
             if args.checkpoint_dir is None and args.out is None:
                 raise ValueError("--out is needed without --checkpoint-dir (the tiles' folder is temporary)")
+            if args.out is not None:
+                check_output_path(args.out, "--out", inputs={"--inputs": args.inputs}, overwrite=args.overwrite)
             model, x, what = gram_inputs(args)
             with tempfile.TemporaryDirectory(prefix="ntk-gram-") as scratch:
                 res = distributed_ntk(
@@ -301,6 +306,7 @@ def add_bound(sub: Any) -> None:
     )
     bound.add_argument("--printed", type=float, default=None, metavar="C", help="also the printed O(·) form, O := C·")
     bound.add_argument("--json", type=Path, default=None, help="also write the terms to this file (JSON)")
+    bound.add_argument("--overwrite", action="store_true", help="replace --json if it exists (never one of the inputs)")
 
 
 def _transition(spec: str, labels: np.ndarray) -> np.ndarray:
@@ -373,6 +379,7 @@ def add_kernel(sub: Any) -> None:
     kernel.add_argument("--infinite", choices=tuple(INFINITE_KERNELS), required=True)
     kernel.add_argument("--inputs", type=Path, required=True, help="the inputs X, (n, d): a .npy or .pt file")
     kernel.add_argument("--out", type=Path, required=True, help="the .npy file to write")
+    kernel.add_argument("--overwrite", action="store_true", help="replace --out if it exists (never one of the inputs)")
     kernel.add_argument(
         "--processes",
         type=int,
@@ -388,6 +395,7 @@ def kernel(args: argparse.Namespace) -> int:
     from ..kernel_file import write_kernel
 
     try:
+        check_output_path(args.out, "--out", inputs={"--inputs": args.inputs}, overwrite=args.overwrite)
         out = write_kernel(
             infinite_source(args.infinite, args.inputs),
             args.out,
@@ -454,6 +462,10 @@ def bound(args: argparse.Namespace) -> int:
         flag, value = needs[args.theorem]
         if value is None:
             raise ValueError(f"Theorem {args.theorem} needs {flag}")
+        if args.json is not None:
+            inputs = {"--labels": args.labels, "--kernel": args.kernel, "--inputs": args.inputs}
+            made_here = json_written_with(("theorem", "lam", "lam_from"))
+            check_output_path(args.json, "--json", inputs=inputs, overwrite=args.overwrite, made_here=made_here)
         labels = load_array(args.labels, "--labels")
         labels = np.asarray(labels.numpy() if hasattr(labels, "numpy") else labels).reshape(-1)
         K = _kernel_argument(args)
