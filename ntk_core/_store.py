@@ -70,6 +70,7 @@ __all__ = [
     "file_digest",
     "canonical",
     "fingerprint",
+    "function_fingerprint",
     "sha256_bytes",
     "save",
     "load",
@@ -650,3 +651,58 @@ def file_lock(path: str | os.PathLike[str], *, timeout: float | None = None, pol
         yield path
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def function_fingerprint(fn: Any) -> str:
+    """SHA-256 of what a function computes, by its content: its code (bytecode, constants and names, nested
+    functions' code included), its default arguments, the values its closure holds and the values of the module
+    globals it reads that are plain data or arrays (numbers, strings, tuples, arrays: a ``GAMMA = 3`` it uses), and,
+    for a ``functools.partial``, the wrapped function's with the bound arguments. Two lambdas with other constants
+    or closures therefore differ though their names are the same; the same function in two processes agrees.
+
+    A callable whose code cannot be read (a builtin, an object with ``__call__``) is fingerprinted by its ``repr``,
+    which names its address: never taken for another one, at the price of never being recognised in another
+    process either."""
+    import functools
+    import types
+
+    def plain(value: Any) -> Any:
+        if _as_numpy(value) is not None:
+            return {"array": fingerprint(value)}
+        if isinstance(value, (bool, int, float, str, type(None))):
+            return value
+        if isinstance(value, (tuple, list)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if callable(value):
+            return {"function": function_fingerprint(value)}
+        return {"repr": repr(value)}
+
+    def code(c: types.CodeType) -> Any:
+        consts = [code(k) if isinstance(k, types.CodeType) else repr(k) for k in c.co_consts]
+        return {"bytes": c.co_code.hex(), "consts": consts, "names": list(c.co_names), "name": c.co_qualname}
+
+    if isinstance(fn, functools.partial):
+        content: Any = {"partial": function_fingerprint(fn.func), "args": plain(fn.args), "kw": plain(fn.keywords)}
+    elif isinstance(fn, types.FunctionType):
+        reads = {
+            name: plain(fn.__globals__[name])
+            for name in fn.__code__.co_names
+            if name in fn.__globals__
+            and (
+                isinstance(fn.__globals__[name], (bool, int, float, str, tuple))
+                or _as_numpy(fn.__globals__[name]) is not None
+            )
+        }
+        content = {
+            "module": fn.__module__,
+            "code": code(fn.__code__),
+            "defaults": plain(fn.__defaults__),
+            "kwdefaults": plain(fn.__kwdefaults__),
+            "closure": [plain(cell.cell_contents) for cell in fn.__closure__ or ()],
+            "globals": reads,
+        }
+    else:
+        content = {"repr": repr(fn)}
+    return sha256_bytes(_dumps(content).encode())

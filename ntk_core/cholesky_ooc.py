@@ -103,8 +103,8 @@ class KernelSource:
 
     Build it with :meth:`from_matrix` or :meth:`from_function`. :meth:`block` returns ``K[rows, cols]`` in
     float64; ``identity`` is what the tiles of K depend on (for a matrix the SHA-256 of its lower
-    triangle, computed while its symmetry is checked; for a function its name and the fingerprint of
-    the inputs), and names the folder of a factor.
+    triangle, computed while its symmetry is checked; for a function its content — code, defaults,
+    closure values — or the caller's ``name``, and the fingerprint of the inputs), and names the folder of a factor.
 
     Examples
     --------
@@ -198,8 +198,10 @@ class KernelSource:
         x : ArrayLike, shape (n, ...)
             The inputs X (NumPy array or tensor), indexed along the first axis.
         name : str, optional
-            Names the kernel in the factor's identity (default: the function's module and qualified name):
-            two kernels with the same name and inputs are taken to be the same matrix.
+            Names the kernel in the factor's identity, as a key the caller vouches for: two kernels with the
+            same name and inputs are taken to be the same matrix. Without it the identity is the function's
+            content (:func:`ntk_core._store.function_fingerprint`: its code, defaults, closure values and the
+            plain globals it reads), so that two lambdas with other constants never share a factor folder.
         """
         if not callable(kernel):
             raise TypeError(f"kernel must be a function k(x1, x2), got {type(kernel).__name__}")
@@ -219,7 +221,8 @@ class KernelSource:
                 raise ValueError(f"kernel {label} returned NaN or infinite values for rows {rows}, columns {cols}")
             return out
 
-        identity = {"kind": "function", "kernel": label, "n": n, "x": _store.fingerprint({"x": data})}
+        what = {"kernel": label} if name else {"kernel": label, "code": _store.function_fingerprint(kernel)}
+        identity = {"kind": "function", **what, "n": n, "x": _store.fingerprint({"x": data})}
         return cls(n, block, identity, label)
 
     def block(self, rows: slice, cols: slice) -> np.ndarray:

@@ -76,6 +76,38 @@ def test_a_function_source_never_stores_K_and_gives_the_same_factor(mnist_like, 
     assert tiled_cholesky(other, tmp_path, tile=100).folder != L.folder  # other inputs: another factor
 
 
+def test_two_lambdas_of_one_name_never_share_a_factor(mnist_like, tmp_path: Path) -> None:
+    """Identity by content, not by name: two kernels made by lambdas (both named ``<lambda>``) with other
+    constants, or by one closure over other values, factored into the same folder, each get their own factor, and
+    yᵀ(K + λ²I)⁻¹y is each kernel's own (against a dense solve); the same function in the same folder is found
+    again, and an explicit ``name`` is a key the caller vouches for."""
+    x, y, _ = mnist_like
+    x = x[:150]
+    y = y[:150]
+
+    def scaled(gamma: float):
+        return lambda a, b: gamma * infinite.setting1_kernel(a, b)
+
+    kernels = [
+        lambda a, b: 1.0 * infinite.setting1_kernel(a, b),
+        lambda a, b: 3.0 * infinite.setting1_kernel(a, b),
+        scaled(2.0),
+        scaled(5.0),
+    ]
+    folders = set()
+    for k in kernels:
+        L = tiled_cholesky(KernelSource.from_function(k, x), tmp_path, lam=0.5, tile=64)
+        folders.add(L.folder)
+        K = k(x, x)
+        exact = y @ np.linalg.solve(K + 0.25 * np.eye(len(y)), y)
+        assert L.quadratic(y) == pytest.approx(exact, rel=1e-9)
+    assert len(folders) == 4
+    again = tiled_cholesky(KernelSource.from_function(kernels[2], x), tmp_path, lam=0.5, tile=64)
+    assert again.folder in folders and again.computed == 0  # the same closure: its factor found, nothing computed
+    named = [KernelSource.from_function(k, x, name="mine").identity for k in kernels[:2]]
+    assert named[0] == named[1]
+
+
 def test_resumes_after_a_kill_with_the_same_bits(mnist_like, tmp_path: Path) -> None:
     x, y, _ = mnist_like
     K = infinite.setting1_kernel(x)
