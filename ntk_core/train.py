@@ -312,8 +312,13 @@ def _checkpoint_identity(
     val: tuple[torch.Tensor, torch.Tensor] | None,
     test: tuple[torch.Tensor, torch.Tensor] | None,
 ) -> dict[str, Any]:
-    """Everything that determines a run: config, the data actually used, the model and its initial state."""
+    """Everything that determines a run: config, the data actually used, the model — its class, what it computes
+    and its initial state. What it computes enters twice, so that a ``forward`` changed under the same class name
+    and weights (ReLU → tanh, a plain tensor attribute it reads) is another run: the code of every module class's
+    ``forward`` (:func:`ntk_core._store.function_fingerprint`) and the model's outputs on the first training
+    inputs, in evaluation mode (no state changes, no random numbers drawn)."""
     fp = _store.fingerprint
+    forwards = {f"{type(m).__module__}.{type(m).__qualname__}": type(m).forward for m in model.modules()}
     return {
         "artifact": "training checkpoint",
         "config": asdict(config),
@@ -329,6 +334,8 @@ def _checkpoint_identity(
             "architecture": fp(repr(model)),
             "trained": sorted(n for n, p in model.named_parameters() if p.requires_grad),
             "initial_state": {k: fp(v) for k, v in model.state_dict().items()},
+            "forward": {name: _store.function_fingerprint(f) for name, f in sorted(forwards.items())},
+            "outputs": fp(predict(model, x[:4]).detach().cpu()),
         },
     }
 

@@ -158,6 +158,46 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary files left
 
 
+class _Act(nn.Module):
+    """A network whose nonlinearity is chosen by its ``forward`` alone (the same class, the same weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = nn.Linear(6, 16), nn.Linear(16, 1)
+        self.scale = torch.ones(())  # a plain tensor attribute the forward reads (not a buffer)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x))).squeeze(-1) * self.scale
+
+
+def test_a_checkpoint_is_resumed_only_by_the_same_function_not_the_same_class_name(tmp_path):
+    """A finished checkpoint of a ReLU network is not taken for a run of the same class with the same initial
+    weights whose ``forward`` computes another function (tanh), nor one whose plain tensor attribute changed: each
+    trains afresh and ends where its own uninterrupted run ends."""
+    x = torch.randn(40, 6, generator=torch.Generator().manual_seed(1))
+    y = torch.where(x[:, 0] > 0, 1, -1)
+    cfg = TrainConfig(lr=0.002, epochs=3, batch_size=8)
+    path = tmp_path / "ckpt.pt"
+    relu = train(_Act(), x, y, cfg, checkpoint=path)
+
+    class _Tanh(_Act):
+        def forward(self, x):
+            return self.b(torch.tanh(self.a(x))).squeeze(-1) * self.scale
+
+    _Tanh.__name__ = _Tanh.__qualname__ = "_Act"  # the same class name, module and weights
+    _Tanh.__module__ = _Act.__module__
+    tanh_alone = train(_Tanh(), x, y, cfg)
+    tanh = train(_Tanh(), x, y, cfg, checkpoint=path)
+    assert tanh.history.equals(tanh_alone.history) and not tanh.history.equals(relu.history)
+    scaled, scaled_alone = _Act(), _Act()
+    scaled.scale = scaled_alone.scale = torch.full((), 2.0)
+    doubled = train(scaled, x, y, cfg, checkpoint=path)
+    assert doubled.history.equals(train(scaled_alone, x, y, cfg).history)
+    assert not doubled.history.equals(relu.history)
+    assert train(_Act(), x, y, cfg, checkpoint=tmp_path / "again.pt").history.equals(relu.history)
+
+
 def test_deterministic_for_a_fixed_seed():
     results = []
     for _ in range(2):
