@@ -218,6 +218,34 @@ def test_checkpoint_resume_recomputes_only_missing_tiles(tmp_path) -> None:  # t
     assert all(other)
 
 
+class _Masked(nn.Module):
+    """A network reading a plain tensor attribute (not a parameter, not a buffer) that only some inputs feel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = nn.Linear(3, 8), nn.Linear(8, 1)
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x * self.mask))).squeeze(-1)
+
+
+def test_stored_tiles_follow_every_tensor_the_forward_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A plain tensor attribute changed where the first inputs (the identity's probe) do not feel it: the stored
+    tiles are not reused, and the kernel is the new model's."""
+    x = torch.randn(12, 3, generator=torch.Generator().manual_seed(0))
+    x[:6, 0] = 0.0  # the probe's inputs have no first feature: a change of its mask leaves their outputs alone
+    model = _Masked()
+    kwargs = dict(dtype=torch.float64, tile_size=4, checkpoint_dir=tmp_path)
+    empirical_ntk(model, x, **kwargs)
+    model.mask = torch.tensor([5.0, 1.0, 1.0])
+    computed: list[bool] = []
+    k = empirical_ntk(model, x, callback=lambda i, j, c: computed.append(c), **kwargs)
+    assert all(computed)
+    assert rel_err(k, reference_ntk(model, x, x, "trace")) <= TOL[torch.float64]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cuda_matches_reference(dtype: torch.dtype) -> None:

@@ -52,9 +52,22 @@ def _probe(prob: _Problem, k: int = 4) -> str:
     return _store.fingerprint(np.ldexp(np.round(mantissa * 2.0**24) / 2.0**24, exponent))
 
 
+def _tensor_attributes(model: torch.nn.Module) -> dict[str, str]:
+    """Fingerprints of the plain tensor attributes of the model and its submodules (``self.scale = tensor``: not a
+    parameter, not a buffer, read by ``forward`` all the same)."""
+    return {
+        f"{prefix}.{name}" if prefix else name: _store.fingerprint(value)
+        for prefix, module in model.named_modules()
+        for name, value in sorted(vars(module).items())
+        if isinstance(value, torch.Tensor)
+    }
+
+
 def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) -> dict[str, Any]:
-    """Everything that determines the tiles: model (and what it computes), parameters, constants, inputs,
-    method, dtypes, geometry."""
+    """Everything that determines the tiles: model (and what it computes: outputs and gradients on the first
+    inputs), parameters, buffers and other constants, the plain tensor attributes of every submodule, inputs,
+    method, dtypes, geometry. Not covered but through what the model computes on its first inputs: tensors the
+    forward reads from outside the model (a global, a closure)."""
     return {
         "artifact": "empirical_ntk tile",
         "model": {
@@ -64,6 +77,7 @@ def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) ->
         },
         "params": {n: _store.fingerprint(t) for n, t in sorted(prob.params.items())},
         "consts": {n: _store.fingerprint(t) for n, t in sorted(prob.consts.items())},
+        "attributes": _tensor_attributes(prob.model),
         "x1": _map_inputs(_store.fingerprint, prob.x1),  # one tensor: its fingerprint, as before multiple inputs
         "x2": "x1" if prob.symmetric else _map_inputs(_store.fingerprint, prob.x2),
         "method": method,
