@@ -118,8 +118,44 @@ class Stored:
 # --------------------------------------------------------------------------- bytes on disk
 
 
+def _remove_orphans(folder: Path, name: str) -> None:
+    """Remove the temporary files of earlier writes of ``name`` in ``folder`` whose process is gone (killed
+    mid-write, ``kill -9``: nothing could clean up then); those of a process still running are left alone."""
+    for part in folder.glob(f".{_glob_escape(name)}.*.part"):
+        pid = part.name[len(name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                part.unlink()
+        except PermissionError:  # another user's process, alive
+            continue
+
+
+def _glob_escape(name: str) -> str:
+    """``name`` with the characters :meth:`pathlib.Path.glob` reads as patterns escaped."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _no_space(err: OSError, path: Path, needed: int | None) -> OSError:
+    """A disk-full error that names the folder, what is free there and, where known, what was needed."""
+    try:
+        free = f"{os.statvfs(path.parent).f_bavail * os.statvfs(path.parent).f_frsize:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    wanted = f", {needed:,} needed" if needed is not None else ""
+    return OSError(
+        errno.ENOSPC,
+        f"no space left on the device of {path.parent} while writing {path.name} ({free}{wanted}); free space "
+        "there or write elsewhere (the file was left as it was)",
+        str(path),
+    )
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], *, needed: int | None = None) -> Iterator[Path]:
     """A temporary path to write ``path`` through: a reader sees either the old file or the whole new one.
 
     The block writes the temporary file (for example a download, verified before
@@ -132,23 +168,30 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     ----------
     path : str or os.PathLike
         Destination file.
+    needed : int, optional
+        The bytes the file will take, for the message of a full disk (``OSError`` with ``errno.ENOSPC`` that names
+        the folder, the bytes free and these).
 
     Yields
     ------
     pathlib.Path
-        The temporary file, in the folder of ``path``; the block creates it.
+        The temporary file, in the folder of ``path``; the block creates it. The temporary files of earlier
+        writes of ``path`` whose process is gone (killed mid-write) are removed first.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(path.parent, path.name)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.part"
     try:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            raise _no_space(err, path, needed) from err
         raise
     with contextlib.suppress(OSError):  # make the rename itself durable; not all file systems allow it
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -177,10 +220,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview, *
     *more : bytes or memoryview
         The parts that follow it.
     """
-    with atomic_path(path) as tmp:
+    parts = (data, *more)
+    with atomic_path(path, needed=sum(memoryview(p).nbytes for p in parts)) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as fh:
-            for part in (data, *more):
+            for part in parts:
                 fh.write(part)
 
 

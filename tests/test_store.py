@@ -319,3 +319,37 @@ def test_file_digest_matches_hashlib(tmp_path):
     (tmp_path / "x").write_bytes(payload)
     assert _store.file_digest(tmp_path / "x") == hashlib.sha256(payload).hexdigest() == _store.sha256_bytes(payload)
     assert _store.file_digest(tmp_path / "x", "md5") == hashlib.md5(payload).hexdigest()
+
+
+def test_a_killed_writes_temporary_file_is_removed_by_the_next_write_there(tmp_path):
+    """``kill -9`` mid-write leaves ``.<name>.<pid>.<token>.part``; the next write of that file removes it when its
+    process is gone, and leaves the temporary file of a process still running (a concurrent writer) alone."""
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    orphan = tmp_path / f".K.npz.{gone.pid}.0badf00d.part"
+    orphan.write_bytes(b"half a tile")
+    alive = tmp_path / f".K.npz.{os.getppid()}.0badf00d.part"  # this test's parent process: running
+    alive.write_bytes(b"another writer's")
+    other = tmp_path / f".L.npz.{gone.pid}.0badf00d.part"  # another file's: not this write's business
+    other.write_bytes(b"x")
+    _store.atomic_write_bytes(tmp_path / "K.npz", b"whole")
+    assert not orphan.exists() and alive.exists() and other.exists()
+    assert (tmp_path / "K.npz").read_bytes() == b"whole"
+
+
+def test_a_full_disk_names_the_folder_and_the_bytes(tmp_path, monkeypatch):
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "K.npy").write_bytes(b"old")
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(
+        OSError, match=r"no space left on the device of .* while writing K.npy \(.*bytes free, 5 needed\)"
+    ) as err:
+        _store.atomic_write_bytes(tmp_path / "K.npy", b"12345")
+    assert err.value.errno == errno.ENOSPC and (tmp_path / "K.npy").read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["K.npy"]  # no temporary file left
