@@ -174,12 +174,32 @@ def test_bound_names_bad_input(tmp_path, capsys, extra, message):
     assert message in capsys.readouterr().err
 
 
-def test_a_pickled_npy_is_refused(tmp_path, capsys):
+def test_a_pickled_npy_is_refused(tmp_path, capsys, user_models):
     _saved_problem(tmp_path)
     np.save(tmp_path / "evil.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     args = ["bound", "--theorem", "5.2", "--kernel", str(tmp_path / "K.npy"), "--labels", str(tmp_path / "evil.npy")]
     assert main([*args, "--lam", "1", "--p", "0.1"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+    # a .pt that holds more than tensors (a pickle that would run code): never unpickled, never advised to be
+    class Evil:
+        def __reduce__(self):
+            return (print, ("unpickled!",))
+
+    torch.save({"x": Evil()}, tmp_path / "evil.pt")
+    gram = [
+        "gram",
+        "--model",
+        "my_models:make",
+        "--inputs",
+        str(tmp_path / "evil.pt"),
+        "--out",
+        str(tmp_path / "k.npy"),
+    ]
+    assert main(gram) == 2
+    captured = capsys.readouterr()
+    assert "is not a tensor file" in captured.err and "weights_only=False" not in captured.err
+    assert "unpickled!" not in captured.out and not (tmp_path / "k.npy").exists()
 
 
 def test_bound_of_an_infinite_kernel_factored_tile_by_tile_without_storing_K(tmp_path, capsys):

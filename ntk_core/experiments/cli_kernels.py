@@ -33,9 +33,17 @@ def load_array(path: Path, what: str) -> Any:
         if suffix == ".npy":
             return np.load(path, allow_pickle=False)
         if suffix == ".pt":
+            import pickle
+
             import torch
 
-            return torch.load(path, weights_only=True, map_location="cpu")
+            try:
+                return torch.load(path, weights_only=True, map_location="cpu")
+            except pickle.UnpicklingError:  # its text advises weights_only=False: never for a file we were given
+                raise ValueError(
+                    f"{what}: {path} is not a tensor file: it holds Python objects besides tensors, which ntk_core "
+                    "does not unpickle (save the tensor alone: torch.save(x, path), or np.save to a .npy)"
+                ) from None
         if suffix in (".txt", ".csv"):
             return np.loadtxt(path, delimiter="," if suffix == ".csv" else None)
     except (OSError, ValueError, EOFError, RuntimeError) as err:
