@@ -360,11 +360,25 @@ class TiledCholesky:
             try:
                 L = scipy.linalg.cholesky(A, lower=True, check_finite=False)
             except np.linalg.LinAlgError as err:
+                where = f"its diagonal tile {j} (rows {self.bounds[j].start}-{self.bounds[j].stop - 1})"
+                k_diag = arrays["k_diag"]
+                if np.any(k_diag < 0):  # named as the dense route names it
+                    r = int(np.argmin(k_diag))
+                    row = self.bounds[j].start + r
+                    why = (
+                        f"K is not positive semi-definite: its diagonal entry K[{row}, {row}] = {k_diag[r]:g} is "
+                        "negative (a kernel matrix k(X, X) has k(x, x) >= 0)"
+                    )
+                elif self.lam == 0.0:
+                    why = (
+                        "K is singular to working precision (duplicated inputs, or more points than the kernel "
+                        "separates) or not positive semi-definite: take λ > 0 where the computation allows"
+                    )
+                else:
+                    why = f"K is not positive semi-definite (λ² = {self.lam**2:g} does not make K + λ²I definite)"
+                what = "K (λ = 0: yᵀK⁻¹y factors K itself)" if self.lam == 0.0 else f"K + λ²I (λ = {self.lam:g})"
                 raise NotPositiveDefiniteError(
-                    f"K + λ²I (λ = {self.lam:g}) has no Cholesky factor in float64: its diagonal tile {j} "
-                    f"(rows {self.bounds[j].start}-{self.bounds[j].stop - 1}) lost positive definiteness ({err}). At "
-                    "λ = 0 K is singular to working precision (duplicated inputs, or more points than the kernel "
-                    "separates): take λ > 0; at λ > 0, K is not positive semi-definite"
+                    f"{what} has no Cholesky factor in float64: {where} lost positive definiteness ({err}). {why}"
                 ) from None
         else:
             L_jj = diag if diag is not None else self.get(j, j)

@@ -165,8 +165,16 @@ def test_singular_and_indefinite_kernels_are_refused_with_the_way_out(mnist_like
         tiled_cholesky(KernelSource.from_function(infinite.setting1_kernel, twice), tmp_path, tile=32)
     assert tiled_cholesky(KernelSource.from_function(infinite.setting1_kernel, twice), tmp_path, lam=0.1, tile=32)
     indefinite = np.diag([1.0, 1.0, -5.0])
-    with pytest.raises(NotPositiveDefiniteError, match="not positive semi-definite"):
+    with pytest.raises(
+        NotPositiveDefiniteError, match=r"not positive semi-definite: its diagonal entry K\[2, 2\] = -5"
+    ):
         tiled_cholesky(indefinite, tmp_path, lam=1.0, tile=2)
+    # at λ = 0 (yᵀK⁻¹y), the message says why λ is 0 and still names the negative diagonal, not a singular K
+    with pytest.raises(NotPositiveDefiniteError, match=r"K \(λ = 0: yᵀK⁻¹y factors K itself\).*K\[2, 2\] = -5"):
+        tiled_cholesky(indefinite, tmp_path, lam=0.0, tile=2)
+    rotated = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1: no negative diagonal, still indefinite
+    with pytest.raises(NotPositiveDefiniteError, match=r"not positive semi-definite \(λ² = 0.25"):
+        tiled_cholesky(rotated, tmp_path, lam=0.5, tile=2)
 
 
 def test_bad_matrices_and_arguments_get_clear_errors(tmp_path: Path) -> None:
