@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _store
 from ._checks import check_count
 from .cholesky_ooc import DEFAULT_CHOLESKY_MEMORY, KernelSource
 
@@ -187,42 +188,57 @@ def write_kernel(
     budget = DEFAULT_CHOLESKY_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget")
     b = min(check_count(tile, "tile"), src.n) if tile is not None else max(1, min(src.n, int((budget / 16) ** 0.5)))
     target.parent.mkdir(parents=True, exist_ok=True)
-    part, markers = target.with_name(target.name + ".part"), target.with_name(target.name + ".tiles")
-    _prepare(src, part, markers, b)
-    every = _tiles(src.n, b)
-    todo = [t for t in every if not (markers / f"{t[0]}_{t[1]}").exists()]
-    ctx = mp.get_context("fork") if processes > 1 else mp.get_context()
-    claim = ctx.Value("l", 0)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    lock = target.with_name(f".{target.name}.lock")  # held while writing; removed once the file is whole
+    try:
+        with _store.file_lock(lock, timeout=0):
+            part, markers = target.with_name(target.name + ".part"), target.with_name(target.name + ".tiles")
+            try:
+                _prepare(src, part, markers, b)
+            except BaseException:  # refused before anything was written (a full disk): nothing left behind
+                if not part.exists() and not markers.exists():
+                    lock.unlink(missing_ok=True)
+                raise
+            every = _tiles(src.n, b)
+            todo = [t for t in every if not (markers / f"{t[0]}_{t[1]}").exists()]
+            ctx = mp.get_context("fork") if processes > 1 else mp.get_context()
+            claim = ctx.Value("l", 0)
+            bar = None
+            if progress:
+                from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(every), initial=len(every) - len(todo), desc="K tiles", unit="tile")
-    if processes == 1 or len(todo) <= 1:
-        _write_tiles(src, part, markers, b, todo, claim, None if bar is None else lambda: bar.update())
-    else:
-        workers = [
-            ctx.Process(target=_write_tiles, args=(src, part, markers, b, todo, claim))  # type: ignore[attr-defined]
-            for _ in range(min(processes, len(todo)))
-        ]
-        for w in workers:
-            w.start()
-        while any(w.is_alive() for w in workers):
+                bar = tqdm(total=len(every), initial=len(every) - len(todo), desc="K tiles", unit="tile")
+            if processes == 1 or len(todo) <= 1:
+                _write_tiles(src, part, markers, b, todo, claim, None if bar is None else lambda: bar.update())
+            else:
+                workers = [
+                    ctx.Process(target=_write_tiles, args=(src, part, markers, b, todo, claim))  # type: ignore[attr-defined]
+                    for _ in range(min(processes, len(todo)))
+                ]
+                for w in workers:
+                    w.start()
+                while any(w.is_alive() for w in workers):
+                    if bar is not None:
+                        bar.n = len(every) - sum(1 for t in todo if not (markers / f"{t[0]}_{t[1]}").exists())
+                        bar.refresh()
+                    time.sleep(0.2)
+                failed = [w.exitcode for w in workers if w.exitcode]
+                if failed:
+                    raise RuntimeError(
+                        f"a worker process failed (exit code {failed[0]}); its finished tiles are kept: rerun"
+                    )
             if bar is not None:
-                bar.n = len(every) - sum(1 for t in todo if not (markers / f"{t[0]}_{t[1]}").exists())
-                bar.refresh()
-            time.sleep(0.2)
-        failed = [w.exitcode for w in workers if w.exitcode]
-        if failed:
-            raise RuntimeError(f"a worker process failed (exit code {failed[0]}); its finished tiles are kept: rerun")
-    if bar is not None:
-        bar.n = len(every)
-        bar.close()
-    missing = [t for t in every if not (markers / f"{t[0]}_{t[1]}").exists()]
-    if missing:
-        raise RuntimeError(f"{len(missing)} tiles were not written (the first {missing[0]}); rerun to resume")
-    with open(part, "rb+") as f:
-        os.fsync(f.fileno())
-    part.replace(target)
-    shutil.rmtree(markers, ignore_errors=True)
-    return WrittenKernel(target, src.n, b, len(every), len(todo))
+                bar.n = len(every)
+                bar.close()
+            missing = [t for t in every if not (markers / f"{t[0]}_{t[1]}").exists()]
+            if missing:
+                raise RuntimeError(f"{len(missing)} tiles were not written (the first {missing[0]}); rerun to resume")
+            with open(part, "rb+") as f:
+                os.fsync(f.fileno())
+            part.replace(target)
+            shutil.rmtree(markers, ignore_errors=True)
+            lock.unlink(missing_ok=True)  # still held: a writer that opened it now fails at once
+            return WrittenKernel(target, src.n, b, len(every), len(todo))
+    except TimeoutError:
+        raise ValueError(
+            f"another process is writing {target} (it holds {lock}): wait for it to finish, or write elsewhere"
+        ) from None

@@ -125,3 +125,33 @@ def test_the_kernel_command_writes_what_bound_reads(tmp_path: Path, capsys) -> N
     assert from_file.splitlines()[-1] == capsys.readouterr().out.splitlines()[-1]  # the same total either way
     assert main([*args[:3], "--inputs", str(tmp_path / "missing.npy"), "--out", str(tmp_path / "K2.npy")]) == 2
     assert "missing.npy" in capsys.readouterr().err
+
+
+def test_a_second_writer_of_the_same_file_is_told_another_process_holds_it(tmp_path: Path) -> None:
+    """Two writers of one output: the second is refused at once with the reason (the first holds the file's lock),
+    instead of failing on a tile the first removed; the first's file is whole."""
+    import subprocess
+    import sys
+    import textwrap
+
+    out = tmp_path / "K.npy"
+    holder = textwrap.dedent(
+        f"""
+        import sys, time
+        from ntk_core import _store
+        with _store.file_lock({str(tmp_path / ".K.npy.lock")!r}):
+            print("held", flush=True)
+            sys.stdin.readline()
+        """
+    )
+    first = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "held"
+        x = np.random.default_rng(0).normal(size=(20, 4))
+        with pytest.raises(ValueError, match=r"another process is writing .*K.npy \(it holds .*\.K\.npy\.lock\)"):
+            write_kernel(KernelSource.from_function(infinite.setting1_kernel, x), out, tile=8)
+        assert not out.exists()
+    finally:
+        first.communicate("\n")
+    written = write_kernel(KernelSource.from_function(infinite.setting1_kernel, x), out, tile=8)
+    assert written.computed == written.tiles and np.load(out).shape == (20, 20)
