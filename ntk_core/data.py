@@ -295,8 +295,18 @@ def _check_split(split: str) -> SplitName:
     return check_choice(split, "split", get_args(SplitName))  # type: ignore[no-any-return]
 
 
-def _fetch(url: str, dest: Path, timeout: float = 30.0) -> None:
-    """Download ``url`` to ``dest`` (``dest`` is a temporary path owned by the caller)."""
+#: seconds a download waits for the server to answer (to connect, and then for each read) before it gives up
+DOWNLOAD_TIMEOUT = 10.0
+#: the mirrors that failed to answer in this process: not asked again (a network that never answers costs one
+#: timeout per mirror per process, not one per load)
+_UNREACHABLE: set[str] = set()
+
+
+def _fetch(url: str, dest: Path, timeout: float | None = None) -> None:
+    """Download ``url`` to ``dest`` (``dest`` is a temporary path owned by the caller), saying so on the log; gives
+    up after :data:`DOWNLOAD_TIMEOUT` seconds without an answer."""
+    timeout = DOWNLOAD_TIMEOUT if timeout is None else timeout
+    log.warning("downloading %s (gives up after %g s without an answer)", url, timeout)
     with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as out:
         shutil.copyfileobj(response, out, length=1 << 20)
 
@@ -375,6 +385,9 @@ def _download_mnist(folder: Path, split: SplitName, mirrors: list[str]) -> None:
         errors: list[str] = []
         corrupt = False
         for base in mirrors:
+            if base in _UNREACHABLE:
+                errors.append(f"{base}: did not answer earlier in this process (not asked again)")
+                continue
             try:
                 with _store.atomic_path(target) as tmp:
                     _fetch(base + name, tmp)
@@ -384,6 +397,7 @@ def _download_mnist(folder: Path, split: SplitName, mirrors: list[str]) -> None:
                 corrupt = True
                 errors.append(f"{base}{name}: {exc}")
             except (OSError, urllib.error.URLError) as exc:
+                _UNREACHABLE.add(base)
                 errors.append(f"{base}{name}: {exc}")
         else:
             message = "could not download MNIST: " + "; ".join(errors)
@@ -671,7 +685,7 @@ def _download_cifar(root: Path) -> Path:
     archive = Path(tmp)
     staging = Path(tempfile.mkdtemp(prefix=".cifar10.", dir=root))
     try:
-        _fetch(CIFAR10_URL, archive, timeout=60.0)
+        _fetch(CIFAR10_URL, archive)
         if _store.file_digest(archive, "md5") != CIFAR10_MD5:
             raise DataError(f"checksum mismatch for the CIFAR-10 archive downloaded from {CIFAR10_URL}")
         try:

@@ -269,6 +269,32 @@ def test_unreachable_mirror_falls_back_to_embedded(empty_data_dir, monkeypatch, 
     assert _leftovers(empty_data_dir) == []
 
 
+def test_a_network_that_never_answers_costs_one_short_timeout_per_mirror(empty_data_dir, monkeypatch, caplog):
+    """A server that accepts the connection and never answers: the download says it is downloading, gives up after
+    ``DOWNLOAD_TIMEOUT`` seconds, and the mirror is not asked again in this process (the next file, the next
+    split), so that the fallback to the embedded subset costs one timeout, not one per file and load."""
+    import socket
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)  # connections queue; nothing ever reads or answers them
+    mirror = f"http://127.0.0.1:{server.getsockname()[1]}/never-{time.monotonic_ns()}/"
+    monkeypatch.setattr(data, "MNIST_MIRRORS", [mirror])
+    monkeypatch.setattr(data, "DOWNLOAD_TIMEOUT", 0.5)
+    try:
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="ntk_core.data"):
+            assert data.load_mnist("train").source == "embedded"
+            assert data.load_mnist("test").source == "embedded"
+        elapsed = time.monotonic() - start
+    finally:
+        server.close()
+    assert caplog.text.count(f"downloading {mirror}") == 1 and "gives up after 0.5 s" in caplog.text
+    assert "not asked again" in caplog.text
+    assert elapsed < 0.5 + 5.0, elapsed  # one timeout (plus loading the embedded subset twice)
+
+
 def _tarball(members: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
