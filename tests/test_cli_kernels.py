@@ -244,3 +244,22 @@ def test_bound_of_an_infinite_kernel_factored_tile_by_tile_without_storing_K(tmp
     assert "--inputs goes with --infinite" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse: --kernel and --infinite exclude each other
         main([*base, "--kernel", str(tmp_path / "K.npy"), "--infinite", "setting1"])
+
+
+def test_gram_with_a_tile_folder_makes_no_temporary_folder(user_models, tmp_path, monkeypatch):
+    """With --checkpoint-dir (as every rank under torchrun has) no ``ntk-gram-*`` folder is made in the system's
+    temporary folder; without it, the one it makes is removed."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    np.save(user_models / "x.npy", np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32))
+    made = []
+    real = tempfile.TemporaryDirectory
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", lambda *a, **k: made.append(k) or real(*a, **k))
+    args = ["gram", "--model", "my_models:make", "--inputs", str(user_models / "x.npy")]
+    assert main([*args, "--checkpoint-dir", str(tmp_path / "tiles")]) == 0
+    assert made == []  # a rank killed mid-run leaves no empty folder behind: none was made
+    assert main([*args, "--out", str(tmp_path / "k.npy")]) == 0
+    assert len(made) == 1 and list(scratch.iterdir()) == []

@@ -5,6 +5,7 @@ registers them beside the harness's commands."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -232,11 +233,13 @@ def gram(args: argparse.Namespace) -> int:
             if args.out is not None:
                 check_output_path(args.out, "--out", inputs={"--inputs": args.inputs}, overwrite=args.overwrite)
             model, x, what = gram_inputs(args)
-            with tempfile.TemporaryDirectory(prefix="ntk-gram-") as scratch:
+            # a temporary tile folder only without --checkpoint-dir (one process): none is left by a rank
+            scratch = tempfile.TemporaryDirectory(prefix="ntk-gram-") if args.checkpoint_dir is None else None
+            with scratch or contextlib.nullcontext(str(args.checkpoint_dir)) as tiles:
                 res = distributed_ntk(
                     model,
                     x,
-                    checkpoint_dir=args.checkpoint_dir or scratch,
+                    checkpoint_dir=tiles,
                     out=args.out,
                     method=args.method,
                     tile_size=args.tile_size,
