@@ -32,6 +32,7 @@ from .bounds import (
     krr_rkhs_norm,
     leading_lambda,
     leading_minimum,
+    non_vacuous_n,
     lemma_c1_bound,
     lemma_c2_bound,
     multiclass_noise_subgaussian_sigma,
@@ -187,5 +188,6 @@ __all__ = [
     "theorem_5_3_printed",
     "leading_lambda",
     "leading_minimum",
+    "non_vacuous_n",
     "TwoLayerNet",
 ]

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -115,6 +115,7 @@ __all__ = [
     "theorem_5_2_printed",
     "theorem_5_3_bound",
     "theorem_5_3_printed",
+    "non_vacuous_n",
 ]
 
 
@@ -730,8 +731,117 @@ BOUND_TERMS: tuple[str, ...] = (
 )
 
 
+class _Verdict:
+    """What a theorem's bound means, for people: its total first, then whether it says anything.
+
+    A bound on a probability (or on a loss in [0, 1], Theorem 5.1's setting) says nothing at 1 or above: it is
+    **vacuous**. Its lower limit is the minimum over λ of its leading terms (:func:`leading_minimum`), below the
+    whole bound at every λ: when that limit is ≥ 1 no λ can help. The leading terms' limit scales like
+    (yᵀK⁻¹y/n)^{1/4} (with tr K/n and σ fixed), so it falls under 1 once yᵀK⁻¹y/n shrinks by the factor
+    ``lower_limit⁴``; labels a kernel fits at a bounded RKHS norm (Remark 5.2) have yᵀK⁻¹y/n ∝ 1/n, so n must grow
+    by that factor. :func:`non_vacuous_n` reads the growth off bounds measured at several n instead.
+    """
+
+    #: what the total bounds, for the report
+    _bounds_what = ""
+    #: the factor between the summed terms and the total, named for the report ("" when there is none)
+    _scale_name = ""
+
+    def _additives(self) -> tuple[AdditiveNoiseBound, ...]:
+        raise NotImplementedError
+
+    def _leading_factor(self) -> float:
+        return 1.0
+
+    @property
+    def total(self) -> float:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    @property
+    def lower_limit(self) -> float:
+        """min over λ of the leading terms (train_bias + train_noise + rademacher_noise at their best λ), scaled as
+        the total is: a lower bound on the total at every λ."""
+        parts = self._additives()
+        a = sum(2.0 * b.train_bias / b.lam for b in parts)  # Σ_h √(C_h/n)
+        b_ = sum(5.0 * math.sqrt(b.trace / b.n) * b.sigma for b in parts)
+        return self._leading_factor() * math.sqrt(a * b_)
+
+    @property
+    def vacuous(self) -> bool:
+        """Whether the bound says nothing: its total is ≥ 1, the largest value of what it bounds."""
+        return not self.total < 1.0
+
+    @property
+    def verdict(self) -> str:
+        """``"non-vacuous"``, ``"vacuous at this λ"`` (another λ may help: the lower limit is under 1) or
+        ``"vacuous at every λ"``."""
+        if not self.vacuous:
+            return "non-vacuous"
+        return "vacuous at every λ" if self.lower_limit >= 1.0 else "vacuous at this λ"
+
+    def report(self, measured: float | None = None) -> str:
+        """The bound for people: the total and its verdict first, what would change the verdict, the measured
+        error beside it where given (``measured``), then every term."""
+        lines = [f"{self._bounds_what} ≤ {self.total:.4g}: {self.verdict}"]
+        low = self.lower_limit
+        if self.verdict == "vacuous at every λ":
+            lines.append(
+                f"  no λ brings it under 1: its leading terms alone are {low:.4g} at their best λ. They fall under 1 "
+                f"once yᵀK⁻¹y/n is {low**4:.3g} times smaller (tr K/n and σ as here): for labels the kernel fits "
+                f"at a bounded norm (yᵀK⁻¹y/n ∝ 1/n), at {low**4:.3g} times the samples"
+            )
+        elif self.verdict == "vacuous at this λ":
+            lines.append(f"  another λ may help: the leading terms' minimum over λ is {low:.4g} < 1 (leading_lambda)")
+        if measured is not None:
+            holds = "holds" if measured <= self.total else "VIOLATED"
+            meaning = " (says nothing: the bound is vacuous)" if self.vacuous else ""
+            lines.append(f"  measured {measured:.4g}: the bound {holds}{meaning}")
+        lines.append("  terms: " + ", ".join(f"{k} {v:.4g}" for k, v in self._shown_terms()))
+        return "\n".join(lines)
+
+    def _shown_terms(self) -> list[tuple[str, float]]:
+        parts = self._additives()
+        names = [f.name for f in fields(AdditiveNoiseBound)][5:]  # the terms, after n, λ, σ, δ, tr K
+        shown = [(name, sum(float(getattr(b, name)) for b in parts)) for name in names if name != "net_size"]
+        scale = [(self._scale_name, self._leading_factor())] if self._scale_name else []
+        return [("lam", parts[0].lam), ("lower_limit", self.lower_limit), *scale, *shown]
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def non_vacuous_n(ns: ArrayLike, lower_limits: ArrayLike) -> float:
+    """The n at which a bound's lower limit (``lower_limit`` of the bounds at each n of ``ns``) falls under 1,
+    read off its measured growth: a power law fitted to the last two sizes, extrapolated. ``inf`` when it does not
+    fall with n; the smallest n given when it is under 1 there already.
+
+    Parameters
+    ----------
+    ns : ArrayLike
+        Sample sizes, at least two, increasing.
+    lower_limits : ArrayLike
+        The lower limit at each (:attr:`BinaryBound.lower_limit` and the like).
+
+    Returns
+    -------
+    float
+        The extrapolated n (the fitted exponent is the slope of log limit against log n).
+    """
+    n = as_float64_array(ns, "ns", ndim=1)
+    low = as_float64_array(lower_limits, "lower_limits", ndim=1)
+    if n.size < 2 or n.size != low.size or np.any(np.diff(n) <= 0) or np.any(n <= 0) or np.any(low <= 0):
+        raise ValueError("ns must be at least two increasing sizes > 0, with one lower limit > 0 each")
+    below = np.flatnonzero(low < 1.0)
+    if below.size:
+        return float(n[below[0]])
+    slope = math.log(low[-1] / low[-2]) / math.log(n[-1] / n[-2])
+    if slope >= 0:
+        return math.inf
+    return float(n[-1] * low[-1] ** (-1.0 / slope))
+
+
 @dataclass(frozen=True)
-class AdditiveNoiseBound:
+class AdditiveNoiseBound(_Verdict):
     """Theorem 5.1 with every constant explicit; ``total`` bounds E ℓ(f*(x), y).
 
     Terms (τ = √tr K, L₃ = log(3/δ), ε the net spacing, M the loss range):
@@ -791,6 +901,11 @@ class AdditiveNoiseBound:
     rademacher_net: float
     concentration: float
     net_size: int
+
+    _bounds_what = "Theorem 5.1: E ℓ(f*(x), y)"
+
+    def _additives(self) -> tuple[AdditiveNoiseBound, ...]:
+        return (self,)
 
     @property
     def total(self) -> float:
@@ -1050,7 +1165,7 @@ def theorem_5_1_printed(
 
 
 @dataclass(frozen=True)
-class BinaryBound:
+class BinaryBound(_Verdict):
     """Theorem 5.2 with explicit constants: Pr[sgn f*(x) ≠ y] ≤ ``total``.
 
     ``total`` = ``rescale`` × ``additive.total``, where ``additive`` is
@@ -1079,6 +1194,15 @@ class BinaryBound:
     sigma_paper: float
     rescale: float
     additive: AdditiveNoiseBound
+
+    _bounds_what = "Theorem 5.2: Pr[sgn f*(x) ≠ y]"
+    _scale_name = "rescale"
+
+    def _additives(self) -> tuple[AdditiveNoiseBound, ...]:
+        return (self.additive,)
+
+    def _leading_factor(self) -> float:
+        return self.rescale
 
     @property
     def total(self) -> float:
@@ -1246,7 +1370,7 @@ def theorem_5_2_printed(
 
 
 @dataclass(frozen=True)
-class MulticlassBound:
+class MulticlassBound(_Verdict):
     """Theorem 5.3 with explicit constants: top-1 error ≤ ``total`` = Σ_h per_output[h].total / gap.
 
     ``per_output[h]`` is Theorem 5.1 for output h with clean labels q⁽ʰ⁾,
@@ -1265,6 +1389,15 @@ class MulticlassBound:
     gap: float
     sigmas: np.ndarray
     per_output: tuple[AdditiveNoiseBound, ...]
+
+    _bounds_what = "Theorem 5.3: the top-1 error"
+    _scale_name = "1/gap"
+
+    def _additives(self) -> tuple[AdditiveNoiseBound, ...]:
+        return self.per_output
+
+    def _leading_factor(self) -> float:
+        return 1.0 / self.gap
 
     @property
     def total(self) -> float:

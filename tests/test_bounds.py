@@ -10,6 +10,8 @@ same check does fail when a constant is made too small.
 from __future__ import annotations
 
 import math
+
+import ntk_core.bounds as bounds
 import warnings
 
 import numpy as np
@@ -747,3 +749,61 @@ def test_theorem_5_3_takes_a_full_kernel_of_the_form_k_kron_identity_and_says_wh
     per_output = empirical_ntk(net, x, output="trace").numpy() / 3
     np.testing.assert_allclose(per_output, np.einsum("ijhh->ij", network_full) / 3, rtol=1e-12)
     assert np.isfinite(theorem_5_3_bound(per_output, labels, P, lam=1.0, delta=0.05).total)
+
+
+def test_a_bound_says_whether_it_means_anything():
+    """The printed form of every theorem's result leads with its total and verdict; the lower limit is the
+    leading terms' minimum over λ (an independent route: leading_minimum with the theorem's C and σ), below the
+    total at every λ of a grid; "vacuous at every λ" exactly when that limit is ≥ 1; the factor that would make it
+    non-vacuous is the limit to the fourth power, checked by shrinking yᵀK⁻¹y/n by it."""
+    from ntk_core import infinite
+    from ntk_core.noise import symmetric_transition
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 10))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    K = infinite.setting1_kernel(x)
+    y = np.sign(x[:, 0] + 0.01)
+    n, trace, p = 300, float(np.trace(K)), 0.2
+    b = bounds.theorem_5_2_bound(K, y, 1.0, p, 0.05)
+    expected = bounds.leading_minimum(
+        complexity(K, y), n, trace, bounds.binary_noise_subgaussian_sigma(p) / (1 - 2 * p)
+    )
+    assert b.lower_limit == pytest.approx(expected, rel=1e-12)
+    grid = [bounds.theorem_5_2_bound(K, y, lam, p, 0.05).total for lam in np.geomspace(0.05, 50, 40)]
+    assert min(grid) >= b.lower_limit
+    assert b.lower_limit >= 1 and b.vacuous and b.verdict == "vacuous at every λ"
+    text = str(b)
+    assert text.startswith(f"Theorem 5.2: Pr[sgn f*(x) ≠ y] ≤ {b.total:.4g}: vacuous at every λ")
+    factor = b.lower_limit**4
+    assert f"{factor:.3g} times smaller" in text
+    # the limit scales as (yᵀK⁻¹y/n)^(1/4): labels scaled by 1/√factor (C by 1/factor) put it exactly at 1
+    t1 = bounds.theorem_5_1_bound(K, 0.5 * y, 1.0, 0.2, 0.05)
+    shrunk = bounds.theorem_5_1_bound(K, 0.5 * y / math.sqrt(t1.lower_limit**4), 1.0, 0.2, 0.05)
+    assert shrunk.lower_limit == pytest.approx(1.0, rel=1e-9)
+    assert "measured 0.085: the bound holds (says nothing: the bound is vacuous)" in b.report(measured=0.085)
+    # a bound vacuous only at this λ says another λ may help; a non-vacuous one says so
+    assert t1.verdict == "vacuous at this λ" and "another λ may help" in str(t1)
+    small = bounds.theorem_5_1_bound(K, 0.01 * y, 0.1, 0.001, 0.05)
+    assert not small.vacuous and small.verdict == "non-vacuous"
+    assert str(small).splitlines()[0].endswith(": non-vacuous")
+    assert "VIOLATED" in small.report(measured=small.total + 0.1)
+    c = np.arange(n) % 3
+    P = symmetric_transition(3, 0.2)
+    m = bounds.theorem_5_3_bound(K, c, P, 1.0, 0.05)
+    Q = bounds.q_matrix(P, c)
+    expected = bounds.leading_minimum(
+        complexity(K, Q.T), n, trace, bounds.multiclass_noise_subgaussian_sigma(P)
+    ) / bounds.gap(P)
+    assert m.lower_limit == pytest.approx(expected, rel=1e-12) and str(m).startswith("Theorem 5.3")
+
+
+def test_non_vacuous_n_reads_the_growth_off_measured_sizes():
+    # a limit falling like n^(-1/4) from 2 at n = 1,000 reaches 1 at 16,000
+    ns = [1000, 2000, 4000]
+    limits = [2.0 * (k / 1000) ** -0.25 for k in ns]
+    assert bounds.non_vacuous_n(ns, limits) == pytest.approx(16_000, rel=1e-9)
+    assert bounds.non_vacuous_n([100, 200], [0.9, 0.8]) == 100
+    assert bounds.non_vacuous_n([100, 200], [2.0, 2.1]) == math.inf
+    with pytest.raises(ValueError, match="at least two increasing"):
+        bounds.non_vacuous_n([100], [2.0])

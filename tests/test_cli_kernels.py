@@ -115,6 +115,10 @@ def test_bound_prints_every_term_of_theorem_5_2_from_a_kernel_on_disk(tmp_path, 
     expected = bounds.theorem_5_2_bound(K, y, 1.5, 0.1, 0.05)  # in memory: an independent route
     found = json.loads((tmp_path / "b.json").read_text())
     assert found["total"] == pytest.approx(expected.total, rel=1e-8)
+    # the total and its verdict lead, in the output and the JSON
+    assert printed.startswith(f"Theorem 5.2: Pr[sgn f*(x) ≠ y] ≤ {expected.total:.4g}: {expected.verdict}")
+    assert found["verdict"] == expected.verdict and found["vacuous"] == expected.vacuous
+    assert found["lower_limit"] == pytest.approx(expected.lower_limit, rel=1e-8)
     for name in ("train_bias", "train_noise", "rademacher_signal", "concentration", "net_size"):
         assert found[f"additive.{name}"] == pytest.approx(getattr(expected.additive, name), rel=1e-8)
         assert f"additive.{name}" in printed

@@ -508,7 +508,10 @@ def bound(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     found = {"theorem": args.theorem, "lam": lam, "lam_from": "--lam" if args.lam is not None else "leading_lambda"}
+    found.update(verdict=result.verdict, vacuous=result.vacuous, lower_limit=result.lower_limit)
     found.update(terms(result))
+    for line in result.report().splitlines()[:-1]:  # the total and its verdict first; the terms follow
+        print(line)
     if printed is not None:
         found.update(terms(printed, "printed."))
     width = max(len(k) for k in found)
