@@ -57,11 +57,11 @@ from typing import Any, Iterable, Iterator, Literal, Mapping
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from ._checks import check_choice, check_count, check_positive
 
-__all__ = ["RDIPenalty", "AuxiliaryVariables", "IndexedDataset", "with_indices"]
+__all__ = ["RDIPenalty", "AuxiliaryVariables", "IndexedDataset", "IndexedIterable", "with_indices"]
 
 
 def _named_trained(parameters: nn.Module | Mapping[str, nn.Parameter] | Iterable[nn.Parameter]) -> dict[str, Any]:
@@ -215,8 +215,7 @@ class AuxiliaryVariables(nn.Module):
                 f"index must hold one example index per output row: got index of shape {tuple(index.shape)} for "
                 f"outputs of shape {tuple(outputs.shape)} (wrap the dataset with with_indices to get them)"
             )
-        if torch.is_floating_point(index) or torch.is_complex(index):
-            raise TypeError(f"index must be integer example indices, got dtype {index.dtype}")
+        self._check_index(index)
         b = self.b[index.to(self.b.device)]
         if outputs.ndim == 1:
             if self.b.shape[1] != 1:
@@ -227,6 +226,33 @@ class AuxiliaryVariables(nn.Module):
                 f"outputs of shape {tuple(outputs.shape)} do not match the variables' (n, {self.b.shape[1]})"
             )
         return outputs + self.lam * b
+
+    def _check_index(self, index: torch.Tensor) -> None:
+        """Example indices in 0..n−1, each at most once in a batch, as integers (not a mask, not labels)."""
+        if index.dtype in (torch.bool, torch.uint8):
+            raise TypeError(
+                f"index must be integer example indices (int64), not a {index.dtype} mask: torch would read it as "
+                "a mask over the variables (use mask.nonzero().squeeze(1) for the indices it selects)"
+            )
+        if torch.is_floating_point(index) or torch.is_complex(index):
+            raise TypeError(
+                f"index must be integer example indices, got dtype {index.dtype} (labels passed where the indices "
+                "go? wrap the dataset with with_indices: its loader yields (index, x, y))"
+            )
+        if index.numel() == 0:
+            return
+        n = self.b.shape[0]
+        low, high = int(index.min()), int(index.max())
+        if low < 0:
+            raise ValueError(f"index holds {low}: example indices run from 0 to n − 1 = {n - 1} (torch would wrap it)")
+        if high >= n:
+            raise ValueError(f"index holds {high}: there are n = {n} auxiliary variables, indices 0 to {n - 1}")
+        if index.unique().numel() != index.numel():
+            raise ValueError(
+                "index holds an example twice in one batch: each example has one variable b_i (labels passed where "
+                "the indices go? a sampler drawing with replacement? wrap the dataset with with_indices and sample "
+                "without replacement)"
+            )
 
     def param_group(self, weight_decay: float = 0.0) -> dict[str, Any]:
         """The variables as an optimiser parameter group with a weight decay of their own (Appendix D decays it
@@ -244,7 +270,9 @@ class IndexedDataset(Dataset):
 
     def __init__(self, dataset: Dataset) -> None:
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-            raise TypeError("with_indices needs a map-style dataset (with __len__ and __getitem__)")
+            raise TypeError(
+                "with_indices needs a map-style dataset (with __len__ and __getitem__) or an IterableDataset"
+            )
         self.dataset = dataset
 
     def __len__(self) -> int:
@@ -258,7 +286,31 @@ class IndexedDataset(Dataset):
         return (self[i] for i in range(len(self)))
 
 
-def with_indices(dataset: Dataset) -> IndexedDataset:
+class IndexedIterable(IterableDataset):
+    """An iterable dataset whose items are ``(index, *item)``, the index counting the items in the order the
+    dataset yields them: the example ids AUX needs, valid when the dataset yields its examples in one order every
+    epoch, in one loader process (``num_workers`` ≤ 1: workers would each count their own shard from 0)."""
+
+    def __init__(self, dataset: IterableDataset) -> None:
+        self.dataset = dataset
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        info = get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise RuntimeError(
+                f"with_indices over an iterable dataset counts its items in one process; this DataLoader has "
+                f"num_workers={info.num_workers}, whose workers would each count their own items from 0: use "
+                "num_workers=0 or 1, or a map-style dataset"
+            )
+        for i, item in enumerate(self.dataset):
+            yield (i, *item) if isinstance(item, tuple) else (i, item)
+
+
+def with_indices(dataset: Dataset) -> IndexedDataset | IndexedIterable:
     """``dataset`` with each item preceded by its index, ``(i, x, y)``: a ``DataLoader`` over it yields the
-    batch's example indices first, for :class:`AuxiliaryVariables`."""
+    batch's example indices first, for :class:`AuxiliaryVariables`. A map-style dataset's index is its own; an
+    iterable dataset's counts its items in the order it yields them (:class:`IndexedIterable`: one order every
+    epoch, one loader process)."""
+    if isinstance(dataset, IterableDataset):
+        return IndexedIterable(dataset)
     return IndexedDataset(dataset)

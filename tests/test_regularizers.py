@@ -168,8 +168,41 @@ def test_bad_input_is_named():
         aux(out, torch.tensor([0.0, 1.0, 2.0]))
     with pytest.raises(ValueError, match="do not match"):
         aux(torch.zeros(3, 5), torch.tensor([0, 1, 2]))
-    with pytest.raises(IndexError):
-        aux(out, torch.tensor([0, 1, 4]))  # an index beyond n
+    with pytest.raises(ValueError, match="there are n = 4 auxiliary variables"):
+        aux(out, torch.tensor([0, 1, 4]))  # an index beyond n: named, not torch's raw IndexError
     with pytest.raises(TypeError, match="map-style"):
         with_indices(iter([1, 2]))  # type: ignore[arg-type]
     assert with_indices(TensorDataset(torch.arange(3)))[2] == (2, torch.tensor(2))
+
+
+def test_aux_indices_are_checked_with_clear_errors():
+    """Indices torch would take silently are refused with the reason: a negative one (torch wraps it to b_{n−1}),
+    one past the end, a bool or uint8 mask, float labels, an example twice in a batch (labels passed as indices
+    repeat); the right ones pass."""
+    aux = AuxiliaryVariables(8, outputs=1, lam=1.0)
+    out = torch.zeros(3)
+    assert aux(out, torch.tensor([0, 1, 7])).shape == (3,)
+    for index, error, match in [
+        (torch.tensor([0, 1, -1]), ValueError, "holds -1: example indices run from 0 to n − 1 = 7"),
+        (torch.tensor([0, 1, 8]), ValueError, "holds 8: there are n = 8 auxiliary variables"),
+        (torch.tensor([True, False, True]), TypeError, "not a torch.bool mask"),
+        (torch.tensor([1, 0, 1], dtype=torch.uint8), TypeError, "not a torch.uint8 mask"),
+        (torch.tensor([0.0, 1.0, 2.0]), TypeError, "labels passed where the indices go"),
+        (torch.tensor([3, 3, 5]), ValueError, "an example twice in one batch"),
+    ]:
+        with pytest.raises(error, match=match):
+            aux(out, index)
+
+
+def test_with_indices_takes_an_iterable_dataset():
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter([(torch.tensor([float(k)]), torch.tensor(k % 2)) for k in range(10)])
+
+    batches = list(DataLoader(with_indices(Stream()), batch_size=4))
+    assert torch.equal(torch.cat([b[0] for b in batches]), torch.arange(10))
+    assert torch.equal(torch.cat([b[1] for b in batches])[:, 0], torch.arange(10, dtype=torch.float32))
+    with pytest.raises(RuntimeError, match="num_workers=2"):
+        list(DataLoader(with_indices(Stream()), batch_size=4, num_workers=2))
