@@ -59,7 +59,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from ._checks import check_choice, check_count, check_positive
+from ._checks import check_choice, check_count, check_lam, check_positive
 
 __all__ = ["RDIPenalty", "AuxiliaryVariables", "IndexedDataset", "IndexedIterable", "with_indices"]
 
@@ -79,8 +79,16 @@ def _named_trained(parameters: nn.Module | Mapping[str, nn.Parameter] | Iterable
     return named
 
 
-class RDIPenalty:
+class RDIPenalty(nn.Module):
     r"""The RDI penalty of eq. (3), :math:`c\,\tfrac{\lambda^2}{2}\lVert\theta - \theta(0)\rVert^2`, for any loop.
+
+    A module without parameters of its own: :math:`\theta(0)` is in its ``state_dict`` (buffers ``theta0.<i>``,
+    in the order of :attr:`names`), so that saving and loading it with the model's resumes a run; the trained
+    parameters are the model's, never registered here (``rdi.parameters()`` is empty: give the optimiser the
+    model's). Given a module, the penalty checks at every call that the module's trained parameters are still the
+    ones it was made with — a layer replaced or added, or a parameter frozen or unfrozen after construction, is an
+    error (a penalty that silently skipped them would regularise only part of θ): make the penalty after the
+    model is complete. ``lam = 0`` is RDI off (the penalty is 0), so that λ's grid can hold it.
 
     :math:`\theta(0)` is the parameters' value when the penalty is made (call it before training);
     :math:`c` matches the penalty to the loss it is added to (module docstring): :math:`c = 1/n` for a mean loss
@@ -92,9 +100,10 @@ class RDIPenalty:
     parameters : torch.nn.Module, mapping of name to parameter, or iterable of parameters
         The trained parameters :math:`\theta` (a module's are those with ``requires_grad``).
     lam : float
-        The paper's :math:`\lambda > 0`; the ridge of the equivalent kernel regression is :math:`\lambda^2`.
+        The paper's :math:`\lambda \ge 0` (0: off); the ridge of the equivalent kernel regression is
+        :math:`\lambda^2`.
     n : int
-        The number of training examples (the size of the sum in eq. (3)).
+        The number of training examples (the size of the sum in eq. (3)); a batch is at most this large.
     reduction : {"mean", "sum"}
         How the loss the penalty is added to reduces over a batch.
     initial : mapping of name to tensor, optional
@@ -104,8 +113,9 @@ class RDIPenalty:
     Raises
     ------
     ValueError
-        ``lam`` not > 0, ``n`` not a positive count, an unknown ``reduction``, no trainable parameter, or
-        ``initial`` whose names or shapes are not the parameters'.
+        ``lam`` negative, ``n`` not a positive count, an unknown ``reduction``, no trainable parameter, or
+        ``initial`` whose names or shapes are not the parameters'; when called, a batch larger than ``n``, or a
+        module whose trained parameters changed since the penalty was made.
 
     Examples
     --------
@@ -121,6 +131,10 @@ class RDIPenalty:
     (1.5, 6.0)
     """
 
+    params: dict[str, Any]
+    initial: Mapping[str, torch.Tensor]
+    _module: nn.Module | None
+
     def __init__(
         self,
         parameters: nn.Module | Mapping[str, nn.Parameter] | Iterable[nn.Parameter],
@@ -129,21 +143,42 @@ class RDIPenalty:
         reduction: Literal["mean", "sum"] = "mean",
         initial: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
-        check_positive(lam, "lam")
+        super().__init__()
+        lam = check_lam(lam, "lam")
         check_count(n, "n (the number of training examples)")
         check_choice(reduction, "reduction", ("mean", "sum"))
-        self.params = _named_trained(parameters)
+        params = _named_trained(parameters)
         if initial is None:
-            initial = {name: p.detach().clone() for name, p in self.params.items()}
-        elif set(initial) != set(self.params) or any(
-            tuple(initial[k].shape) != tuple(p.shape) for k, p in self.params.items()
-        ):
+            initial = {name: p.detach().clone() for name, p in params.items()}
+        elif set(initial) != set(params) or any(tuple(initial[k].shape) != tuple(p.shape) for k, p in params.items()):
             raise ValueError("initial must give θ(0) for exactly the trained parameters, by name and shape")
-        self.initial = initial
+        # plain attributes (a dict is not registered): the parameters stay the model's
+        self.__dict__["params"] = params
+        self.__dict__["initial"] = initial
+        self.__dict__["_module"] = parameters if isinstance(parameters, nn.Module) else None
+        self.names = list(params)
+        for i, name in enumerate(self.names):  # the same tensors: a caller updating initial in place updates these
+            self.register_buffer(f"theta0_{i}", initial[name])
         self.lam, self.n, self.reduction = float(lam), int(n), reduction
+
+    def _check_unchanged(self) -> None:
+        if self._module is None:
+            return
+        now = {name: p for name, p in self._module.named_parameters() if p.requires_grad}
+        if now.keys() == self.params.keys() and all(now[k] is self.params[k] for k in now):
+            return
+        added, gone = sorted(now.keys() - self.params.keys()), sorted(self.params.keys() - now.keys())
+        replaced = sorted(k for k in now.keys() & self.params.keys() if now[k] is not self.params[k])
+        said = [f"{what}: {', '.join(names)}" for what, names in (("new or unfrozen", added), ("gone or frozen", gone),
+                ("replaced", replaced)) if names]  # fmt: skip
+        raise ValueError(
+            "the model's trained parameters changed since the RDI penalty was made (" + "; ".join(said) + "): "
+            "the penalty would leave them out; make it after the model is complete (and after freezing)"
+        )
 
     def squared_distance(self) -> torch.Tensor:
         r""":math:`\lVert\theta - \theta(0)\rVert^2`, differentiable in :math:`\theta`."""
+        self._check_unchanged()
         return sum(((p - self.initial[name]) ** 2).sum() for name, p in self.params.items())  # type: ignore[return-value]
 
     def distance(self) -> float:
@@ -159,12 +194,20 @@ class RDIPenalty:
         size = self.n if batch_size is None else batch_size
         return (size / self.n) * 0.5 * self.lam**2
 
-    def __call__(self, batch_size: int | None = None) -> torch.Tensor:
+    def forward(self, batch_size: int | None = None) -> torch.Tensor:
         """The penalty to add to the loss of a batch of ``batch_size`` examples (needed for ``reduction="sum"``
-        on a mini-batch; ``None`` is the full batch)."""
+        on a mini-batch; ``None`` is the full batch): ``rdi(batch_size)``."""
         if batch_size is not None:
             check_count(batch_size, "batch_size")
+            if batch_size > self.n:
+                raise ValueError(
+                    f"batch_size {batch_size} is larger than n = {self.n}, the training examples the penalty was "
+                    "made for (a batch is a part of them)"
+                )
         return self.coefficient(batch_size) * self.squared_distance()
+
+    def extra_repr(self) -> str:
+        return f"lam={self.lam:g}, n={self.n}, reduction={self.reduction!r}, parameters={len(self.names)}"
 
 
 class AuxiliaryVariables(nn.Module):

@@ -152,7 +152,7 @@ def test_train_is_built_from_the_pieces(monkeypatch):
 def test_bad_input_is_named():
     model = nn.Linear(3, 2)
     with pytest.raises(ValueError, match="lam"):
-        RDIPenalty(model, lam=0.0, n=4)
+        RDIPenalty(model, lam=-1.0, n=4)
     with pytest.raises(ValueError, match="reduction"):
         RDIPenalty(model, lam=1.0, n=4, reduction="avg")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="initial"):
@@ -206,3 +206,43 @@ def test_with_indices_takes_an_iterable_dataset():
     assert torch.equal(torch.cat([b[1] for b in batches])[:, 0], torch.arange(10, dtype=torch.float32))
     with pytest.raises(RuntimeError, match="num_workers=2"):
         list(DataLoader(with_indices(Stream()), batch_size=4, num_workers=2))
+
+
+def test_rdi_is_a_module_that_keeps_theta0_and_follows_its_model():
+    """RDIPenalty is an nn.Module: θ(0) in its state_dict (a run resumed from it penalises the distance to the
+    first θ(0), not to the resumed weights), no parameters of its own; λ = 0 is off; a batch larger than n is
+    refused; a layer replaced or added, or a parameter unfrozen after construction, is named instead of silently
+    left out of the penalty."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    rdi = RDIPenalty(model, lam=2.0, n=10)
+    assert isinstance(rdi, nn.Module) and list(rdi.parameters()) == []
+    state = rdi.state_dict()
+    assert len(state) == 4 and torch.equal(state["theta0_0"], model[0].weight.detach())
+    with torch.no_grad():
+        for q in model.parameters():
+            q.add_(1.0)
+    expected = 0.5 * 4.0 / 10 * sum(q.numel() for q in model.parameters())  # every entry moved by 1
+    assert rdi().item() == pytest.approx(expected, rel=1e-6)
+    # a resumed run: a new penalty made from the moved model, then θ(0) loaded from the first one's state
+    resumed = RDIPenalty(model, lam=2.0, n=10)
+    assert resumed().item() == 0.0
+    resumed.load_state_dict(state)
+    assert resumed().item() == pytest.approx(expected, rel=1e-6)
+    assert RDIPenalty(model, lam=0.0, n=10)().item() == 0.0  # λ = 0: off
+    with pytest.raises(ValueError, match="batch_size 11 is larger than n = 10"):
+        RDIPenalty(model, lam=1.0, n=10, reduction="sum")(11)
+    model[2] = nn.Linear(4, 1)  # a layer replaced after construction
+    with pytest.raises(ValueError, match="replaced: 2.bias, 2.weight"):
+        rdi()
+    grown = nn.Sequential(nn.Linear(3, 4))
+    penalty = RDIPenalty(grown, lam=1.0, n=10)
+    grown.append(nn.Linear(4, 1))  # a layer added
+    with pytest.raises(ValueError, match="new or unfrozen: 1.bias, 1.weight"):
+        penalty()
+    frozen = nn.Linear(3, 1)
+    frozen.bias.requires_grad_(False)
+    penalty = RDIPenalty(frozen, lam=1.0, n=10)
+    frozen.bias.requires_grad_(True)
+    with pytest.raises(ValueError, match="new or unfrozen: bias"):
+        penalty()
