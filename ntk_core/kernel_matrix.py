@@ -216,10 +216,29 @@ def _relative_error(
 def _cholesky_pd(K: np.ndarray, what: str) -> tuple[np.ndarray, bool]:
     try:
         return scipy.linalg.cho_factor(K, lower=True, check_finite=False)
-    except np.linalg.LinAlgError as exc:
-        raise ValueError(
-            f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible); Cholesky failed"
-        ) from exc
+    except np.linalg.LinAlgError:
+        raise ValueError(_not_definite(K, what)) from None
+
+
+def _not_definite(K: np.ndarray, what: str) -> str:
+    """Why ``K`` has no Cholesky factor, from its eigenvalues: a negative one (not a kernel matrix), or its
+    numerical rank below n (eigenvalues under n·eps·λ_max), with the remedies."""
+    eig = np.linalg.eigvalsh(K)
+    n, top = K.shape[0], max(float(eig[-1]), 0.0)
+    tol = n * float(np.finfo(np.float64).eps) * top
+    if eig[0] < -tol:
+        return (
+            f"K must be positive definite to compute {what}, and it is not even positive semi-definite: its "
+            f"smallest eigenvalue is {eig[0]:.3g} (below -{tol:.3g}, rounding's reach): not a kernel matrix k(X, X)"
+        )
+    rank = int(np.sum(eig > tol))
+    return (
+        f"K must be positive definite to compute {what} (the paper assumes k(X, X) invertible), and it is singular: "
+        f"its numerical rank is {rank} of n = {n} (eigenvalues below {tol:.3g} = n·eps·λ_max count as 0). An "
+        f"empirical NTK has rank at most its model's number of trained parameters P, so P < n gives this. "
+        f"Remedies: a ridge λ > 0 (ridge_complexity, krr with lam > 0: (K + λ²I) is invertible), a model with "
+        f"more parameters than examples (P ≥ n), or the infinite-width kernel"
+    )
 
 
 # --------------------------------------------------------------------------- the type

@@ -812,7 +812,17 @@ def _pcg(
                 f"pᵀKp / pᵀp = {float(np.min(rayleigh[shown])):.6g}, below -{psd_tol:.3g} (= -{PSD_RTOL:g} x n x "
                 f"max|K|), so K has an eigenvalue at least that negative and is not a kernel matrix"
             )
-        bad = active & ((pap <= 0.0) | ((lam == 0.0) & (rayleigh <= singular_tol)))
+        singular = active & (lam == 0.0) & (rayleigh <= singular_tol)
+        if singular.any():
+            raise ValueError(
+                f"{name} must be positive definite here (λ = 0: yᵀK⁻¹y needs K invertible), and it is singular to "
+                f"working precision: conjugate gradients found a direction p with pᵀKp / pᵀp = "
+                f"{float(np.min(rayleigh[singular])):.3g}, at rounding level (below {singular_tol:.3g} = n·eps·max|K|). "
+                "An empirical NTK has rank at most its model's number of trained parameters P, so P < n gives this. "
+                "Remedies: a ridge λ > 0 (ridge_complexity, krr with lam > 0), a model with more parameters than "
+                "examples (P ≥ n), or the infinite-width kernel"
+            )
+        bad = active & (pap <= 0.0)
         if bad.any():
             raise ValueError(
                 f"{name} + λ² I (λ = {lam!r}) is not positive definite: conjugate gradients found a direction p "

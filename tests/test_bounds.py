@@ -232,6 +232,25 @@ def test_complexity_needs_positive_definite_kernel() -> None:
         complexity(K, np.ones(30))
 
 
+def test_a_rank_deficient_kernel_is_diagnosed_with_its_rank_and_the_remedies(tmp_path) -> None:
+    """An NTK-like K = Z Zᵀ with P = 12 features for n = 40 points (rank 12): the dense route and the out-of-core
+    one both say K is singular, the dense one with its numerical rank against n (checked by NumPy's
+    matrix_rank), both with the remedies; a ridge λ > 0 then works. A K with a negative eigenvalue is called not
+    positive semi-definite instead."""
+    Z = np.random.default_rng(0).normal(size=(40, 12))
+    K = Z @ Z.T
+    assert np.linalg.matrix_rank(K) == 12
+    with pytest.raises(ValueError, match=r"numerical rank is 12 of n = 40.*P < n.*a ridge λ > 0"):
+        complexity(K, np.ones(40))
+    np.save(tmp_path / "K.npy", K)
+    with pytest.raises(ValueError, match=r"singular to working precision.*P < n.*a ridge λ > 0"):
+        complexity(str(tmp_path / "K.npy"), np.ones(40))
+    assert ridge_complexity(K, np.ones(40), 1.0) > 0
+    indefinite = K - 5.0 * np.eye(40)
+    with pytest.raises(ValueError, match="not even positive semi-definite: its smallest eigenvalue is -5"):
+        complexity(indefinite, np.ones(40))
+
+
 @settings(max_examples=40, deadline=None)
 @given(k=st.integers(2, 12), r=st.floats(0.0, 1.0))
 def test_gap_symmetric_noise_formula(k: int, r: float) -> None:
