@@ -198,7 +198,7 @@ def test_bad_input(problem, tmp_path):
     with pytest.raises(ValueError, match="lam must be > 0"):
         bounds.theorem_5_1_bound(path, problem["ybar"], 0.0, SIGMA, DELTA)
     np.save(tmp_path / "singular.npy", np.ones((4, 4)))
-    with pytest.raises(ValueError, match="not positive definite"):
+    with pytest.raises(ValueError, match="singular to working precision"):
         bounds.complexity(tmp_path / "singular.npy", np.array([1.0, -1.0, 1.0, -1.0]))
     with pytest.raises(FileNotFoundError, match="no file"):
         bounds.complexity(tmp_path / "missing.npy", y)
