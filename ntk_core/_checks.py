@@ -71,7 +71,8 @@ def as_numpy(x: ArrayLike) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        The shape and dtype of ``x`` (no copy for an ndarray).
+        The shape and dtype of ``x`` (no copy for an ndarray); a tensor of a dtype NumPy lacks (bfloat16, the
+        float8 types) comes back as float32, which holds its values exactly.
 
     Examples
     --------
@@ -79,7 +80,10 @@ def as_numpy(x: ArrayLike) -> np.ndarray:
     dtype('int64')
     """
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(getattr(x, "dtype", "")) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
+            x = x.float()  # dtypes NumPy lacks: float32 holds their values exactly
+        x = x.numpy()
     return np.asarray(x)
 
 

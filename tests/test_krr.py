@@ -497,3 +497,14 @@ def test_an_ill_conditioned_ridge_solve_says_how_inaccurate_it_is() -> None:
             assert true_error / 3 < stated < 3 * true_error, (stated, true_error)
         else:
             assert true_error < 1e-6
+
+
+def test_a_bfloat16_kernel_is_taken_as_its_values():
+    """A kernel matrix held in bfloat16 (a GPU's Gram, say) is a documented input: taken at its values (float32
+    holds them exactly), not refused as 'not array-like'; the prediction is the float64 one of those values."""
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(10, 20))
+    K = torch.tensor(Z @ Z.T / 20 + np.eye(10), dtype=torch.bfloat16)
+    y = np.sign(rng.normal(size=10))
+    exact = K.double().numpy()
+    np.testing.assert_allclose(krr_predict(K, y, lam=1.0), exact @ np.linalg.solve(exact + np.eye(10), y), rtol=1e-9)
