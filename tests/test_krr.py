@@ -502,6 +502,8 @@ def test_an_ill_conditioned_ridge_solve_says_how_inaccurate_it_is() -> None:
 def test_a_bfloat16_kernel_is_taken_as_its_values():
     """A kernel matrix held in bfloat16 (a GPU's Gram, say) is a documented input: taken at its values (float32
     holds them exactly), not refused as 'not array-like'; the prediction is the float64 one of those values."""
+    import torch
+
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(10, 20))
     K = torch.tensor(Z @ Z.T / 20 + np.eye(10), dtype=torch.bfloat16)
