@@ -218,6 +218,13 @@ class AuxiliaryVariables(nn.Module):
     noise of the training labels). :math:`b(0) = 0`. Add ``aux.parameters()`` to the optimiser (with
     :meth:`param_group` to give them a weight decay of their own, as Setting 3 does, Appendix D).
 
+    Only the batch's :math:`b_i` get a gradient, but an optimiser with momentum or running averages (Adam, AdamW,
+    SGD with momentum) keeps moving the others after their example has left the batch. ``sparse=True`` gives the
+    variables a sparse gradient (the batch's rows only), for an optimiser that steps only those rows:
+    ``torch.optim.SparseAdam(aux.parameters())`` beside the model's own optimiser (or plain SGD, which steps a
+    sparse gradient's rows alone); a variable whose example is not in the batch then does not move. SparseAdam has
+    no weight decay: :meth:`param_group` refuses one for sparse variables.
+
     Parameters
     ----------
     n : int
@@ -228,6 +235,8 @@ class AuxiliaryVariables(nn.Module):
         The paper's :math:`\lambda > 0`.
     dtype, device : optional
         Of the variables (default: torch's default dtype, the CPU); move them with ``.to()`` like any module.
+    sparse : bool
+        Give the variables a sparse gradient (the batch's rows only), for ``torch.optim.SparseAdam``.
 
     Attributes
     ----------
@@ -243,12 +252,13 @@ class AuxiliaryVariables(nn.Module):
         *,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        sparse: bool = False,
     ) -> None:
         super().__init__()
         check_count(n, "n (the number of training examples)")
         check_count(outputs, "outputs")
         check_positive(lam, "lam")
-        self.lam = float(lam)
+        self.lam, self.sparse = float(lam), bool(sparse)
         self.b = nn.Parameter(torch.zeros(n, outputs, dtype=dtype, device=device))
 
     def forward(self, outputs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -259,7 +269,8 @@ class AuxiliaryVariables(nn.Module):
                 f"outputs of shape {tuple(outputs.shape)} (wrap the dataset with with_indices to get them)"
             )
         self._check_index(index)
-        b = self.b[index.to(self.b.device)]
+        index = index.to(self.b.device)
+        b = nn.functional.embedding(index, self.b, sparse=True) if self.sparse else self.b[index]
         if outputs.ndim == 1:
             if self.b.shape[1] != 1:
                 raise ValueError(f"outputs of shape (B,) need outputs=1 auxiliary variables, not {self.b.shape[1]}")
@@ -302,10 +313,15 @@ class AuxiliaryVariables(nn.Module):
         with the learning rate: multiply ``group["weight_decay"]`` by the same factor at each milestone)."""
         if not weight_decay >= 0:
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        if weight_decay and self.sparse:
+            raise ValueError(
+                "sparse variables (for SparseAdam, which has no weight decay) take no weight_decay: use sparse=False "
+                "and an optimiser with weight decay, or leave it out"
+            )
         return {"params": [self.b], "weight_decay": weight_decay}
 
     def extra_repr(self) -> str:
-        return f"n={self.b.shape[0]}, outputs={self.b.shape[1]}, lam={self.lam:g}"
+        return f"n={self.b.shape[0]}, outputs={self.b.shape[1]}, lam={self.lam:g}" + (", sparse" if self.sparse else "")
 
 
 class IndexedDataset(Dataset):
