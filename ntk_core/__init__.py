@@ -80,6 +80,7 @@ from .ntk import (
     empirical_ntk,
     empirical_ntk_fn,
     jacobian_features,
+    select_output,
     select_method,
 )
 from .regime import (
@@ -128,6 +129,7 @@ __all__ = [
     "distributed_ntk",
     "empirical_ntk",
     "empirical_ntk_fn",
+    "select_output",
     "KernelFn",
     "empirical_transition",
     "flip_binary",

@@ -267,3 +267,64 @@ def test_gram_with_a_tile_folder_makes_no_temporary_folder(user_models, tmp_path
     assert made == []  # a rank killed mid-run leaves no empty folder behind: none was made
     assert main([*args, "--out", str(tmp_path / "k.npy")]) == 0
     assert len(made) == 1 and list(scratch.iterdir()) == []
+
+
+TWO_INPUTS = textwrap.dedent(
+    """
+    import torch
+
+    class Tabular(torch.nn.Module):
+        # an image and metadata, two heads: forward(image, meta) or forward(image=..., meta=...)
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.img, self.meta = torch.nn.Linear(6, 8), torch.nn.Linear(2, 8)
+            self.score, self.logits = torch.nn.Linear(8, 1), torch.nn.Linear(8, 3)
+
+        def forward(self, image, meta):
+            h = torch.tanh(self.img(image) + self.meta(meta))
+            return {"score": self.score(h).squeeze(-1), "logits": self.logits(h)}
+
+    def make():
+        return Tabular()
+    """
+)
+
+
+def test_gram_takes_a_tuple_or_dict_of_inputs_and_selects_an_output(tmp_path, monkeypatch, capsys):
+    """``gram --inputs`` takes a .pt holding a tuple (positional arguments) or a dict (keyword arguments) of
+    tensors, as ``empirical_ntk`` does, and ``--select-output`` picks one output of a model returning a dict: the
+    Gram is the one of the explicit Jacobians of that output, whichever way the inputs are given; bad parts are
+    named."""
+    (tmp_path / "tabular.py").write_text(TWO_INPUTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("tabular", None)
+    import tabular
+
+    g = torch.Generator().manual_seed(0)
+    image, meta = torch.randn(7, 6, generator=g), torch.randn(7, 2, generator=g)
+    torch.save((image, meta), tmp_path / "tuple.pt")
+    torch.save({"image": image, "meta": meta}, tmp_path / "dict.pt")
+    expected = autograd_ntk(nc_select(tabular.make(), "logits"), (image, meta), (image, meta), "trace").numpy()
+    base = ["gram", "--model", "tabular:make", "--dtype", "float64", "--select-output", "logits"]
+    for name in ("tuple", "dict"):
+        out = tmp_path / f"{name}.npy"
+        assert main([*base, "--inputs", str(tmp_path / f"{name}.pt"), "--out", str(out)]) == 0
+        np.testing.assert_allclose(np.load(out), expected, rtol=1e-10, atol=1e-12)
+    assert (
+        main([*base, "--inputs", str(tmp_path / "tuple.pt"), "--n-images", "3", "--out", str(tmp_path / "3.npy")]) == 0
+    )
+    np.testing.assert_allclose(np.load(tmp_path / "3.npy"), expected[:3, :3], rtol=1e-10, atol=1e-12)
+    torch.save((image, meta[:5]), tmp_path / "uneven.pt")
+    assert main([*base, "--inputs", str(tmp_path / "uneven.pt"), "--out", str(tmp_path / "u.npy")]) == 2
+    assert "different numbers of examples" in capsys.readouterr().err
+    bad = ["gram", "--model", "tabular:make", "--inputs", str(tmp_path / "dict.pt"), "--out", str(tmp_path / "b.npy")]
+    assert main([*bad, "--select-output", "probs"]) == 2
+    assert "no 'probs'" in capsys.readouterr().err
+    sys.modules.pop("tabular", None)
+
+
+def nc_select(model, key):
+    from ntk_core import select_output
+
+    return select_output(model, key)

@@ -98,7 +98,19 @@ def add_gram(sub: Any) -> None:
         "(ConvNet, first and last layer frozen, in the difference trick); or package.module:factory, a function "
         "of no argument returning your torch.nn.Module (put in eval mode), with --inputs",
     )
-    gram.add_argument("--inputs", type=Path, default=None, help="your model's inputs, (n, ...): a .npy or .pt file")
+    gram.add_argument(
+        "--inputs",
+        type=Path,
+        default=None,
+        help="your model's inputs, examples along dimension 0: a .npy, or a .pt holding a tensor, a tuple (the "
+        "model's positional arguments) or a dict (its keyword arguments) of tensors",
+    )
+    gram.add_argument(
+        "--select-output",
+        default=None,
+        metavar="NAME|INDEX",
+        help="for your model returning a tuple or dict: the output whose NTK to compute (an index or a name)",
+    )
     gram.add_argument(
         "--width", type=int, default=None, help="hidden width (two-layer, default 1000) or channels (cnn, default 16)"
     )
@@ -157,7 +169,6 @@ def _n_first(n: int | None, available: int, what: str) -> int:
 
 def gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """The model, its inputs and a one-line description, from the ``gram`` arguments."""
-    import torch
 
     if ":" in args.model:
         given = [
@@ -168,17 +179,53 @@ def gram_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:
         if args.inputs is None:
             raise ValueError("--model package.module:factory needs --inputs (a .npy or .pt file of its inputs)")
         model = user_model(args.model)
-        x = load_array(args.inputs, "--inputs")
-        x = torch.as_tensor(x) if not isinstance(x, torch.Tensor) else x
-        if x.ndim < 1 or len(x) == 0:
-            raise ValueError(f"--inputs must hold examples along its first dimension, got shape {tuple(x.shape)}")
-        n = _n_first(args.n, len(x), f"rows of {args.inputs}")
-        return model, x[:n], f"{args.model} on {args.inputs}, n = {n}"
+        if args.select_output is not None:
+            from ..ntk import select_output
+
+            key = args.select_output
+            model = select_output(model, int(key) if key.lstrip("-").isdigit() else key)
+        parts, rows = _model_inputs(load_array(args.inputs, "--inputs"), args.inputs)
+        n = _n_first(args.n, rows, f"rows of {args.inputs}")
+        x = {k: v[:n] for k, v in parts.items()}
+        inputs = x[None] if None in x else tuple(x.values()) if all(isinstance(k, int) for k in x) else x
+        return model, inputs, f"{args.model} on {args.inputs}, n = {n}"
+    if args.select_output is not None:
+        raise ValueError("--select-output is for your own model (--model package.module:factory)")
     if args.model not in ("two-layer", "cnn"):
         raise ValueError(f"--model must be two-layer, cnn or package.module:factory, got {args.model!r}")
     if args.inputs is not None:
         raise ValueError("--inputs is for your own model (--model package.module:factory)")
     return _package_inputs(args)
+
+
+def _model_inputs(loaded: Any, where: Path) -> tuple[dict[Any, Any], int]:
+    """``--inputs`` as the model takes them, by part (``None``: one tensor; 0, 1, …: a tuple's; names: a dict's),
+    each a tensor with the examples along dimension 0, and the number of examples."""
+    import torch
+
+    if isinstance(loaded, dict):
+        parts: dict[Any, Any] = {str(k): v for k, v in loaded.items()}
+    elif isinstance(loaded, (tuple, list)):
+        parts = dict(enumerate(loaded))
+    else:
+        parts = {None: loaded}
+    if not parts:
+        raise ValueError(f"--inputs {where} holds an empty {type(loaded).__name__}: nothing to compute on")
+    for key, value in parts.items():
+        name = "its tensor" if key is None else f"its part {key!r}"
+        try:
+            value = torch.as_tensor(value) if not isinstance(value, torch.Tensor) else value
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"--inputs {where}: {name} is a {type(value).__name__}, not a tensor") from None
+        if value.ndim < 1 or len(value) == 0:
+            raise ValueError(
+                f"--inputs {where}: {name} must hold examples along dimension 0, got shape {tuple(value.shape)}"
+            )
+        parts[key] = value
+    sizes = {key: len(v) for key, v in parts.items()}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"--inputs {where}: its parts hold different numbers of examples {sizes} (dimension 0)")
+    return parts, next(iter(sizes.values()))
 
 
 def _package_inputs(args: argparse.Namespace) -> tuple[Any, Any, str]:

@@ -15,7 +15,17 @@ from .cost import CostEstimate, MethodChoice
 from .distributed import BACKENDS, GramResult, distributed_ntk, init_from_env
 from .gram import empirical_ntk, select_method, structured_ntk
 from .kernel_fn import KernelFn, empirical_ntk_fn
-from .problem import DEFAULT_MEMORY_BUDGET, METHODS, OUTPUTS, Inputs, InputsLike, NTKMethod, jacobian_features
+from .problem import (
+    DEFAULT_MEMORY_BUDGET,
+    METHODS,
+    OUTPUTS,
+    Inputs,
+    InputsLike,
+    NTKMethod,
+    SelectedOutput,
+    jacobian_features,
+    select_output,
+)
 from .structured import ROUTES, ParameterRoute, StructuredPlan, plan_structured
 
 __all__ = [
@@ -33,6 +43,8 @@ __all__ = [
     "select_method",
     "forget_choices",
     "jacobian_features",
+    "select_output",
+    "SelectedOutput",
     "structured_ntk",
     "ROUTES",
     "ParameterRoute",

@@ -20,7 +20,10 @@ from torch.func import functional_call, jacrev, vmap
 from .._checks import as_float64_array, check_choice, check_count
 from .._typing import ArrayLike
 
-__all__ = ["METHODS", "OUTPUTS", "DEFAULT_MEMORY_BUDGET", "Inputs", "InputsLike", "NTKMethod", "jacobian_features"]
+__all__ = [
+    *["METHODS", "OUTPUTS", "DEFAULT_MEMORY_BUDGET", "Inputs", "InputsLike", "NTKMethod", "jacobian_features"],
+    *["SelectedOutput", "select_output"],
+]
 
 
 #: The exact methods of :func:`~ntk_core.ntk.empirical_ntk` (``method="auto"`` picks one of them).
@@ -451,3 +454,51 @@ def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
         raise ValueError(f"model must have one output per example (the features of f: R^d -> R), got {prob.n_out}")
     jac = _per_example_jacobians(prob, list(prob.params), prob.x1)  # name -> (n, 1, p)
     return torch.cat([j.reshape(j.shape[0], -1) for j in jac.values()], dim=1).numpy()
+
+
+class SelectedOutput(nn.Module):
+    """A model returning a tuple or dict of outputs, restricted to one of them (:func:`select_output`)."""
+
+    def __init__(self, model: nn.Module, key: int | str) -> None:
+        super().__init__()
+        self.model, self.key = model, key
+
+    def forward(self, *args: Any, **kwargs: Any) -> Tensor:
+        out = self.model(*args, **kwargs)
+        if isinstance(out, Tensor):
+            raise TypeError(f"the model returns one tensor: there is no output {self.key!r} to select")
+        try:
+            picked = out[self.key]
+        except (KeyError, IndexError, TypeError):
+            have = list(out) if isinstance(out, dict) else f"indices 0 to {len(out) - 1}"
+            raise ValueError(f"the model's outputs have no {self.key!r}: it has {have}") from None
+        if not isinstance(picked, Tensor):
+            raise TypeError(f"the model's output {self.key!r} is a {type(picked).__name__}, not a tensor")
+        return picked
+
+    def extra_repr(self) -> str:
+        return f"key={self.key!r}"
+
+
+def select_output(model: nn.Module, key: int | str) -> SelectedOutput:
+    """``model`` with one of its outputs: for a model that returns a tuple (``key`` an index) or a dict (``key`` a
+    name) of tensors, the module whose output is ``model(...)[key]``, whose NTK :func:`empirical_ntk` computes.
+    The parameters are the model's own (shared, not copied).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from ntk_core.ntk import empirical_ntk, select_output
+    >>> class TwoHeads(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.body, self.a, self.b = torch.nn.Linear(3, 4), torch.nn.Linear(4, 1), torch.nn.Linear(4, 2)
+    ...     def forward(self, x):
+    ...         h = torch.tanh(self.body(x))
+    ...         return {"score": self.a(h), "logits": self.b(h)}
+    >>> empirical_ntk(select_output(TwoHeads(), "logits"), torch.randn(5, 3)).shape
+    torch.Size([5, 5])
+    """
+    if not isinstance(key, (int, str)) or isinstance(key, bool):
+        raise TypeError(f"key must be an output's index (int) or name (str), got {key!r}")
+    return SelectedOutput(model, key)
