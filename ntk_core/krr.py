@@ -880,7 +880,15 @@ def gd_kernel_closed_form(
     stable = nonzero & (x < 1.0)  # accurate form for small η h: -expm1(t log(1 - η h)) / h
     g[stable] = -np.expm1(t * np.log1p(-x[stable])) / h[stable]
     rest = nonzero & ~stable
-    g[rest] = (1.0 - (1.0 - x[rest]) ** t) / h[rest]
+    with np.errstate(over="ignore", invalid="ignore"):
+        g[rest] = (1.0 - (1.0 - x[rest]) ** t) / h[rest]
+    if not np.all(np.isfinite(g)):  # |1 − ηh| > 1 raised to the t-th power: GD diverged beyond float64
+        limit = 2.0 / float(np.max(h))
+        raise ValueError(
+            f"gradient descent with eta = {eta:g} diverges: eta (λ_max(K) + λ²) = {eta * float(np.max(h)):.4g} > 2, "
+            f"so the residual along the top eigenvector grows as |1 − eta h|^t and overflows float64 at t = {t}; "
+            f"take eta < 2 / (λ_max(K) + λ²) = {limit:.4g}"
+        )
     c = U.T @ yy
     alpha = U @ (g[:, None] * c if c.ndim == 2 else g * c)
     if K_test_train is None:

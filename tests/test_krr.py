@@ -230,6 +230,11 @@ def test_closed_form_tends_to_krr() -> None:
     _, _, K, _, y = problem(15)
     eta = learning_rate_bound(K, 0.8)
     np.testing.assert_allclose(gd_kernel_closed_form(K, y, eta, 100_000, 0.8), krr_predict(K, y, 0.8), atol=1e-10)
+    # a step past the stability limit η < 2/(λ_max + λ²): said, with the limit, instead of NaN and warnings
+    top = float(np.linalg.eigvalsh(K)[-1]) + 0.8**2
+    with pytest.raises(ValueError, match=r"diverges: eta \(λ_max\(K\) \+ λ²\) = .* > 2.*take eta <"):
+        gd_kernel_closed_form(K, y, 3.0 / top, 5_000, 0.8)
+    assert np.all(np.isfinite(gd_kernel_closed_form(K, y, 3.0 / top, 3, 0.8)))  # a few steps: finite, returned
 
 
 def test_unregularized_gd_fits_the_noisy_labels_eventually() -> None:
