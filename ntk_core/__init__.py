@@ -5,6 +5,7 @@ Methods for Training on Noisily Labeled Data with Generalization Guarantee"
 (ICLR 2020). This module only re-exports the public API of the submodules.
 """
 
+from . import label_errors
 from ._checks import check_kernel_matrix
 from .data import (
     BinaryTask,
@@ -96,6 +97,7 @@ from .regime import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "label_errors",
     "agreement",
     "kernel_drift",
     "linearised_outputs",

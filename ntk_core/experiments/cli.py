@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
     cli_kernels.add_gram(sub)
     cli_kernels.add_bound(sub)
     cli_kernels.add_kernel(sub)
+    cli_kernels.add_label_errors(sub)
     _replay_parser(sub)
     args = parser.parse_args(argv)
 
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None, *, reexec: bool = False) -> int:
         return cli_kernels.bound(args)
     if args.command == "kernel":
         return cli_kernels.kernel(args)
+    if args.command == "label-errors":
+        return cli_kernels.label_errors(args)
     if args.command == "replay":
         return _replay(args, reexec, argv)
 
