@@ -820,7 +820,7 @@ def non_vacuous_n(ns: ArrayLike, lower_limits: ArrayLike) -> float:
     ns : ArrayLike
         Sample sizes, at least two, increasing.
     lower_limits : ArrayLike
-        The lower limit at each (:attr:`BinaryBound.lower_limit` and the like).
+        The lower limit at each (``BinaryBound.lower_limit`` and the like).
 
     Returns
     -------

@@ -83,7 +83,7 @@ class RDIPenalty(nn.Module):
     r"""The RDI penalty of eq. (3), :math:`c\,\tfrac{\lambda^2}{2}\lVert\theta - \theta(0)\rVert^2`, for any loop.
 
     A module without parameters of its own: :math:`\theta(0)` is in its ``state_dict`` (buffers ``theta0.<i>``,
-    in the order of :attr:`names`), so that saving and loading it with the model's resumes a run; the trained
+    in the order of ``names``), so that saving and loading it with the model's resumes a run; the trained
     parameters are the model's, never registered here (``rdi.parameters()`` is empty: give the optimiser the
     model's). Given a module, the penalty checks at every call that the module's trained parameters are still the
     ones it was made with — a layer replaced or added, or a parameter frozen or unfrozen after construction, is an

@@ -482,7 +482,8 @@ class SelectedOutput(nn.Module):
 
 def select_output(model: nn.Module, key: int | str) -> SelectedOutput:
     """``model`` with one of its outputs: for a model that returns a tuple (``key`` an index) or a dict (``key`` a
-    name) of tensors, the module whose output is ``model(...)[key]``, whose NTK :func:`empirical_ntk` computes.
+    name) of tensors, the module whose output is ``model(...)[key]``, whose NTK
+    :func:`~ntk_core.ntk.empirical_ntk` computes.
     The parameters are the model's own (shared, not copied).
 
     Examples
