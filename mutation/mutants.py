@@ -128,8 +128,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "ridge-complexity-lambda",
         B,
-        'return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_positive(lam, "lam")))',
-        'return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_positive(lam, "lam") ** 0.5))',
+        'return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_lam(lam, "lam")))',
+        'return float(Km.ridge_quadratic(check_rows(y, Km.n, "y", ndim=1), check_lam(lam, "lam") ** 0.5))',
         "yᵀ(K + λ I)⁻¹y instead of yᵀ(K + λ² I)⁻¹y",
     ),
     # ------------------------------------------------------------------ Theorem 5.1 machinery
