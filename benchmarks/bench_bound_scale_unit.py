@@ -9,7 +9,7 @@ every pass over it reads and verifies it from disk (14.4 GB at n = 60,000). Now 
 more, not five passes), the pivots and ``1ᵀK1/n`` come from what the tiles said as a pass read them, and a
 factor that fits in memory (n ≤ 16,000) is made there without being written to disk, verified and deleted. The
 baseline does what the code before did: every factor written, a forward pass per label matrix, a solve of two
-passes for each ridge quadratic of ``_RidgeAtZero`` and each ridge solve, the five-pass error estimate, and every
+passes for each ridge quadratic at λ = 0 and each ridge solve, the five-pass error estimate, and every
 tile read again for the conditioning (subclasses and patches). The rows agree to rounding (the passes round differently: the largest
 relative difference is printed and must be below 1e-12); the tile reads after the factorisation and the times
 are printed, the times the median of ``--repeat`` interleaved runs of each.
@@ -45,6 +45,17 @@ class _SeparatePasses(FactoredKernel):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **{**kwargs, "persist": True})  # type: ignore[arg-type]
+        self._kept: dict[tuple, float | np.ndarray] = {}
+
+    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+        """yᵀK⁻¹y by a solve (two passes) once per labels, not from the forward pass; other λ as before."""
+        if lam != 0.0:
+            return super().ridge_quadratic(Y, lam)
+        key = array_key(np.asarray(Y))
+        if key not in self._kept:
+            self._kept[key] = KernelMatrix.ridge_quadratic(self, np.asarray(Y), lam)
+        value = self._kept[key]
+        return value.copy() if isinstance(value, np.ndarray) else value
 
     def forwards(self, Ys, lam):  # type: ignore[no-untyped-def]
         return [super(_SeparatePasses, self).forwards([Y], lam)[0] for Y in Ys]
@@ -57,21 +68,6 @@ class _SeparatePasses(FactoredKernel):
         value = self.ridge_quadratic(Y, lam)
         delta = L.solve(Y - L.matvec(L.solve(Y)))
         return value, np.abs(np.sum(Y * delta, axis=0)) / np.maximum(np.abs(value), np.finfo(np.float64).tiny)
-
-
-class _SolveOnce(bound_scale._RidgeAtZero):
-    """The baseline: ``yᵀK⁻¹y`` by a solve (two passes) once per labels, not from the forward pass."""
-
-    def __init__(self, K: FactoredKernel) -> None:
-        super().__init__(K)
-        self._kept: dict[tuple, float | np.ndarray] = {}
-
-    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        key = array_key(np.asarray(Y))
-        if key not in self._kept:
-            self._kept[key] = KernelMatrix.ridge_quadratic(self, np.asarray(Y), lam)
-        value = self._kept[key]
-        return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def _read_again(self: TiledCholesky, i: int, j: int) -> None:
@@ -113,7 +109,6 @@ def run_unit(config: bound_scale.Config, task: str, n: int, baseline: bool) -> t
         stack.enter_context(mock.patch.object(TiledCholesky, "factor", counted_factor))
         if baseline:
             stack.enter_context(mock.patch.object(bound_scale, "FactoredKernel", _SeparatePasses))
-            stack.enter_context(mock.patch.object(bound_scale, "_RidgeAtZero", _SolveOnce))
             stack.enter_context(mock.patch.object(TiledCholesky, "_stored", _read_again))
         start = time.perf_counter()
         rows = bound_scale._unit(config, task, features[idx], mnist.labels[idx].astype(np.int64), 0, test, folder)

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,7 @@ from ._checks import (
     as_float64_array,
     as_numpy,
     check_binary_labels,
+    check_choice,
     check_class_labels,
     check_interval,
     check_lam,
@@ -88,6 +89,7 @@ __all__ = [
     "BOUND_TERMS",
     "PrintedScaleWarning",
     "PRINTED_TRACE_RATIO",
+    "RIDGE_TERMS",
     "BinaryBound",
     "LemmaC1Bound",
     "LemmaC2Bound",
@@ -144,6 +146,9 @@ class PrintedScaleWarning(UserWarning):
     that factor. The explicit ``theorem_5_x_bound`` is right at any scale.
     """
 
+
+#: The ``ridge`` choices of the explicit bounds: the ridge quadratic yᵀ(K + λ²I)⁻¹y solved, or bounded by yᵀK⁻¹y.
+RIDGE_TERMS = ("exact", "complexity")
 
 #: The printed forms warn (:class:`PrintedScaleWarning`) when tr K/n is outside [1/this, this].
 PRINTED_TRACE_RATIO = 10.0
@@ -796,13 +801,16 @@ class _Verdict:
             holds = "holds" if measured <= self.total else "VIOLATED"
             meaning = " (says nothing: the bound is vacuous)" if self.vacuous else ""
             lines.append(f"  measured {measured:.4g}: the bound {holds}{meaning}")
+        if self._additives()[0].ridge == "complexity":
+            lines.append(
+                "  computed with yᵀK⁻¹y for the ridge quadratic yᵀ(K + λ²I)⁻¹y (ridge='complexity'): above the exact bound"
+            )
         lines.append("  terms: " + ", ".join(f"{k} {v:.4g}" for k, v in self._shown_terms()))
         return "\n".join(lines)
 
     def _shown_terms(self) -> list[tuple[str, float]]:
         parts = self._additives()
-        names = [f.name for f in fields(AdditiveNoiseBound)][5:]  # the terms, after n, λ, σ, δ, tr K
-        shown = [(name, sum(float(getattr(b, name)) for b in parts)) for name in names if name != "net_size"]
+        shown = [(name, sum(float(getattr(b, name)) for b in parts)) for name in BOUND_TERMS]
         scale = [(self._scale_name, self._leading_factor())] if self._scale_name else []
         return [("lam", parts[0].lam), ("lower_limit", self.lower_limit), *scale, *shown]
 
@@ -885,6 +893,10 @@ class AdditiveNoiseBound(_Verdict):
         The uniform-convergence term.
     net_size : int
         N + 1, the points of the ε-net.
+    ridge : str
+        ``"exact"``: ``rademacher_signal`` reads yᵀ(K+λ²I)⁻¹y; ``"complexity"``: it reads its upper bound
+        yᵀK⁻¹y instead (see ``ridge`` of :func:`theorem_5_1_bound`), and ``total`` is an upper bound on the
+        exact one.
     """
 
     n: int
@@ -901,6 +913,7 @@ class AdditiveNoiseBound(_Verdict):
     rademacher_net: float
     concentration: float
     net_size: int
+    ridge: str = "exact"
 
     _bounds_what = "Theorem 5.1: E ℓ(f*(x), y)"
 
@@ -932,11 +945,13 @@ def _additive_bound(
     loss_bound: float,
     comp: float | None = None,
     ridge: float | None = None,
+    ridge_term: str = "exact",
 ) -> AdditiveNoiseBound:
     """Shared machinery of Theorems 5.1–5.3 (validated inputs; see theorem_5_1_bound).
 
     ``comp`` = yᵀK⁻¹y and ``ridge`` = yᵀ(K + λ²I)⁻¹y if already known (Theorem 5.3
-    on disk solves for all outputs at once), else computed here.
+    on disk solves for all outputs at once), else computed here; with ``ridge_term="complexity"``
+    the ridge quadratic is yᵀK⁻¹y, its upper bound.
     """
     _check_bounded_labels(y, label_bound, "y")
     n = K.shape[0]
@@ -945,7 +960,8 @@ def _additive_bound(
         raise ValueError(f"tr K must be > 0 for a kernel matrix, got {trace:.6g}")
     tau = math.sqrt(trace)
     comp = float(complexity(K, y)) if comp is None else comp
-    ridge = float(K.ridge_quadratic(y, lam)) if ridge is None else ridge
+    if ridge is None:
+        ridge = comp if ridge_term == "complexity" else float(K.ridge_quadratic(y, lam))
     lc1 = _lemma_c1(comp, trace, lam, sigma, delta / 3.0)
     lc2 = _lemma_c2(ridge, n, lam, sigma, delta / 3.0)
     rad = 2.0 * tau / n
@@ -965,11 +981,18 @@ def _additive_bound(
         rademacher_net=rad * eps_net,
         concentration=3.0 * loss_bound * math.sqrt(math.log(6.0 * (N + 1) / delta) / (2.0 * n)),
         net_size=N + 1,
+        ridge=ridge_term,
     )
 
 
 def theorem_5_1_bound(
-    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, sigma: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | KernelMatrix,
+    y: ArrayLike,
+    lam: float,
+    sigma: float,
+    delta: float,
+    eps_net: float = 1.0,
+    ridge: str = "exact",
 ) -> AdditiveNoiseBound:
     """Theorem 5.1 (additive label noise) with every constant written out.
 
@@ -1016,6 +1039,11 @@ def theorem_5_1_bound(
         Failure probability δ ∈ (0, 1).
     eps_net : float
         ε > 0 of the ε-net over the RKHS-norm radius (the paper takes 1).
+    ridge : {"exact", "complexity"}
+        The ridge quadratic yᵀ(K + λ²I)⁻¹y of Lemma C.2's signal term: ``"exact"`` (default) solves
+        with K + λ²I; ``"complexity"`` reads its upper bound yᵀK⁻¹y (the quadratic does not increase
+        with λ), so ``total`` bounds the exact bound from above, from the one solve the complexity
+        needs — half the work for a large K on disk.
 
     Returns
     -------
@@ -1053,6 +1081,7 @@ def theorem_5_1_bound(
         check_positive(eps_net, "eps_net"),
         label_bound=1.0,
         loss_bound=1.0,
+        ridge_term=check_choice(ridge, "ridge", RIDGE_TERMS),
     )
 
 
@@ -1251,7 +1280,13 @@ def ramp_loss(u: ArrayLike, y: ArrayLike, p: float) -> np.ndarray:
 
 
 def theorem_5_2_bound(
-    K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float, p: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | KernelMatrix,
+    y: ArrayLike,
+    lam: float,
+    p: float,
+    delta: float,
+    eps_net: float = 1.0,
+    ridge: str = "exact",
 ) -> BinaryBound:
     """Theorem 5.2 (binary classification, flip rate p) with explicit constants.
 
@@ -1279,6 +1314,11 @@ def theorem_5_2_bound(
         Failure probability δ ∈ (0, 1).
     eps_net : float
         ε > 0 of the ε-net (the paper takes 1).
+    ridge : {"exact", "complexity"}
+        The ridge quadratic yᵀ(K + λ²I)⁻¹y of Lemma C.2's signal term: ``"exact"`` (default) solves
+        with K + λ²I; ``"complexity"`` reads its upper bound yᵀK⁻¹y (the quadratic does not increase
+        with λ), so ``total`` bounds the exact bound from above, from the one solve the complexity
+        needs — half the work for a large K on disk.
 
     Returns
     -------
@@ -1316,6 +1356,7 @@ def theorem_5_2_bound(
         check_positive(eps_net, "eps_net"),
         label_bound=scale,
         loss_bound=scale,
+        ridge_term=check_choice(ridge, "ridge", RIDGE_TERMS),
     )
     return BinaryBound(p=p, sigma=sigma, sigma_paper=math.sqrt(p), rescale=1.0 / scale, additive=add)
 
@@ -1417,7 +1458,13 @@ def _multiclass_inputs(
 
 
 def theorem_5_3_bound(
-    K: ArrayLike | KernelMatrix, labels: ArrayLike, P: ArrayLike, lam: float, delta: float, eps_net: float = 1.0
+    K: ArrayLike | KernelMatrix,
+    labels: ArrayLike,
+    P: ArrayLike,
+    lam: float,
+    delta: float,
+    eps_net: float = 1.0,
+    ridge: str = "exact",
 ) -> MulticlassBound:
     """Theorem 5.3 (K-class, transition matrix P) with explicit constants.
 
@@ -1453,6 +1500,11 @@ def theorem_5_3_bound(
         Failure probability δ ∈ (0, 1).
     eps_net : float
         ε > 0 of the ε-net (the paper takes 1).
+    ridge : {"exact", "complexity"}
+        The ridge quadratic yᵀ(K + λ²I)⁻¹y of Lemma C.2's signal term: ``"exact"`` (default) solves
+        with K + λ²I; ``"complexity"`` reads its upper bound yᵀK⁻¹y (the quadratic does not increase
+        with λ), so ``total`` bounds the exact bound from above, from the one solve the complexity
+        needs — half the work for a large K on disk.
 
     Returns
     -------
@@ -1482,12 +1534,13 @@ def theorem_5_3_bound(
     """
     Km, Pm, Q, g, lam, delta = _multiclass_inputs(K, labels, P, lam, delta)
     eps_net = check_positive(eps_net, "eps_net")
+    ridge = check_choice(ridge, "ridge", RIDGE_TERMS)
     k = Pm.shape[0]
     sigmas = multiclass_noise_subgaussian_sigma(Pm)
     for h in range(k):  # then one solve for all K outputs (K columns per pass over a K on disk), not one each
         _check_bounded_labels(Q[h], 1.0, "y")
     comps = [float(c) for c in np.atleast_1d(complexity(Km, Q.T))]
-    ridges = [float(r) for r in np.atleast_1d(Km.ridge_quadratic(np.ascontiguousarray(Q.T), lam))]
+    ridges = comps if ridge == "complexity" else np.atleast_1d(Km.ridge_quadratic(np.ascontiguousarray(Q.T), lam))
     per = tuple(
         _additive_bound(
             Km,
@@ -1499,7 +1552,8 @@ def theorem_5_3_bound(
             label_bound=1.0,
             loss_bound=1.0,
             comp=comps[h],
-            ridge=ridges[h],
+            ridge=float(ridges[h]),
+            ridge_term=ridge,
         )
         for h in range(k)
     )

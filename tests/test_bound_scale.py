@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 import pytest
 import torch
 from test_experiments import TINY
@@ -234,32 +233,39 @@ def test_a_unit_key_says_whether_it_factors_on_the_grid(cache, monkeypatch):
     assert len({unit_class(k) for k in keys}) == 5
 
 
-def test_ridge_at_zero_is_one_forward_pass_per_labels_at_every_lambda(tmp_path, monkeypatch):
-    """``_RidgeAtZero``'s ridge quadratic is the factor's yᵀK⁻¹y = ‖L⁻¹y‖² whatever λ: one forward pass per
-    labels, a new array each time, equal to a float64 solve."""
+def test_the_complexity_ridge_term_is_one_forward_pass_at_lambda_zero_and_bounds_the_exact_one(tmp_path, monkeypatch):
+    """``ridge="complexity"`` (the units beyond the grid) reads yᵀK⁻¹y = ‖L⁻¹y‖² for the ridge quadratic: one
+    forward pass at λ = 0 for the whole bound (Theorems 5.2 and 5.3), no factor at λ, equal to a float64 solve,
+    and a total at least the exact one (the quadratic does not increase with λ)."""
     from ntk_core.cholesky_ooc import FactoredKernel, TiledCholesky
 
     rng = np.random.default_rng(5)
     A = rng.standard_normal((40, 40))
     K = A @ A.T + 40 * np.eye(40)
+    y = np.sign(rng.standard_normal(40))
     FK = FactoredKernel(K, tmp_path, tile=16)
-    R = bound_scale._RidgeAtZero(FK)
     passes = []
     forward = TiledCholesky.forward
     monkeypatch.setattr(TiledCholesky, "forward", lambda self, Y: passes.append(self.lam) or forward(self, Y))
-    Y = rng.standard_normal((40, 3))
-    first = R.ridge_quadratic(Y, 2.0)
-    again = [R.ridge_quadratic(Y, lam) for lam in (0.0, 0.5, 8.0)]
-    assert passes == [0.0], "one forward pass at λ = 0 for every λ"
-    Z = scipy.linalg.solve_triangular(np.linalg.cholesky(K), Y, lower=True)
-    np.testing.assert_allclose(first, np.sum(Z * Z, axis=0), rtol=1e-13)
-    assert all(np.array_equal(v, first) for v in again)
-    expected = first.copy()
-    first[:] = 0.0  # a copy
-    assert np.array_equal(R.ridge_quadratic(Y, 1.0), expected)
-    y = Y[:, 0].copy()
-    assert isinstance(R.ridge_quadratic(y, 1.0), float) and len(passes) == 2
-    np.testing.assert_allclose(expected, np.sum(Y * np.linalg.solve(K, Y), axis=0), rtol=1e-12)
+    upper = bounds.theorem_5_2_bound(FK, y, 2.0, 0.2, 0.1, ridge="complexity")
+    assert passes == [0.0], "one forward pass at λ = 0, none at λ"
+    scale, tau = 0.6, np.sqrt(np.trace(K))
+    np.testing.assert_allclose(
+        upper.additive.rademacher_signal, 2 * tau / 40 * np.sqrt(scale**2 * y @ np.linalg.solve(K, y)), rtol=1e-12
+    )
+    exact = bounds.theorem_5_2_bound(K, y, 2.0, 0.2, 0.1)
+    assert upper.additive.ridge == "complexity" and exact.additive.ridge == "exact"
+    assert upper.total > exact.total
+    assert "ridge='complexity'" in str(upper) and "ridge=" not in str(exact)
+    assert upper.additive.train_bias == pytest.approx(exact.additive.train_bias, rel=1e-12)
+    labels = rng.integers(0, 3, 40)
+    P = np.full((3, 3), 0.1) + 0.7 * np.eye(3)
+    passes.clear()
+    multi = bounds.theorem_5_3_bound(FK, labels, P, 2.0, 0.1, ridge="complexity")
+    assert passes == [0.0] and all(o.ridge == "complexity" for o in multi.per_output)
+    assert multi.total > bounds.theorem_5_3_bound(K, labels, P, 2.0, 0.1).total
+    with pytest.raises(ValueError, match=r"ridge must be one of \('exact', 'complexity'\), got 'upper'"):
+        bounds.theorem_5_1_bound(K, y, 1.0, 0.5, 0.1, ridge="upper")
 
 
 def test_a_unit_beyond_the_grid_passes_over_its_factor_three_times(tmp_path, monkeypatch):

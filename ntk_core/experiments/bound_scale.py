@@ -60,32 +60,6 @@ TASKS = ("binary", "multiclass", "binary_empirical")
 TERMS = bounds.BOUND_TERMS
 
 
-class _RidgeAtZero(KernelMatrix):
-    """K with every ridge quadratic ``yᵀ(K + λ²I)⁻¹y`` replaced by its upper bound ``yᵀK⁻¹y``: only Lemma C.2's
-    signal term ``√(yᵀ(K + λ²I)⁻¹y)`` reads it, increasingly, so a bound computed on it is an upper bound on the
-    explicit bound at that λ, at the cost of one factorisation (λ = 0) instead of two. Its quadratics are the
-    factored kernel's at λ = 0, ``‖L⁻¹y‖²`` (kept per labels: the complexity and the ridge term are one number)."""
-
-    def __init__(self, K: FactoredKernel) -> None:
-        self.K = K
-        self.n = K.n
-
-    def trace(self) -> float:
-        return self.K.trace()
-
-    def diagonal(self) -> np.ndarray:
-        return self.K.diagonal()
-
-    def matvec(self, V):  # type: ignore[no-untyped-def]
-        return self.K.matvec(V)
-
-    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
-        return self.K.ridge_solve(Y, 0.0)
-
-    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        return self.K.ridge_quadratic(Y, 0.0)
-
-
 @dataclass(frozen=True)
 class Config(ExperimentConfig):
     """Sizes of the study; ``quick()`` for the book on 2 CPU cores, ``medium()`` the full data on them
@@ -200,11 +174,11 @@ def _terms(bound: bounds.AdditiveNoiseBound, scale: float) -> dict[str, float]:
 
 
 def _test_error(
-    K: KernelMatrix, K_test: np.ndarray | None, Y_noisy: np.ndarray, lam: float, clean: np.ndarray
+    K: KernelMatrix, K_test: np.ndarray | None, Y_noisy: np.ndarray, lam: float, clean: np.ndarray, ridge: str
 ) -> float:
     """Clean test error of KRR on the noisy labels (eq. (8), one column per output as eq. (9)): sign or argmax of
     ``k(X_test, X)(K + λ²I)⁻¹Ỹ`` against the clean test labels; NaN where K + λ²I was not factored."""
-    if K_test is None or isinstance(K, _RidgeAtZero):
+    if K_test is None or ridge != "exact":
         return math.nan
     f = K_test @ K.ridge_solve(Y_noisy, lam)
     predicted = np.sign(f) if f.ndim == 1 else np.argmax(f, axis=1)
@@ -220,21 +194,21 @@ def _binary_rows(config: Config, FK: FactoredKernel, y: np.ndarray, n: int, test
     lam_star = bounds.leading_lambda(comp, n, trace, sigma_eff)
     lead = bounds.leading_minimum(comp, n, trace, sigma_eff)
     rows = []
-    for lam, kind, K in _lambdas(config, FK, n, lam_star):
-        b = bounds.theorem_5_2_bound(K, y, lam, config.p, config.delta)
+    for lam, kind, ridge in _lambdas(config, n, lam_star):
+        b = bounds.theorem_5_2_bound(FK, y, lam, config.p, config.delta, ridge=ridge)
         rows.append(
             {
                 "noise": f"flip {config.p:g}",
                 "lam": lam,
                 "lam_kind": kind,
-                "ridge_exact": K is FK,
+                "ridge_exact": ridge == "exact",
                 "trace": trace,
                 "complexity": comp,
-                "ridge": float(bounds.ridge_complexity(K, y, lam)),
+                "ridge": float(bounds.ridge_complexity(FK, y, lam)) if ridge == "exact" else comp,
                 **_terms(b.additive, b.rescale),
                 "total": b.total,
                 "leading_min": lead,
-                "test_error": _test_error(K, K_test, y_noisy, lam, y_test),
+                "test_error": _test_error(FK, K_test, y_noisy, lam, y_test, ridge),
             }
         )
     return rows
@@ -246,13 +220,13 @@ def _on_grid(config: Config, n: int) -> bool:
     return n <= config.grid_max_n
 
 
-def _lambdas(config: Config, FK: FactoredKernel, n: int, lam_star: float) -> list[tuple[float, str, KernelMatrix]]:
-    """(λ, kind, kernel) of a unit's rows: the grid and λ* with exact ridge terms up to ``grid_max_n``; beyond it
-    λ* alone, its ridge term bounded by the complexity (:class:`_RidgeAtZero`: no factorisation but λ = 0)."""
-    exact: KernelMatrix = FK
+def _lambdas(config: Config, n: int, lam_star: float) -> list[tuple[float, str, str]]:
+    """(λ, kind, ridge) of a unit's rows: the grid and λ* with exact ridge terms up to ``grid_max_n``; beyond it
+    λ* alone, its ridge term bounded by the complexity (``ridge="complexity"`` of the bounds: one factorisation,
+    at λ = 0, for the whole unit)."""
     if _on_grid(config, n):
-        return [(lam, "grid", exact) for lam in config.lams] + [(lam_star, "leading", exact)]
-    return [(lam_star, "leading", _RidgeAtZero(FK))]
+        return [(lam, "grid", "exact") for lam in config.lams] + [(lam_star, "leading", "exact")]
+    return [(lam_star, "leading", "complexity")]
 
 
 def _noise_models(config: Config, labels: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -289,30 +263,30 @@ def _multiclass_rows(
                 "comps": comps,
                 "noisy": np.eye(10)[noise.corrupt(labels, P, seed=seed)],
                 "lead": bounds.leading_minimum(comps, n, trace, sigmas) / bounds.gap(P),
-                "lambdas": _lambdas(config, FK, n, lam_star),
+                "lambdas": _lambdas(config, n, lam_star),
             }
         )
     order = [lam for plan in plans for lam, _, _ in plan["lambdas"]]
     cells: dict[tuple[int, float, str], dict] = {}
     for lam in sorted(set(order), key=order.index):
         for m, plan in enumerate(plans):
-            for at, kind, K in plan["lambdas"]:
+            for at, kind, ridge in plan["lambdas"]:
                 if at != lam:
                     continue
-                b = bounds.theorem_5_3_bound(K, labels, plan["P"], lam, config.delta)
-                ridges = np.atleast_1d(K.ridge_quadratic(plan["QT"], lam))
+                b = bounds.theorem_5_3_bound(FK, labels, plan["P"], lam, config.delta, ridge=ridge)
+                ridges = plan["comps"] if ridge == "complexity" else np.atleast_1d(FK.ridge_quadratic(plan["QT"], lam))
                 cells[(m, lam, kind)] = {
                     "noise": plan["noise"],
                     "lam": lam,
                     "lam_kind": kind,
-                    "ridge_exact": K is FK,
+                    "ridge_exact": ridge == "exact",
                     "trace": trace,
                     "complexity": float(np.sum(plan["comps"])),
                     "ridge": float(np.sum(ridges)),
                     **{t: sum(getattr(o, t) for o in b.per_output) / b.gap for t in TERMS},
                     "total": b.total,
                     "leading_min": plan["lead"],
-                    "test_error": _test_error(K, K_test, plan["noisy"], lam, labels_test),
+                    "test_error": _test_error(FK, K_test, plan["noisy"], lam, labels_test, ridge),
                 }
     return [cells[(m, lam, kind)] for m, plan in enumerate(plans) for lam, kind, _ in plan["lambdas"]]
 
