@@ -533,6 +533,32 @@ def symmetry_rtol(dtype: Any) -> float:
     return max(SYMMETRY_RTOL, 100.0 * eps)
 
 
+def check_symmetric(asym: float, scale: float, rtol: float, name: str = "K") -> None:
+    """The one symmetry test of a kernel matrix, in memory or scanned in blocks from disk: raise unless
+    ``max|K − Kᵀ| = asym`` is at most ``rtol`` times ``max|K| = scale``.
+
+    Raises
+    ------
+    ValueError
+        ``asym > rtol · scale``, with both numbers and the remedy for a K symmetric only up to its rounding.
+
+    Examples
+    --------
+    >>> check_symmetric(1e-9, 1.0, 1e-8)
+    >>> check_symmetric(1e-3, 1.0, 1e-8)
+    Traceback (most recent call last):
+    ...
+    ValueError: K must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = 0.001 exceeds 1e-08 x max |K| = 1e-08. If K is a kernel matrix computed in low precision, symmetric only up to its rounding, pass (K + K.T) / 2
+    """
+    limit = rtol * max(scale, float(np.finfo(np.float64).tiny))
+    if asym > limit:
+        raise ValueError(
+            f"{name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {asym:.3g} "
+            f"exceeds {rtol:g} x max |K| = {limit:.3g}. If K is a kernel matrix computed in low precision, "
+            "symmetric only up to its rounding, pass (K + K.T) / 2"
+        )
+
+
 def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float | None = None) -> np.ndarray:
     """Return ``K`` as a finite, square, symmetric float64 matrix, or raise.
 
@@ -567,14 +593,7 @@ def check_kernel_matrix(K: ArrayLike, name: str = "K", rtol: float | None = None
     arr = as_float64_array(K, name, ndim=2)
     if arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty square (n, n) kernel matrix, got shape {arr.shape}")
-    scale = max(float(np.max(np.abs(arr))), float(np.finfo(np.float64).tiny))
-    asym = float(np.max(np.abs(arr - arr.T)))
-    if asym > rtol * scale:
-        raise ValueError(
-            f"{name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {asym:.3g} "
-            f"exceeds {rtol:g} x max |K| = {rtol * scale:.3g}. If K is a kernel matrix computed in low precision "
-            "and cast to float64, symmetric only up to its rounding, pass (K + K.T) / 2"
-        )
+    check_symmetric(float(np.max(np.abs(arr - arr.T))), float(np.max(np.abs(arr))), rtol, name)
     return 0.5 * (arr + arr.T)
 
 

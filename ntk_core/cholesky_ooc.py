@@ -63,7 +63,7 @@ import scipy.linalg
 from tqdm import tqdm
 
 from . import _store
-from ._checks import check_count, check_lam, symmetry_rtol
+from ._checks import check_count, check_lam, check_symmetric, symmetry_rtol
 from ._typing import ArrayLike
 from .kernel_matrix import DenseKernel, KernelMatrix
 
@@ -170,12 +170,7 @@ class KernelSource:
             worst = max(worst, float(np.abs(rows - cols).max()))
             for r in range(rows.shape[0]):
                 digest.update(rows[r, : start + r + 1].tobytes())
-        if worst > rtol * max(scale, float(np.finfo(np.float64).tiny)):
-            raise ValueError(
-                f"{name} must be symmetric: max|K - Kᵀ| = {worst:.3g} exceeds {rtol:g} x max|K| = {rtol * scale:.3g} "
-                f"(the tolerance of {K.dtype}); a kernel matrix k(X, X) is symmetric; pass (K + K.T) / 2 if its "
-                "asymmetry is rounding"
-            )
+        check_symmetric(worst, scale, rtol, name)
         matrix = K
 
         def block(rows: slice, cols: slice) -> np.ndarray:

@@ -66,7 +66,15 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_float64_array, check_count, check_interval, check_lam, check_rows, symmetry_rtol
+from ._checks import (
+    as_float64_array,
+    check_count,
+    check_interval,
+    check_lam,
+    check_rows,
+    check_symmetric,
+    symmetry_rtol,
+)
 from ._typing import ArrayLike
 from .kernel_matrix import ACCURACY_RTOL, PSD_RTOL, DenseKernel, IllConditionedWarning, KernelMatrix
 
@@ -234,13 +242,7 @@ def _validate(Kb: _Blocks, rows: int, block_rows: int | None, memory_budget: int
     budget = DEFAULT_OOC_MEMORY if memory_budget is None else memory_budget
     side = rows if block_rows is not None else max(rows, min(n, math.isqrt(max(budget // 16, 1))))
     scan = _scan(Kb, side)
-    tiny = float(np.finfo(np.float64).tiny)
-    rtol = symmetry_rtol(Kb.dtype)
-    if scan.asym > rtol * max(scan.scale, tiny):
-        raise ValueError(
-            f"{Kb.name} must be symmetric (a kernel matrix k(X, X)); max |K - K^T| = {scan.asym:.3g} exceeds "
-            f"{rtol:g} x max |K| = {rtol * max(scan.scale, tiny):.3g}"
-        )
+    check_symmetric(scan.asym, scan.scale, symmetry_rtol(Kb.dtype), Kb.name)
     return scan
 
 
