@@ -266,6 +266,34 @@ def sha256_bytes(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def tile_side(
+    budget: float, n_max: int, *, per_pair: float, per_row: float = 0.0, fixed: float = 0.0, minimum: int = 1
+) -> int:
+    """The side t of the largest tile (or block of rows) whose working memory fits a budget: the largest t with
+    ``fixed + 2·t·per_row + t²·per_pair ≤ budget`` (bytes), between ``min(minimum, n_max)`` and ``n_max``.
+
+    The one memory-budget → tile-size rule of the package: the NTK's tiles (``per_pair`` the bytes of a pair of
+    examples, ``per_row`` those of one example's Jacobian), the factor's tiles (``(n·t + 4t²) × 8`` bytes), the
+    kernel file's tiles and the out-of-core solver's blocks of rows (``per_pair = 0``).
+
+    Examples
+    --------
+    >>> tile_side(16 * 1000**2, 10_000, per_pair=16)      # a float64 tile and its mirror: 16 t² bytes
+    1000
+    >>> tile_side(8 * 1000 * 50, 10_000, per_pair=0, per_row=4 * 50)   # rows of 50 float64 columns
+    1000
+    """
+    avail = budget - fixed
+    if avail <= 0:
+        t = 0.0
+    elif per_pair > 0:
+        b = 2.0 * per_row
+        t = (-b + math.sqrt(b * b + 4.0 * per_pair * avail)) / (2.0 * per_pair)
+    else:
+        t = avail / max(2.0 * per_row, 1.0)
+    return int(max(min(minimum, n_max), min(n_max, math.floor(t))))
+
+
 # --------------------------------------------------------------------------- fingerprints
 
 

@@ -52,7 +52,6 @@ disk, as above.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -94,8 +93,7 @@ class NotPositiveDefiniteError(ValueError):
 
 def _tile_from_budget(n: int, memory_budget: int) -> int:
     """The largest b with ``(n·b + 4b²) × 8 ≤ memory_budget`` (at least 256, at most n)."""
-    b = int((-n + math.sqrt(n * n + 2.0 * memory_budget)) / 8.0)
-    return max(min(n, _MIN_TILE), min(n, b))
+    return _store.tile_side(memory_budget, n, per_pair=32.0, per_row=4.0 * n, minimum=_MIN_TILE)
 
 
 class KernelSource:

@@ -186,7 +186,7 @@ def write_kernel(
     if processes > 1 and not hasattr(os, "fork"):
         raise ValueError("processes > 1 needs os.fork (Linux, macOS); use processes=1 here")
     budget = DEFAULT_CHOLESKY_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget")
-    b = min(check_count(tile, "tile"), src.n) if tile is not None else max(1, min(src.n, int((budget / 16) ** 0.5)))
+    b = min(check_count(tile, "tile"), src.n) if tile is not None else _store.tile_side(budget, src.n, per_pair=16.0)
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(f".{target.name}.lock")  # held while writing; removed once the file is whole
     try:

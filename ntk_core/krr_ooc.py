@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _store
 from ._checks import (
     as_float64_array,
     check_count,
@@ -183,7 +184,7 @@ def _block_rows(n: int, columns: int, block_rows: int | None, memory_budget: int
     if block_rows is not None:
         return min(check_count(block_rows, "block_rows", 1), n)
     budget = DEFAULT_OOC_MEMORY if memory_budget is None else check_count(memory_budget, "memory_budget", 1)
-    return max(1, min(n, budget // (8 * max(columns, 1))))
+    return _store.tile_side(budget, n, per_pair=0.0, per_row=4.0 * max(columns, 1))
 
 
 def _slices(n: int, size: int) -> list[slice]:
@@ -240,7 +241,7 @@ def _validate(Kb: _Blocks, rows: int, block_rows: int | None, memory_budget: int
     """The validation pass: tiles of ``rows`` rows if given, else the largest two that fit the budget."""
     n = Kb.shape[0]
     budget = DEFAULT_OOC_MEMORY if memory_budget is None else memory_budget
-    side = rows if block_rows is not None else max(rows, min(n, math.isqrt(max(budget // 16, 1))))
+    side = rows if block_rows is not None else max(rows, _store.tile_side(budget, n, per_pair=16.0))
     scan = _scan(Kb, side)
     check_symmetric(scan.asym, scan.scale, symmetry_rtol(Kb.dtype), Kb.name)
     return scan

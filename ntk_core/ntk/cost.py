@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 
+from .. import _store
 from .problem import _ForwardCost, _MAX_TILE, _Problem
 
 __all__ = ["CostEstimate", "MethodChoice"]
@@ -79,13 +80,9 @@ def _out_factor(prob: _Problem) -> int:
 
 
 def _tile_fit(fixed: float, per_row: float, per_pair: float, budget: int, n_max: int) -> int:
-    """Largest t <= n_max with ``fixed + 2 t per_row + t^2 per_pair <= budget`` (at least 1)."""
-    avail = budget - fixed
-    if avail <= 0:
-        return 1
-    a, b = per_pair, 2.0 * per_row
-    t = (-b + math.sqrt(b * b + 4 * a * avail)) / (2 * a) if a > 0 else avail / max(b, 1.0)
-    return int(max(1, min(n_max, _MAX_TILE, math.floor(t))))
+    """Largest t <= n_max (and <= the NTK's largest tile) with ``fixed + 2 t per_row + t^2 per_pair <= budget``
+    (at least 1): :func:`ntk_core._store.tile_side`."""
+    return _store.tile_side(budget, min(n_max, _MAX_TILE), per_pair=per_pair, per_row=per_row, fixed=fixed)
 
 
 def _n_rows_computed(prob: _Problem, tile: int, cached: bool) -> float:
