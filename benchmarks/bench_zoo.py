@@ -14,8 +14,11 @@ call that chooses, as the first kernel of a model does), the tutorial, ``select_
 the rounds, as a user computing many kernels of one model at one size would) and ``empirical_ntk_fn(model)``
 ("fn": the kernel as a function, made before the rounds; its first call, in the warm-up round, chooses, and the
 timed calls name the kept choice) in turn, so that the load of a shared machine falls on all alike. The kernels must agree (relative Frobenius error < 1e-4, float32).
+Then every method that runs on the model is named outright and timed the same way ("each method"; one whose
+warm-up takes more than 5× auto's time is timed once), so that "auto / fastest" says how far auto's choice is
+from the best method on the row (issue 59: within 1.1×).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py            # 1-4 minutes on one thread
+    OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py            # 3-8 minutes on one thread
     OMP_NUM_THREADS=1 python benchmarks/bench_zoo.py --repeat 1 # smoke test
 """
 
@@ -127,6 +130,22 @@ class EinsumLayer(nn.Module):
         return torch.einsum("bh,ho->bo", torch.tanh(torch.einsum("btd,dh->bth", x, self.W)).mean(1), self.V)
 
 
+class EncoderLayer(nn.Module):
+    """Token embeddings, one ``nn.TransformerEncoderLayer`` (4 heads, no dropout) with a key-padding mask, masked
+    mean pooling, 3 outputs; called as ``model(ids, mask)``."""
+
+    def __init__(self, vocab: int = 100, d: int = 32, ff: int = 64) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.layer = nn.TransformerEncoderLayer(d, 4, ff, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, ids: Tensor, mask: Tensor) -> Tensor:
+        h = self.layer(self.emb(ids), src_key_padding_mask=~mask)
+        m = mask.unsqueeze(-1).to(h.dtype)
+        return self.head((h * m).sum(1) / m.sum(1))
+
+
 def _ids_and_mask(n: int, t: int, vocab: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
     ids = torch.randint(0, vocab, (n, t), generator=gen)
     lengths = torch.randint(t // 4, t + 1, (n, 1), generator=gen)
@@ -158,6 +177,16 @@ def zoo(size: str, gen: torch.Generator) -> list[tuple[str, nn.Module, Inputs]]:
             "attention + embeddings, mask",
             AttentionBlock(100, 16, 32) if small else AttentionBlock(1000, 32, 64),
             _ids_and_mask(64, 16, 100, gen) if small else _ids_and_mask(256, 32, 1000, gen),
+        ),
+        (
+            "attention over token ids (emb. 50×32, 12 tokens)",
+            AttentionBlock(50, 12, 32),
+            _ids_and_mask(64 if small else 256, 12, 50, gen),
+        ),
+        (
+            "Transformer encoder layer, mask",
+            EncoderLayer(100, 32, 64),
+            _ids_and_mask(32 if small else 128, 16, 100, gen),
         ),
         (
             "raw einsum layer",
@@ -215,6 +244,44 @@ def interleaved_medians(fns: list[Callable[[], Any]], repeat: int) -> tuple[list
     return [statistics.median(t) for t in times], outs
 
 
+METHODS = ("jacobian", "ntvp", "structured")
+#: a method whose warm-up call takes this many times auto's is timed once (it cannot be the fastest)
+HOPELESS = 5.0
+
+
+def runnable_methods(model: nn.Module, x: Inputs) -> list[str]:
+    """The methods that compute this model's kernel (``ntvp`` needs forward-mode derivatives of every op), tried
+    on two examples."""
+    two = tuple(t[:2] for t in x) if isinstance(x, tuple) else x[:2]
+    found = []
+    for method in METHODS:
+        try:
+            empirical_ntk(model, two, method=method)  # type: ignore[arg-type]
+        except NotImplementedError:
+            continue
+        found.append(method)
+    return found
+
+
+def method_times(model: nn.Module, x: Inputs, methods: list[str], t_auto: float, repeat: int) -> dict[str, float]:
+    """Each method named outright: the median of ``repeat`` rounds after a warm-up, or the warm-up alone where it
+    takes more than :data:`HOPELESS` times auto's time."""
+    times: dict[str, float] = {}
+    hopeful = []
+    for method in methods:
+        start = time.perf_counter()
+        empirical_ntk(model, x, method=method)  # type: ignore[arg-type]
+        times[method] = time.perf_counter() - start
+        if times[method] <= HOPELESS * t_auto:
+            hopeful.append(method)
+    medians, _ = interleaved_medians(
+        [lambda m=m: empirical_ntk(model, x, method=m) for m in hopeful],  # type: ignore[misc]
+        repeat,
+    )
+    times.update(zip(hopeful, medians))
+    return times
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds (median), after a warm-up round")
@@ -223,11 +290,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("ntk_core").setLevel(logging.WARNING)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), float32, median of {args.repeat}")
     print(
-        "| size | model | n | trained params | outputs | auto picked | auto s | auto / tutorial | first call s "
-        "| first / tutorial | of which choosing s | tutorial s | pinned s | pinned / tutorial | fn s | fn / tutorial "
-        "| rel. err |"
+        "| size | model | n | trained params | outputs | auto picked | auto s | fastest (s) | auto / fastest "
+        "| auto / tutorial | first call s | first / tutorial | of which choosing s | tutorial s | fn / tutorial "
+        "| each method s | rel. err |"
     )
-    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     started = time.perf_counter()
     for size in args.sizes:
         for name, model, x in zoo(size, torch.Generator().manual_seed(0)):
@@ -253,12 +320,18 @@ def main(argv: list[str] | None = None) -> None:
             assert torch.equal(k_pin, k_auto), f"{name}: the pinned method's kernel is not auto's"
             assert torch.equal(k_first, k_auto), f"{name}: a fresh choice gives another kernel than the kept one"
             assert torch.equal(k_fn, k_auto) and len(kernel.choices) == 1, f"{name}: empirical_ntk_fn is not auto"
+            each = method_times(model, x, runnable_methods(model, x), t_auto, args.repeat)
+            each[pinned] = min(each.get(pinned, t_pin), t_pin)  # the chosen method, also timed beside auto
+            fastest = min(each, key=each.__getitem__)
             n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
             n_out = model(*_args(tuple(t[:1] for t in x) if isinstance(x, tuple) else x[:1])).numel()
+            shown = ", ".join(f"{m} {t:.3f}" for m, t in each.items())
             print(
                 f"| {size} | {name} | {n} | {n_params:,} | {n_out} | {choice.method} | {t_auto:.3f} | "
-                f"{t_auto / t_tut:.2f}x | {t_first:.3f} | {t_first / t_tut:.2f}x | {t_pick:.3f} | {t_tut:.3f} | "
-                f"{t_pin:.3f} | {t_pin / t_tut:.2f}x | {t_fn:.3f} | {t_fn / t_tut:.2f}x | {err:.1e} |"
+                f"{fastest} ({each[fastest]:.3f}) | {t_auto / each[fastest]:.2f}x | {t_auto / t_tut:.2f}x | "
+                f"{t_first:.3f} | {t_first / t_tut:.2f}x | {t_pick:.3f} | {t_tut:.3f} | {t_fn / t_tut:.2f}x | "
+                f"{shown} | {err:.1e} |",
+                flush=True,
             )
     print(f"total {time.perf_counter() - started:.0f} s")
 
