@@ -81,6 +81,7 @@ from .ntk import (
     empirical_ntk,
     empirical_ntk_fn,
     jacobian_features,
+    output_sensitivity,
     select_output,
     select_method,
 )
@@ -145,6 +146,7 @@ __all__ = [
     "gd_unregularized_kernel",
     "hsu_kakade_zhang_bound",
     "jacobian_features",
+    "output_sensitivity",
     "ImageDataset",
     "KernelGDTrajectory",
     "krr_coefficients",

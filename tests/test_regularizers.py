@@ -279,3 +279,33 @@ def test_aux_variables_of_examples_out_of_the_batch_stay_put_with_sparse_adam(op
     assert all(torch.equal(s, sparse[0]) for s in sparse[1:])  # and not after
     with pytest.raises(ValueError, match="take no weight_decay"):
         AuxiliaryVariables(8, outputs=2, lam=1.0, sparse=True).param_group(weight_decay=1e-3)
+
+
+def test_output_sensitivity_is_the_mean_l1_norm_of_each_outputs_gradient():
+    """``output_sensitivity`` (the scale AUX's λ follows under Adam) against autograd, one example and output at a
+    time: mean over both of ‖∇θ f_c(θ, x_i)‖₁, the frozen parameters left out, with token ids and a mask."""
+    import ntk_core as nc
+
+    torch.manual_seed(0)
+
+    class Tokens(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.head = torch.nn.Embedding(7, 4), torch.nn.Linear(4, 3)
+
+        def forward(self, ids, mask):
+            return self.head((self.emb(ids) * mask.unsqueeze(-1)).mean(1))
+
+    model = Tokens()
+    model.emb.weight.requires_grad_(False)  # frozen: not part of θ
+    ids, mask = torch.randint(0, 7, (5, 6)), torch.rand(5, 6) > 0.3
+    expected = []
+    for i in range(5):
+        out = model(ids[i : i + 1], mask[i : i + 1])[0]
+        for c in range(3):
+            grads = torch.autograd.grad(out[c], [p for p in model.parameters() if p.requires_grad], retain_graph=True)
+            expected.append(sum(float(g.abs().sum()) for g in grads))
+    got = nc.output_sensitivity(model, (ids, mask), chunk=2)
+    assert got == pytest.approx(np.mean(expected), rel=1e-6)
+    with pytest.raises(ValueError, match="chunk"):
+        nc.output_sensitivity(model, (ids, mask), chunk=0)

@@ -24,6 +24,7 @@ from .problem import (
     NTKMethod,
     SelectedOutput,
     jacobian_features,
+    output_sensitivity,
     select_output,
 )
 from .structured import ROUTES, ParameterRoute, StructuredPlan, plan_structured
@@ -43,6 +44,7 @@ __all__ = [
     "select_method",
     "forget_choices",
     "jacobian_features",
+    "output_sensitivity",
     "select_output",
     "SelectedOutput",
     "structured_ntk",

@@ -22,6 +22,7 @@ from .._typing import ArrayLike
 
 __all__ = [
     *["METHODS", "OUTPUTS", "DEFAULT_MEMORY_BUDGET", "Inputs", "InputsLike", "NTKMethod", "jacobian_features"],
+    "output_sensitivity",
     *["SelectedOutput", "select_output"],
 ]
 
@@ -454,6 +455,46 @@ def jacobian_features(model: nn.Module, x: ArrayLike) -> np.ndarray:
         raise ValueError(f"model must have one output per example (the features of f: R^d -> R), got {prob.n_out}")
     jac = _per_example_jacobians(prob, list(prob.params), prob.x1)  # name -> (n, 1, p)
     return torch.cat([j.reshape(j.shape[0], -1) for j in jac.values()], dim=1).numpy()
+
+
+def output_sensitivity(model: nn.Module, x: InputsLike, *, chunk: int = 16) -> float:
+    """Mean over examples and outputs of ‖∇_θ f_c(θ, x_i)‖₁: how far one sign step of every trained parameter
+    moves an output — the scale AUX's λ follows under Adam.
+
+    Adam normalises every step, so while example i is in the batch a parameter moves by about the learning rate
+    whatever its gradient, and an output by up to lr·‖∇_θ f_c‖₁; λb_i (eq. (4)) races that. Measured on MNIST
+    (``benchmarks/bench_aux_lambda_adam.py``), the λ chosen for AUX under Adam lay between 0.02 and 5 times this
+    value at initialisation, and did not rescale with the learning rate or the epochs.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network at initialisation (any inputs :func:`ntk_core.ntk.empirical_ntk` takes).
+    x : torch.Tensor, numpy.ndarray, tuple, list or dict, shape (n, ...)
+        A few hundred training inputs.
+    chunk : int
+        Examples whose Jacobians are formed at once (float32 memory: ``chunk`` × outputs × parameters × 4 bytes).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = torch.nn.Linear(3, 2, bias=False)
+    >>> x = torch.tensor([[1.0, -2.0, 0.5]])
+    >>> output_sensitivity(net, x)       # ∇_W f_c = x in row c: ‖x‖₁ = 3.5 for each output
+    3.5
+    """
+    chunk = check_count(chunk, "chunk")
+    prob = _make_problem(model, x, None, "trace", None, None, None)
+    n = _n_examples(prob.x1)
+    total = 0.0
+    for start in range(0, n, chunk):
+        jac = _per_example_jacobians(prob, list(prob.params), _rows(prob.x1, slice(start, start + chunk)))
+        total += float(sum(j.abs().sum(dtype=torch.float64) for j in jac.values()))
+    return total / (n * prob.n_out)
 
 
 class SelectedOutput(nn.Module):
