@@ -34,7 +34,7 @@ from ..._checks import check_choice, check_count, check_interval, check_positive
 from ...bounds import complexity, leading_lambda, multiclass_noise_subgaussian_sigma
 from ...data import load_mnist, mnist_features, sample_classes
 from ...noise import corrupt, pairflip_transition, symmetric_transition
-from ...ntk import empirical_ntk
+from ...ntk import empirical_ntk, output_sensitivity
 from ...regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "gain_over_vanilla",
     "summary_table",
     "bound_lambda",
+    "initial_sensitivity",
 ]
 
 CLASSES = 10
@@ -223,6 +224,13 @@ def bound_lambda(model: nn.Module, x: torch.Tensor, noisy: torch.Tensor, P: np.n
     C = np.array([complexity(K, onehot[:, h]) for h in range(CLASSES)])
     sigma = multiclass_noise_subgaussian_sigma(P)
     return leading_lambda(C, len(x), float(np.trace(K)), sigma)
+
+
+def initial_sensitivity(config: OwnLoopConfig, seed: int, examples: int = 200) -> float:
+    """:func:`~ntk_core.ntk.output_sensitivity` (mean ‖∇θ f_c‖₁, the scale AUX's λ follows under Adam) of the
+    seed's model at initialisation, on its first ``examples`` training inputs."""
+    fit, _, _ = _task(config, seed)
+    return output_sensitivity(make_model(fit.x.shape[1], config.width, seed), fit.x[:examples])
 
 
 @dataclass
