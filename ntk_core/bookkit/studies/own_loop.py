@@ -227,7 +227,7 @@ def bound_lambda(model: nn.Module, x: torch.Tensor, noisy: torch.Tensor, P: np.n
 
 
 def initial_sensitivity(config: OwnLoopConfig, seed: int, examples: int = 200) -> float:
-    """:func:`~ntk_core.ntk.output_sensitivity` (mean ‖∇θ f_c‖₁, the scale AUX's λ follows under Adam) of the
+    """:func:`~ntk_core.ntk.problem.output_sensitivity` (mean ‖∇θ f_c‖₁, the scale AUX's λ follows under Adam) of the
     seed's model at initialisation, on its first ``examples`` training inputs."""
     fit, _, _ = _task(config, seed)
     return output_sensitivity(make_model(fit.x.shape[1], config.width, seed), fit.x[:examples])
