@@ -633,10 +633,8 @@ def test_a_row_cut_replays_the_rows_at_the_leading_lambda_without_the_grid(data_
     assert sum(len(rows[json.dumps(c.key, sort_keys=True)]) - len(c.recorded) for c in checks) > 0  # grid rows left out
     lambdas = bound_scale._lambdas
 
-    def grid_moved(config, FK, n, lam_star):
-        return [
-            (lam * (1 + 1e-3) if kind == "grid" else lam, kind, K) for lam, kind, K in lambdas(config, FK, n, lam_star)
-        ]
+    def grid_moved(config, n, lam_star):
+        return [(lam * (1 + 1e-3) if kind == "grid" else lam, kind, r) for lam, kind, r in lambdas(config, n, lam_star)]
 
     monkeypatch.setattr(bound_scale, "_lambdas", grid_moved)
     assert all(not c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, prefix=True))
