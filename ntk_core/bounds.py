@@ -1315,10 +1315,7 @@ def theorem_5_2_bound(
     eps_net : float
         ε > 0 of the ε-net (the paper takes 1).
     ridge : {"exact", "complexity"}
-        The ridge quadratic yᵀ(K + λ²I)⁻¹y of Lemma C.2's signal term: ``"exact"`` (default) solves
-        with K + λ²I; ``"complexity"`` reads its upper bound yᵀK⁻¹y (the quadratic does not increase
-        with λ), so ``total`` bounds the exact bound from above, from the one solve the complexity
-        needs — half the work for a large K on disk.
+        The ridge quadratic solved or bounded by yᵀK⁻¹y, as for :func:`theorem_5_1_bound`.
 
     Returns
     -------
@@ -1501,10 +1498,7 @@ def theorem_5_3_bound(
     eps_net : float
         ε > 0 of the ε-net (the paper takes 1).
     ridge : {"exact", "complexity"}
-        The ridge quadratic yᵀ(K + λ²I)⁻¹y of Lemma C.2's signal term: ``"exact"`` (default) solves
-        with K + λ²I; ``"complexity"`` reads its upper bound yᵀK⁻¹y (the quadratic does not increase
-        with λ), so ``total`` bounds the exact bound from above, from the one solve the complexity
-        needs — half the work for a large K on disk.
+        The ridge quadratic solved or bounded by yᵀK⁻¹y, as for :func:`theorem_5_1_bound`.
 
     Returns
     -------
