@@ -55,6 +55,7 @@ is stated once, with its evidence, in the book's errata chapter; ``tests/test_bo
 
 from __future__ import annotations
 
+import abc
 import math
 import warnings
 from dataclasses import dataclass
@@ -736,7 +737,7 @@ BOUND_TERMS: tuple[str, ...] = (
 )
 
 
-class _Verdict:
+class _Verdict(abc.ABC):
     """What a theorem's bound means, for people: its total first, then whether it says anything.
 
     A bound on a probability (or on a loss in [0, 1], Theorem 5.1's setting) says nothing at 1 or above: it is
@@ -752,15 +753,17 @@ class _Verdict:
     #: the factor between the summed terms and the total, named for the report ("" when there is none)
     _scale_name = ""
 
+    @abc.abstractmethod
     def _additives(self) -> tuple[AdditiveNoiseBound, ...]:
-        raise NotImplementedError
+        """The Theorem 5.1 bounds the total is made of (one for 5.1 and 5.2, one per class for 5.3)."""
 
     def _leading_factor(self) -> float:
         return 1.0
 
     @property
-    def total(self) -> float:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def total(self) -> float:
+        """The bound's value."""
 
     @property
     def lower_limit(self) -> float:
