@@ -28,19 +28,18 @@ is shared).
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import average_precision_score, roc_auc_score
 
 import ntk_core as nc
 from ntk_core import label_errors
+from ntk_core.bookkit.studies.label_errors import cleanlab_scores, lam_by_leave_one_out, ranking_metrics
 from ntk_core.data import load_cifar10, load_mnist, sample_classes, sphere_features
 from ntk_core.infinite import relu_ntk
-
-LAM_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
-EPS = 1e-4
 
 
 def dataset(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,47 +70,6 @@ def noisy_labels(labels: np.ndarray, kind: str, rate: float, seed: int) -> np.nd
     return np.asarray(nc.corrupt(labels, make(10, rate), seed=seed))
 
 
-def choose_lam(K: np.ndarray, noisy: np.ndarray) -> tuple[float, bool]:
-    """The λ of the grid with the fewest noisy labels contradicted by their leave-one-out prediction, and whether
-    it is at the grid's edge (where the count keeps falling as λ grows, the kernel's smoother beats any fit)."""
-    scale = np.trace(K) / len(K)
-    lams = [float(np.sqrt(t * scale)) for t in LAM_GRID]
-    errors = [label_errors.from_kernel(K, noisy, lam).n_wrong for lam in lams]
-    best = int(np.argmin(errors))
-    return lams[best], best in (0, len(lams) - 1)
-
-
-def cleanlab_scores(K: np.ndarray, noisy: np.ndarray, lam: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Out-of-sample probabilities by 5-fold KRR, then cleanlab's scores (1 − quality) and flagged set."""
-    from cleanlab.filter import find_label_issues
-    from cleanlab.rank import get_label_quality_scores
-
-    binary = noisy.min() < 0
-    classes = (noisy > 0).astype(np.int64) if binary else noisy
-    Y = noisy[:, None].astype(np.float64) if binary else np.eye(10)[noisy]
-    folds = np.array_split(np.random.default_rng(seed).permutation(len(noisy)), 5)
-    out = np.zeros_like(Y)
-    for held in folds:
-        fit = np.setdiff1d(np.arange(len(noisy)), held)
-        out[held] = nc.krr_predict(K[np.ix_(fit, fit)], Y[fit], lam, K[np.ix_(held, fit)])
-    probs = np.hstack([(1 - out) / 2, (1 + out) / 2]) if binary else out
-    probs = np.clip(probs, EPS, None)
-    probs /= probs.sum(axis=1, keepdims=True)
-    quality = get_label_quality_scores(classes, probs)
-    flagged = find_label_issues(classes, probs)
-    return 1.0 - quality, flagged
-
-
-def metrics(scores: np.ndarray, wrong: np.ndarray) -> dict[str, float]:
-    k = int(wrong.sum())
-    top = np.argsort(-scores, kind="stable")[:k]
-    return {
-        "auroc": float(roc_auc_score(wrong, scores)),
-        "ap": float(average_precision_score(wrong, scores)),
-        "p@k": float(wrong[top].mean()),
-    }
-
-
 def timed(fn: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
     out = fn()
@@ -124,7 +82,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rates", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.4])
     parser.add_argument("--datasets", nargs="+", default=["mnist 5 vs 8", "mnist 10 classes", "cifar10", "digits"])
+    parser.add_argument("--json", type=Path, help="also write the rows, every seed's metrics, to this new file")
     args = parser.parse_args(argv)
+    if args.json is not None and args.json.exists():
+        parser.error(f"--json: {args.json} exists; name a new file (this command does not write over one)")
+    table: list[dict] = []
     kernels: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
     print(
         "| dataset | n | noise | rate | seeds | λ²·n/tr K | AP: leave-one-out / residual / cleanlab "
@@ -144,16 +106,16 @@ def main(argv: list[str] | None = None) -> None:
                     K, clean = kernels[(name, seed)]
                     noisy = noisy_labels(clean, "symmetric" if kind == "symmetric" else "pairflip", rate, seed)
                     wrong = (noisy != clean).astype(np.int64)
-                    lam, edge = choose_lam(K, noisy)
+                    lam, edge = lam_by_leave_one_out(K, noisy)
                     loo, t_loo = timed(lambda: label_errors.from_kernel(K, noisy, lam))  # noqa: B023
                     res, t_res = timed(lambda: label_errors.from_kernel(K, noisy, lam, method="residual"))  # noqa: B023
-                    (cl, flagged), t_cl = timed(lambda: cleanlab_scores(K, noisy, lam, seed))  # type: ignore[misc]  # noqa: B023
+                    (cl, flagged), t_cl = timed(lambda: cleanlab_scores(K, noisy, lam, seed=seed))  # type: ignore[misc]  # noqa: B023
                     per_seed.append(
                         {
                             "t": f"{lam**2 * len(K) / np.trace(K):g}" + ("†" if edge else ""),
-                            "loo": metrics(loo.scores, wrong),  # type: ignore[attr-defined]
-                            "res": metrics(res.scores, wrong),  # type: ignore[attr-defined]
-                            "cl": metrics(cl, wrong),
+                            "loo": ranking_metrics(loo.scores, wrong),  # type: ignore[attr-defined]
+                            "res": ranking_metrics(res.scores, wrong),  # type: ignore[attr-defined]
+                            "cl": ranking_metrics(cl, wrong),
                             "cl_p": float(wrong[flagged].mean()) if flagged.any() else float("nan"),
                             "cl_r": float(flagged[wrong == 1].mean()),
                             "sec": (t_loo, t_res, t_cl),
@@ -165,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
 
                 cells = [
                     " / ".join(f"{mean(lambda r, m=m, key=key: r[m][key]):.3f}" for m in ("loo", "res", "cl"))  # type: ignore[misc]
-                    for key in ("ap", "auroc", "p@k")
+                    for key in ("ap", "auroc", "precision_at_k")
                 ]
                 ts = sorted({r["t"] for r in per_seed})
                 secs = " / ".join(f"{mean(lambda r, i=i: r['sec'][i]):.2f}" for i in range(3))  # type: ignore[misc]
@@ -175,6 +137,11 @@ def main(argv: list[str] | None = None) -> None:
                     f"| {secs} |",
                     flush=True,
                 )
+                table.append({"dataset": name, "n": len(K), "noise": kind, "rate": rate, "seeds": per_seed})
+    if args.json is not None:
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps({"command": "benchmarks/bench_label_errors.py", "rows": table}, indent=1))
+        tmp.replace(args.json)
 
 
 if __name__ == "__main__":

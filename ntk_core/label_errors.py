@@ -49,6 +49,11 @@ class LabelIssues:
         ``"estimated"`` (the examples whose label the method's own prediction contradicts).
     method : str
         Which score: ``"aux"``, ``"residual"`` or ``"leave-one-out"``.
+    suggested : numpy.ndarray, shape (n,), or None
+        The label the method's own prediction gives each example (the sign for ±1 labels, the argmax for
+        classes): what relabelling a flagged example would use (cleanlab calls it the given label's
+        alternative). The leave-one-out or fitted KRR output for :func:`from_kernel`, the network's ``outputs``
+        for :func:`from_aux` (``None`` without them).
     """
 
     scores: np.ndarray
@@ -56,6 +61,7 @@ class LabelIssues:
     n_wrong: int
     n_wrong_source: str
     method: str
+    suggested: np.ndarray | None = None
 
     @property
     def flagged(self) -> np.ndarray:
@@ -105,10 +111,21 @@ def _binary(labels: np.ndarray) -> bool:
     return bool(np.all(np.isin(labels, (-1.0, 1.0))))
 
 
-def _issues(scores: np.ndarray, estimated: int, method: str, known: tuple[int, str] | None) -> LabelIssues:
+def _issues(
+    scores: np.ndarray, estimated: int, method: str, known: tuple[int, str] | None, prediction: np.ndarray | None
+) -> LabelIssues:
     ranking = np.argsort(-scores, kind="stable")
     n_wrong, source = known if known is not None else (estimated, "estimated")
-    return LabelIssues(scores, ranking, int(n_wrong), source, method)
+    return LabelIssues(scores, ranking, int(n_wrong), source, method, _suggested(prediction))
+
+
+def _suggested(prediction: np.ndarray | None) -> np.ndarray | None:
+    """The label a prediction of shape (n, 1) (sign, 0 counted as +1) or (n, K) (argmax) gives each example."""
+    if prediction is None:
+        return None
+    if prediction.shape[1] == 1:
+        return np.where(prediction[:, 0] >= 0, 1, -1).astype(np.int64)
+    return np.argmax(prediction, axis=1).astype(np.int64)
 
 
 def from_aux(
@@ -172,12 +189,12 @@ def from_aux(
             raise ValueError("one variable per example goes with ±1 labels; class labels need one per class")
         scores = y * b[:, 0]
         estimated = int(np.sum(y * f[:, 0] < 0)) if f is not None else 0
-        return _issues(scores, estimated, "aux", known)
+        return _issues(scores, estimated, "aux", known, f)
     classes = _class_labels(y, b.shape[1])
     rows = np.arange(len(b))
     scores = b[rows, classes] - (b.sum(axis=1) - b[rows, classes]) / (b.shape[1] - 1)
     estimated = int(np.sum(np.argmax(f, axis=1) != classes)) if f is not None else 0
-    return _issues(scores, estimated, "aux", known)
+    return _issues(scores, estimated, "aux", known, f)
 
 
 def from_kernel(
@@ -257,4 +274,4 @@ def from_kernel(
         masked = prediction.copy()
         masked[np.arange(len(y)), classes] = -np.inf
         scores = masked.max(axis=1) - given
-    return _issues(scores, int(np.sum(scores > 0)), method, known)
+    return _issues(scores, int(np.sum(scores > 0)), method, known, prediction)

@@ -51,6 +51,12 @@ def test_the_leave_one_out_score_is_the_prediction_of_the_other_examples():
     np.testing.assert_allclose(
         label_errors.from_kernel(K, classes, lam).scores, loo.max(axis=1) - given, rtol=1e-8, atol=1e-10
     )
+    # the suggested label is the leave-one-out prediction's: its sign, its argmax
+    refit = _loo_by_refitting(K, noisy, lam)
+    np.testing.assert_array_equal(issues.suggested, np.where(refit >= 0, 1, -1))
+    loo = _loo_by_refitting(K, np.eye(3)[classes], lam)
+    np.testing.assert_array_equal(label_errors.from_kernel(K, classes, lam).suggested, loo.argmax(axis=1))
+    np.testing.assert_array_equal(residual.suggested, np.where(fit >= 0, 1, -1))
 
 
 def test_the_kernel_scores_find_planted_flips():
@@ -93,6 +99,7 @@ def test_aux_variables_find_planted_flips():
     issues = label_errors.from_aux(result.aux, noisy, outputs=outputs)
     assert roc_auc_score(flipped, issues.scores) > 0.95
     assert abs(issues.n_wrong - flipped.sum()) <= 0.25 * flipped.sum() and issues.n_wrong_source == "estimated"
+    np.testing.assert_array_equal(issues.suggested, np.where(outputs.numpy() >= 0, 1, -1))
     # three classes, the given class's variable against the others'
     classes = torch.as_tensor((x[:, 0] > 0).long() + (x[:, 1] > 0.5).long())
     P = symmetric_transition(3, 0.2)
@@ -103,6 +110,7 @@ def test_aux_variables_find_planted_flips():
     result = train(model, x, given, TrainConfig(method="aux", lam=1.0, loss="ce", lr=0.002, epochs=300))
     issues = label_errors.from_aux(result.aux, given, transition=P)
     assert roc_auc_score(wrong, issues.scores) > 0.95 and issues.n_wrong_source == "transition matrix"
+    assert issues.suggested is None  # no outputs: nothing to suggest
 
 
 def test_bad_input_is_named():
@@ -140,3 +148,81 @@ def test_the_command_ranks_the_labels_of_a_kernel_file(tmp_path, capsys):
     assert "is also --labels" in capsys.readouterr().err
     assert main([*args, "--method", "residual", "--noise", "symmetric:0.2", "--top", "0"]) == 2  # ±1 labels
     assert main([*args, "--lam", "-1"]) == 2
+
+
+# --------------------------------------------------------------------------- the book's study of the finder
+
+
+def test_lambda_by_leave_one_out_counts_what_refitting_counts():
+    """The grid's λ with the fewest labels contradicted by their leave-one-out prediction, each prediction from a
+    refit without the example (the independent route); the edge flag where the grid's end wins."""
+    from ntk_core.bookkit.studies import label_errors as finder
+
+    _, K, _, noisy = _problem(n=50, p=0.2)
+    grid = (0.01, 0.3, 10.0, 1000.0)
+    scale = np.trace(K) / len(K)
+    counts = [int(np.sum(noisy * _loo_by_refitting(K, noisy, np.sqrt(t * scale)) < 0)) for t in grid]
+    lam, edge = finder.lam_by_leave_one_out(K, noisy, grid)
+    assert lam == pytest.approx(np.sqrt(grid[int(np.argmin(counts))] * scale))
+    assert edge == (int(np.argmin(counts)) in (0, len(grid) - 1))
+
+
+def test_the_finders_and_cleaning_on_planted_flips():
+    """On 15 % planted flips every finder ranks far above chance, cleanlab's recipe is run as documented (its
+    flagged set mostly flipped labels), and the cleaned models are the ones scikit-learn's kernel ridge regression
+    fits on the kept or relabelled examples (an independent solver; the λ chosen on those labels)."""
+    from ntk_core.bookkit.studies import label_errors as finder
+
+    x, K, clean, noisy = _problem(n=300, seed=2)
+    wrong = noisy != clean
+    lam, _ = finder.lam_by_leave_one_out(K, noisy)
+    rows = finder.compare_finders(K, noisy, wrong, lam)
+    assert [r.method for r in rows] == ["leave-one-out", "residual", "cleanlab (5 folds)"]
+    assert all(r.metrics["ap"] > 3 * wrong.mean() and r.metrics["auroc"] > 0.85 for r in rows), rows
+    _, flagged = finder.cleanlab_scores(K, noisy, lam)
+    assert wrong[flagged].mean() > 0.5
+    rng = np.random.default_rng(5)
+    x_test = rng.normal(size=(400, 8))
+    x_test /= np.linalg.norm(x_test, axis=1, keepdims=True)
+    y_test = np.where(x_test[:, 0] + 0.3 * x_test[:, 1] > 0, 1, -1)
+    issues = label_errors.from_kernel(K, noisy, lam, flip_rate=0.15)
+    mistakes = finder.after_cleaning(K, setting1_kernel(x_test, x), noisy, y_test, issues)
+    from sklearn.kernel_ridge import KernelRidge
+
+    K_test = setting1_kernel(x_test, x)
+    keep = np.setdiff1d(np.arange(300), issues.flagged)
+    relabelled = noisy.copy()
+    relabelled[issues.flagged] = issues.suggested[issues.flagged]
+    for name, rows_, labels in (
+        ("flagged removed", keep, noisy[keep]),
+        ("flagged relabelled", np.arange(300), relabelled),
+    ):
+        lam_c, _ = finder.lam_by_leave_one_out(K[np.ix_(rows_, rows_)], labels)
+        ridge = KernelRidge(alpha=lam_c**2, kernel="precomputed").fit(K[np.ix_(rows_, rows_)], labels)
+        np.testing.assert_array_equal(mistakes[name], np.where(ridge.predict(K_test[:, rows_]) >= 0, 1, -1) != y_test)
+    assert not np.array_equal(mistakes["flagged removed"], mistakes["as given"])
+    diff, se = finder.cleaning_cells(mistakes, "flagged removed")
+    a, b = mistakes["as given"], mistakes["flagged removed"]
+    assert diff == pytest.approx(a.mean() - b.mean()) and se == pytest.approx(np.sqrt(np.mean(a != b) / len(a)))
+    # the bootstrap error of an AP difference: zero for a ranking against itself, positive against another
+    assert finder.ap_difference_se(rows[0].scores, rows[0].scores, wrong) == 0.0
+    assert 0 < finder.ap_difference_se(rows[0].scores, rows[2].scores, wrong) < 0.1
+
+
+def test_the_benchmark_writes_a_table_the_chapter_reads_and_never_overwrites(tmp_path, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    from ntk_core.bookkit.studies import label_errors as finder
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_label_errors.py"
+    spec = importlib.util.spec_from_file_location("bench_label_errors", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "le.json"
+    bench.main(["--n", "200", "--seeds", "0", "--rates", "0.2", "--datasets", "digits", "--json", str(out)])
+    table = finder.benchmark_summary(out)
+    assert list(table["noise"]) == ["symmetric", "pair-flip"] and (table["n"] == 200).all()
+    assert ((table["AP leave-one-out"] > 0.5) & (table["AP cleanlab"] <= 1)).all()
+    with pytest.raises(SystemExit):  # an existing file is refused, not written over
+        bench.main(["--n", "200", "--seeds", "0", "--datasets", "digits", "--json", str(out)])

@@ -743,11 +743,13 @@ def judge_sign(
     status: Status,
     paper: str = "",
     anchor: str = "",
+    of: str = "test images",
 ) -> str:
     """Record "every cell's difference is positive" (a method lower than another, measured on the same test images)
     by the sampling rule, and return the verdict: it holds when every difference is; it is a finding (the opposite)
     when some difference is below zero by more than the Bonferroni ``z`` standard errors; otherwise inconclusive.
-    ``cells`` are ``(difference, standard error)`` pairs."""
+    ``cells`` are ``(difference, standard error)`` pairs; ``of`` names the ``n_test`` examples they were measured
+    on."""
     if not cells:
         raise ValueError(f"{ref}: {statement}: no cells to judge")
     z = family_z(len(cells))
@@ -755,7 +757,7 @@ def judge_sign(
         worst = min(range(len(cells)), key=lambda i: cells[i][0] + z * cells[i][1])
     else:
         worst = min(range(len(cells)), key=lambda i: cells[i][0])
-    text = f"{value}; {sampling_text(cells[worst][1], n_test)}"
+    text = f"{value}; {sampling_text(cells[worst][1], n_test, of=of)}"
     if all(d > 0 for d, _ in cells):
         ledger.check(ref, statement, True, value=text, paper=paper, anchor=anchor, status=status)
         return "holds"

@@ -111,9 +111,10 @@ def within_tolerance(value: float, tolerance: float, se: float, z: float) -> Out
     return "exceeds" if value - z * se > tolerance else "unresolved"
 
 
-def sampling_text(se: float, n: int, unit: str = "points") -> str:
-    """How a check states its sampling error: "sampling error ±1.5 points at n = 200 test images"."""
-    return f"sampling error ±{100 * se:.1f} {unit} at n = {n:,} test images"
+def sampling_text(se: float, n: int, unit: str = "points", of: str = "test images") -> str:
+    """How a check states its sampling error: "sampling error ±1.5 points at n = 200 test images" (``of``: what the
+    n examples are)."""
+    return f"sampling error ±{100 * se:.1f} {unit} at n = {n:,} {of}"
 
 
 def _check_rate(rate: float, name: str) -> None:
