@@ -144,6 +144,9 @@ def test_the_command_ranks_the_labels_of_a_kernel_file(tmp_path, capsys):
 
     found = json.loads((tmp_path / "le.json").read_text())
     assert found["ranking"] == expected.ranking.tolist() and found["n_wrong"] == 45
+    assert found["suggested"] == expected.suggested.tolist()
+    top = int(expected.ranking[0])
+    assert f"label {noisy[top]:g}  suggested {expected.suggested[top]:g}" in out
     assert main([*args, "--json", str(tmp_path / "y.npy")]) == 2  # never over an input
     assert "is also --labels" in capsys.readouterr().err
     assert main([*args, "--method", "residual", "--noise", "symmetric:0.2", "--top", "0"]) == 2  # ±1 labels

@@ -625,7 +625,8 @@ def label_errors(args: argparse.Namespace) -> int:
         return 2
     print(found)
     for rank, i in enumerate(found.top(args.top), 1):
-        print(f"{rank:>4}. example {int(i):>7}  label {labels[i]:g}  score {found.scores[i]:.4g}")
+        suggested = "" if found.suggested is None else f"  suggested {found.suggested[i]:g}"
+        print(f"{rank:>4}. example {int(i):>7}  label {labels[i]:g}{suggested}  score {found.scores[i]:.4g}")
     if args.json is not None:
         from .._store import atomic_write_bytes
 
@@ -636,6 +637,7 @@ def label_errors(args: argparse.Namespace) -> int:
             "n_wrong_source": found.n_wrong_source,
             "ranking": found.ranking.tolist(),
             "scores": found.scores.tolist(),
+            "suggested": None if found.suggested is None else found.suggested.tolist(),
         }
         atomic_write_bytes(args.json, (json.dumps(payload) + "\n").encode())
     return 0
