@@ -38,10 +38,10 @@ class LabelIssues:
 
     Attributes
     ----------
-    scores : numpy.ndarray, shape (n,)
-        Higher: more likely wrong.
-    ranking : numpy.ndarray, shape (n,)
-        Example indices, most suspicious first (ties kept in index order).
+    scores : numpy.ndarray
+        Higher: more likely wrong; shape ``(n,)``.
+    ranking : numpy.ndarray
+        Example indices, most suspicious first (ties kept in index order); shape ``(n,)``.
     n_wrong : int
         How many labels are likely wrong.
     n_wrong_source : str
@@ -49,11 +49,10 @@ class LabelIssues:
         ``"estimated"`` (the examples whose label the method's own prediction contradicts).
     method : str
         Which score: ``"aux"``, ``"residual"`` or ``"leave-one-out"``.
-    suggested : numpy.ndarray, shape (n,), or None
-        The label the method's own prediction gives each example (the sign for ±1 labels, the argmax for
-        classes): what relabelling a flagged example would use (cleanlab calls it the given label's
-        alternative). The leave-one-out or fitted KRR output for :func:`from_kernel`, the network's ``outputs``
-        for :func:`from_aux` (``None`` without them).
+    suggested : numpy.ndarray or None
+        The label the method's own prediction gives each example, shape ``(n,)`` (the sign for ±1 labels, the
+        argmax for classes): what relabelling a flagged example would use. The leave-one-out or fitted KRR output
+        for :func:`from_kernel`, the network's ``outputs`` for :func:`from_aux` (``None`` without them).
     """
 
     scores: np.ndarray
