@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score
+from tqdm import TqdmWarning
 
 from ... import label_errors
 from ...krr import krr_predict
@@ -86,8 +88,10 @@ def cleanlab_scores(
     flagged : numpy.ndarray of bool, shape (n,)
         ``cleanlab.filter.find_label_issues``'s set (pruned by its estimated noise rate).
     """
-    from cleanlab.filter import find_label_issues
-    from cleanlab.rank import get_label_quality_scores
+    with warnings.catch_warnings():  # cleanlab imports tqdm.auto, which warns in a notebook without ipywidgets
+        warnings.simplefilter("ignore", TqdmWarning)
+        from cleanlab.filter import find_label_issues
+        from cleanlab.rank import get_label_quality_scores
 
     Y, classes, binary = _one_hot(np.asarray(labels))
     n = len(classes)
