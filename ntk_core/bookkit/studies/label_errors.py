@@ -14,6 +14,7 @@ NTK regime (Theorem 4.1). Every method's λ is chosen by one protocol on the noi
   and cleanlab's, with the seconds each took;
 * :func:`ap_difference_se`: the sampling error of a difference of two average precisions on the same labels
   (paired bootstrap over the examples);
+* :func:`ap_gain_cell`: that difference and its error for the leave-one-out score against cleanlab's;
 * :func:`benchmark_summary`: the table of ``benchmarks/bench_label_errors.py --json``, one row per setting;
 * :func:`after_cleaning`: the clean test error of the model trained on the noisy labels as given (RDI/AUX's
   predictor), with the flagged examples removed, and with them relabelled to the suggested label.
@@ -34,6 +35,7 @@ from tqdm import TqdmWarning
 
 from ... import label_errors
 from ...krr import krr_predict
+from ..sampling import paired_error_se
 
 __all__ = [
     "LAM_GRID",
@@ -43,6 +45,7 @@ __all__ = [
     "ranking_metrics",
     "compare_finders",
     "ap_difference_se",
+    "ap_gain_cell",
     "after_cleaning",
     "cleaning_cells",
     "benchmark_summary",
@@ -165,6 +168,12 @@ def ap_difference_se(
     return float(np.std(diffs, ddof=1))
 
 
+def ap_gain_cell(finders: list[FinderScores], wrong: np.ndarray, *, seed: int = 0) -> tuple[float, float]:
+    """(AP(leave-one-out) − AP(cleanlab), its paired-bootstrap standard error) of one :func:`compare_finders`."""
+    loo, cl = (next(f for f in finders if f.method.startswith(m)) for m in ("leave-one-out", "cleanlab"))
+    return loo.metrics["ap"] - cl.metrics["ap"], ap_difference_se(loo.scores, cl.scores, wrong, seed=seed)
+
+
 def benchmark_summary(path: str | Path) -> pd.DataFrame:
     """``benchmarks/bench_label_errors.py --json``'s file as a table: one row per (dataset, noise, rate), the mean
     over seeds of each method's average precision, the smallest per-seed AP(leave-one-out) − AP(cleanlab), and on
@@ -191,9 +200,13 @@ def benchmark_summary(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _mistakes(K: np.ndarray, K_test: np.ndarray, labels: np.ndarray, clean_test: np.ndarray) -> np.ndarray:
-    """Which clean test examples KRR trained on ``labels`` gets wrong, λ by :func:`lam_by_leave_one_out` on them."""
-    lam, _ = lam_by_leave_one_out(K, labels)
+def _mistakes(
+    K: np.ndarray, K_test: np.ndarray, labels: np.ndarray, clean_test: np.ndarray, lam: float | None = None
+) -> np.ndarray:
+    """Which clean test examples KRR trained on ``labels`` gets wrong, λ by :func:`lam_by_leave_one_out` on them
+    unless given."""
+    if lam is None:
+        lam, _ = lam_by_leave_one_out(K, labels)
     Y, _, binary = _one_hot(labels)
     out = krr_predict(K, Y, lam, K_test).reshape(len(K_test), -1)
     predicted = np.where(out[:, 0] >= 0, 1, -1) if binary else out.argmax(axis=1)
@@ -201,7 +214,12 @@ def _mistakes(K: np.ndarray, K_test: np.ndarray, labels: np.ndarray, clean_test:
 
 
 def after_cleaning(
-    K: np.ndarray, K_test: np.ndarray, labels: np.ndarray, clean_test: np.ndarray, issues: label_errors.LabelIssues
+    K: np.ndarray,
+    K_test: np.ndarray,
+    labels: np.ndarray,
+    clean_test: np.ndarray,
+    issues: label_errors.LabelIssues,
+    lam: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Which clean test examples KRR gets wrong (λ re-chosen on each training set's own labels, as a user would)
     trained on
@@ -210,7 +228,8 @@ def after_cleaning(
     * ``"flagged removed"``: without the ``issues.n_wrong`` most suspicious examples;
     * ``"flagged relabelled"``: those examples given ``issues.suggested``.
 
-    The mean of each array is that model's clean test error; :func:`cleaning_cells` pairs them.
+    The mean of each array is that model's clean test error; :func:`cleaning_cells` pairs them. ``lam``: the λ
+    already chosen on ``labels`` (:func:`lam_by_leave_one_out`), to not choose it again for ``"as given"``.
     """
     if issues.suggested is None:
         raise ValueError(
@@ -221,7 +240,7 @@ def after_cleaning(
     relabelled = np.asarray(labels).copy()
     relabelled[flagged] = issues.suggested[flagged]
     return {
-        "as given": _mistakes(K, K_test, labels, clean_test),
+        "as given": _mistakes(K, K_test, labels, clean_test, lam),
         "flagged removed": _mistakes(K[np.ix_(keep, keep)], K_test[:, keep], labels[keep], clean_test),
         "flagged relabelled": _mistakes(K, K_test, relabelled, clean_test),
     }
@@ -230,7 +249,5 @@ def after_cleaning(
 def cleaning_cells(mistakes: dict[str, np.ndarray], cleaned: str) -> tuple[float, float]:
     """(error as given − error of ``cleaned``, its standard error) on the same test examples: the difference of
     two error rates, whose variance is at most their disagreement rate over n (``sampling.paired_error_se``)."""
-    from ..sampling import paired_error_se
-
     a, b = mistakes["as given"], mistakes[cleaned]
     return float(a.mean() - b.mean()), paired_error_se(float(a.mean()), float(b.mean()), len(a), float(np.mean(a != b)))
