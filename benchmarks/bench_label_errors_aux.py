@@ -16,13 +16,17 @@ mini-batches), not a kernel. Methods, each scoring every training label (higher:
 Metrics against the labels the noise changed: average precision, AUROC, precision at the true count, seconds.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_label_errors_aux.py          # about 10 minutes on one core
+    OMP_NUM_THREADS=1 python benchmarks/bench_label_errors_aux.py --lam-ratio 0.03 0.1 0.3 1 3 \\
+        --json benchmarks/results/label_errors_aux.json                      # the band: about 15 minutes
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -103,15 +107,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--lam-ratio", type=float, default=0.3, help="λ / ‖∇θ f‖₁ at initialisation")
+    parser.add_argument(
+        "--lam-ratio", type=float, nargs="+", default=[0.3], help="λ / ‖∇θ f‖₁ at initialisation (several: a band)"
+    )
     parser.add_argument("--datasets", nargs="+", default=["mnist 10 classes", "digits"])
+    parser.add_argument("--json", type=Path, help="also write the rows, every seed's metrics, to this new file")
     args = parser.parse_args(argv)
+    if args.json is not None and args.json.exists():
+        parser.error(f"--json {args.json} exists: name a new file (this script writes over nothing)")
     torch.set_num_threads(1)
     print(
         "| dataset | n | noise | seed | λ (× ‖∇θ f‖₁) | AP: AUX / loss / cleanlab | AUROC: AUX / loss / cleanlab "
         "| P@flips: AUX / loss / cleanlab | seconds: AUX / cleanlab |"
     )
     print("|---|---:|---|---:|---|---|---|---|---|")
+    rows = []
     for name in args.datasets:
         for kind in ("symmetric", "pair-flip"):
             P = (nc.symmetric_transition if kind == "symmetric" else nc.pairflip_transition)(CLASSES, 0.3)
@@ -119,25 +129,46 @@ def main(argv: list[str] | None = None) -> None:
                 x, clean = dataset(name, args.n, seed)
                 noisy = np.asarray(nc.corrupt(clean, P, seed=seed))
                 wrong = noisy != clean
-                model = make_model(x.shape[1], seed)
-                lam = args.lam_ratio * nc.output_sensitivity(model, x[:200])
-                start = time.perf_counter()
-                aux = train(model, x, torch.as_tensor(noisy), epochs=args.epochs, seed=seed, lam=lam)
-                with torch.no_grad():
-                    outputs = model(x)
-                found = label_errors.from_aux(aux, noisy, outputs=outputs)
-                t_aux = time.perf_counter() - start
-                loss = F.cross_entropy(outputs, torch.as_tensor(noisy), reduction="none").numpy()
                 start = time.perf_counter()
                 cl = cleanlab_scores(x, noisy, epochs=args.epochs, seed=seed)
                 t_cl = time.perf_counter() - start
-                m = [ranking_metrics(s, wrong) for s in (found.scores, loss, cl)]
-                cells = [" / ".join(f"{r[key]:.3f}" for r in m) for key in ("ap", "auroc", "precision_at_k")]
-                print(
-                    f"| {name} | {len(x)} | {kind} 30 % | {seed} | {lam:.3g} ({args.lam_ratio:g}) | {cells[0]} | "
-                    f"{cells[1]} | {cells[2]} | {t_aux:.1f} / {t_cl:.1f} |",
-                    flush=True,
-                )
+                for ratio in args.lam_ratio:
+                    model = make_model(x.shape[1], seed)
+                    lam = ratio * nc.output_sensitivity(model, x[:200])
+                    start = time.perf_counter()
+                    aux = train(model, x, torch.as_tensor(noisy), epochs=args.epochs, seed=seed, lam=lam)
+                    with torch.no_grad():
+                        outputs = model(x)
+                    found = label_errors.from_aux(aux, noisy, outputs=outputs)
+                    t_aux = time.perf_counter() - start
+                    loss = F.cross_entropy(outputs, torch.as_tensor(noisy), reduction="none").numpy()
+                    m = dict(
+                        zip(("aux", "loss", "cleanlab"), (ranking_metrics(s, wrong) for s in (found.scores, loss, cl)))
+                    )
+                    cells = [
+                        " / ".join(f"{r[key]:.3f}" for r in m.values()) for key in ("ap", "auroc", "precision_at_k")
+                    ]
+                    print(
+                        f"| {name} | {len(x)} | {kind} 30 % | {seed} | {lam:.3g} ({ratio:g}) | {cells[0]} | "
+                        f"{cells[1]} | {cells[2]} | {t_aux:.1f} / {t_cl:.1f} |",
+                        flush=True,
+                    )
+                    rows.append(
+                        {
+                            "dataset": name,
+                            "n": len(x),
+                            "noise": kind,
+                            "rate": 0.3,
+                            "seed": seed,
+                            "lam": lam,
+                            "lam_ratio": ratio,
+                            "metrics": m,
+                            "seconds": {"aux": t_aux, "cleanlab": t_cl},
+                        }
+                    )
+    if args.json is not None:
+        with open(args.json, "x") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":

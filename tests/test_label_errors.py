@@ -229,3 +229,59 @@ def test_the_benchmark_writes_a_table_the_chapter_reads_and_never_overwrites(tmp
     assert ((table["AP leave-one-out"] > 0.5) & (table["AP cleanlab"] <= 1)).all()
     with pytest.raises(SystemExit):  # an existing file is refused, not written over
         bench.main(["--n", "200", "--seeds", "0", "--datasets", "digits", "--json", str(out)])
+
+
+def _load_benchmark(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_aux_benchmark_writes_a_band_the_chapter_reads(tmp_path):
+    from ntk_core.bookkit.studies import label_errors as finder
+
+    bench = _load_benchmark("bench_label_errors_aux")
+    out = tmp_path / "aux.json"
+    args = ["--n", "200", "--seeds", "0", "--epochs", "2", "--lam-ratio", "0.3", "3", "--datasets", "digits"]
+    bench.main([*args, "--json", str(out)])
+    band = finder.aux_band_summary(out)
+    assert list(band["noise"]) == ["symmetric", "symmetric", "pair-flip", "pair-flip"]
+    assert list(band["λ ratio"]) == [0.3, 3.0, 0.3, 3.0] and (band["seeds"] == 1).all()
+    # one seed: the count is whether AUX's AP reached cleanlab's on it
+    assert list(band["aux ≥ cleanlab"]) == list((band["AP aux"] >= band["AP cleanlab"]).astype(int))
+    assert ((band["AP cleanlab"] > 0) & (band["AP cleanlab"] <= 1)).all()
+    with pytest.raises(SystemExit):  # an existing file is refused, not written over
+        bench.main([*args, "--json", str(out)])
+
+
+def test_the_full_benchmark_writes_a_run_the_chapter_reads(tmp_path, capsys):
+    import json
+
+    from ntk_core.bookkit.studies import label_errors as finder
+
+    bench = _load_benchmark("bench_label_errors_full")
+    out = tmp_path / "full.json"
+    bench.main(["--n", "600", "--subset", "300", "--dir", str(tmp_path / "factor"), "--json", str(out)])
+    run = finder.full_run(out)
+    assert run["n"] == 600 and run["flipped"] > 60 and run["seconds"] > 0
+    assert 0.5 < run["full_residual"]["ap"] <= 1 and set(run["subset_scores"]) == {"leave-one-out", "residual"}
+    assert "residual" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["--n", "600", "--subset", "300", "--dir", str(tmp_path / "factor"), "--json", str(out)])
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"n": 600, "rows": []}))
+    with pytest.raises(ValueError, match="lacks"):
+        finder.full_run(other)
+
+
+def test_a_missing_benchmark_result_is_named():
+    from ntk_core.bookkit.studies import label_errors as finder
+
+    assert finder.results_file("label_errors.json").name == "label_errors.json"
+    with pytest.raises(FileNotFoundError, match="no_such.json"):
+        finder.results_file("no_such.json")

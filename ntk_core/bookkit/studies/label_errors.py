@@ -15,7 +15,11 @@ NTK regime (Theorem 4.1). Every method's λ is chosen by one protocol on the noi
 * :func:`ap_difference_se`: the sampling error of a difference of two average precisions on the same labels
   (paired bootstrap over the examples);
 * :func:`ap_gain_cell`: that difference and its error for the leave-one-out score against cleanlab's;
+* :func:`results_file`: where a benchmark's JSON lies in a project checkout (``benchmarks/results/``);
 * :func:`benchmark_summary`: the table of ``benchmarks/bench_label_errors.py --json``, one row per setting;
+* :func:`aux_band_summary`: the table of ``benchmarks/bench_label_errors_aux.py --json`` (AUX's variables of
+  one network run against cleanlab's folds of the same network, λ over a band), one row per setting and λ;
+* :func:`full_run`: ``benchmarks/bench_label_errors_full.py --json`` (all 60,000 MNIST images, out of core);
 * :func:`after_cleaning`: the clean test error of the model trained on the noisy labels as given (RDI/AUX's
   predictor), with the flagged examples removed, and with them relabelled to the suggested label.
 """
@@ -48,7 +52,10 @@ __all__ = [
     "ap_gain_cell",
     "after_cleaning",
     "cleaning_cells",
+    "results_file",
     "benchmark_summary",
+    "aux_band_summary",
+    "full_run",
 ]
 
 #: λ² = t · tr K / n for t in this grid: from a kernel that interpolates to one that only averages
@@ -174,6 +181,15 @@ def ap_gain_cell(finders: list[FinderScores], wrong: np.ndarray, *, seed: int = 
     return loo.metrics["ap"] - cl.metrics["ap"], ap_difference_se(loo.scores, cl.scores, wrong, seed=seed)
 
 
+def results_file(name: str) -> Path:
+    """``benchmarks/results/<name>`` of the project checkout that holds the package; ``FileNotFoundError`` when
+    it is not there (an installed package has no benchmarks)."""
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / name
+    if not path.is_file():
+        raise FileNotFoundError(f"no benchmark result {name} in this installation")
+    return path
+
+
 def benchmark_summary(path: str | Path) -> pd.DataFrame:
     """``benchmarks/bench_label_errors.py --json``'s file as a table: one row per (dataset, noise, rate), the mean
     over seeds of each method's average precision, the smallest per-seed AP(leave-one-out) − AP(cleanlab), and on
@@ -198,6 +214,42 @@ def benchmark_summary(path: str | Path) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+def aux_band_summary(path: str | Path) -> pd.DataFrame:
+    """``benchmarks/bench_label_errors_aux.py --json``'s file as a table: one row per (dataset, noise, λ ratio),
+    the ratio λ / ‖∇θ f‖₁ at initialisation; the mean over seeds of the average precision of AUX's variables
+    (``from_aux``), of the AUX-trained network's own per-example loss and of cleanlab's folds, and on how many
+    seeds each of the first two reached cleanlab's."""
+    rows = json.loads(Path(path).read_text(encoding="utf-8"))
+    table = pd.DataFrame(
+        {
+            "dataset": r["dataset"],
+            "noise": r["noise"],
+            "λ ratio": r["lam_ratio"],
+            "seed": r["seed"],
+            **{f"AP {m}": r["metrics"][m]["ap"] for m in ("aux", "loss", "cleanlab")},
+        }
+        for r in rows
+    )
+    table["aux ≥ cleanlab"] = table["AP aux"] >= table["AP cleanlab"]
+    table["loss ≥ cleanlab"] = table["AP loss"] >= table["AP cleanlab"]
+    grouped = table.groupby(["dataset", "noise", "λ ratio"], sort=False)
+    out = grouped[["AP aux", "AP loss", "AP cleanlab"]].mean()
+    out["seeds"] = grouped.size()
+    out["aux ≥ cleanlab"] = grouped["aux ≥ cleanlab"].sum()
+    out["loss ≥ cleanlab"] = grouped["loss ≥ cleanlab"].sum()
+    return out.reset_index()
+
+
+def full_run(path: str | Path) -> dict[str, object]:
+    """``benchmarks/bench_label_errors_full.py --json``'s file: the finder on all 60,000 MNIST training images,
+    its metrics, seconds and the bound study's n = 60,000 unit's seconds beside them."""
+    out: dict[str, object] = json.loads(Path(path).read_text(encoding="utf-8"))
+    missing = {"n", "flipped", "seconds", "bound_unit_seconds", "full_residual", "subset_scores"} - set(out)
+    if missing:
+        raise ValueError(f"{path} is not a bench_label_errors_full.py result: it lacks {sorted(missing)}")
+    return out
 
 
 def _mistakes(
