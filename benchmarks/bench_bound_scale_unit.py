@@ -32,8 +32,9 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 
-from ntk_core import cholesky_ooc, data
-from ntk_core.cholesky_ooc import FactoredKernel, TiledCholesky, array_key
+from ntk_core import data
+from ntk_core.kernel_matrix import factored
+from ntk_core.kernel_matrix.factored import FactoredKernel, TiledCholesky, array_key
 from ntk_core.experiments import bound_scale
 from ntk_core.kernel_matrix import KernelMatrix
 
@@ -143,11 +144,11 @@ def main(argv: list[str] | None = None) -> None:
     config = bound_scale.Config.medium()
     if args.grid_max_n is not None:
         config = dataclasses.replace(config, grid_max_n=args.grid_max_n)
-    keep = cholesky_ooc.DEFAULT_KEEP_MEMORY if args.keep_memory is None else args.keep_memory
+    keep = factored.DEFAULT_KEEP_MEMORY if args.keep_memory is None else args.keep_memory
     times: dict[bool, list[float]] = {True: [], False: []}
     reads: dict[bool, int] = {}
     tables: dict[bool, pd.DataFrame] = {}
-    with mock.patch.object(cholesky_ooc, "DEFAULT_KEEP_MEMORY", keep):
+    with mock.patch.object(factored, "DEFAULT_KEEP_MEMORY", keep):
         for _ in range(args.repeat):
             for baseline in (True, False):
                 seconds, reads[baseline], tables[baseline] = run_unit(config, args.task, args.n, baseline)

@@ -1,4 +1,4 @@
-"""The tiled out-of-core Cholesky (ntk_core.cholesky_ooc) against LAPACK's in-memory Cholesky, side by side.
+"""The tiled out-of-core Cholesky (ntk_core.kernel_matrix.factored) against LAPACK's in-memory Cholesky, side by side.
 
 For Setting 1's kernel on n MNIST images (``sphere_features``; random unit vectors without ``NTK_CORE_DATA``),
 or on every "5" and "8" of MNIST's training split (``--five-eight``: n = 11,272, y = ±1, the binary task of the
@@ -36,7 +36,7 @@ import scipy.linalg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ntk_core import data, infinite  # noqa: E402
-from ntk_core.cholesky_ooc import FactoredKernel, KernelSource  # noqa: E402
+from ntk_core.kernel_matrix import FactoredKernel, KernelSource  # noqa: E402
 
 
 def _inputs(n: int | None) -> tuple[np.ndarray, np.ndarray, str]:

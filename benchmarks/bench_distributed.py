@@ -60,7 +60,7 @@ import torch
 from ntk_core.infinite import relu_ntk
 from ntk_core.krr import krr_coefficients
 from ntk_core.bounds import theorem_5_1_bound
-from ntk_core.krr_ooc import OnDiskKernel, krr_solve_ooc
+from ntk_core.kernel_matrix.on_disk import OnDiskKernel, krr_solve_ooc
 from ntk_core.ntk import empirical_ntk
 
 REPO = Path(__file__).resolve().parents[1]

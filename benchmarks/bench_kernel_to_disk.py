@@ -1,10 +1,10 @@
 """Setting 1's kernel on every MNIST training image (n = 60,000: 28.8 GB in float64) written to disk, tile by tile.
 
-The ``bound_scale`` study never stores K: its tiled Cholesky (``ntk_core.cholesky_ooc``) evaluates each tile of K
+The ``bound_scale`` study never stores K: its tiled Cholesky (``ntk_core.kernel_matrix.factored``) evaluates each tile of K
 when the factorisation needs it. This script measures what storing it would cost, for a reader who wants K on
 disk (``python -m ntk_core bound --kernel K.npy`` reads such a file in blocks):
 
-* ``ntk_core.kernel_file.write_kernel`` (what ``python -m ntk_core kernel`` runs): the lower tiles (i ≥ j) of
+* ``ntk_core.kernel_matrix.file.write_kernel`` (what ``python -m ntk_core kernel`` runs): the lower tiles (i ≥ j) of
   K = ``infinite.setting1_kernel`` on ``sphere_features`` of the images, side b, shared among ``--processes``
   worker processes (one thread each), each tile and its mirror written into one ``.npy`` file row by row and
   synced, one marker per finished tile (resumable), the file renamed into place when whole;
@@ -37,8 +37,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ntk_core import data, infinite  # noqa: E402
-from ntk_core.cholesky_ooc import KernelSource  # noqa: E402
-from ntk_core.kernel_file import write_kernel  # noqa: E402
+from ntk_core.kernel_matrix import KernelSource  # noqa: E402
+from ntk_core.kernel_matrix.file import write_kernel  # noqa: E402
 
 
 def _inputs(n: int) -> tuple[np.ndarray, str]:

@@ -3,7 +3,7 @@
 Ten classes, 20 % symmetric noise (one draw, ``--seed``), kernel ridge regression with the infinite-width NTK of a
 one-hidden-layer ReLU network (``infinite.relu_ntk`` on features with ‖x‖² = d, as in
 ``bench_label_errors.py``). K (28.8 GB in float64 at n = 60,000) is never held: its tiles are evaluated from
-the inputs and K + λ²I is factored tile by tile into ``--dir`` (``cholesky_ooc.FactoredKernel``, resumable: a
+the inputs and K + λ²I is factored tile by tile into ``--dir`` (``kernel_matrix.FactoredKernel``, resumable: a
 killed run goes on from the factor's finished tiles), and ``label_errors.from_kernel(..., method="residual")``
 scores every label against the fit (what a K out of core gives: the leave-one-out form needs the inverse's
 diagonal).
@@ -31,7 +31,7 @@ import numpy as np
 import ntk_core as nc
 from ntk_core import label_errors
 from ntk_core.bookkit.studies.label_errors import LAM_GRID, lam_by_leave_one_out, ranking_metrics
-from ntk_core.cholesky_ooc import FactoredKernel, KernelSource
+from ntk_core.kernel_matrix.factored import FactoredKernel, KernelSource
 from ntk_core.data import load_mnist, sphere_features
 from ntk_core.experiments import RecordMissing, unit_seconds
 from ntk_core.infinite import relu_ntk

@@ -67,9 +67,17 @@ from .krr import (
     learning_rate_bound,
     linear_rate,
 )
-from .cholesky_ooc import FactoredKernel, KernelSource, tiled_cholesky
-from .kernel_matrix import DenseKernel, KernelMatrix
-from .krr_ooc import OnDiskKernel, as_kernel_matrix, krr_predict_ooc, krr_solve_ooc
+from .kernel_matrix import (
+    DenseKernel,
+    FactoredKernel,
+    KernelMatrix,
+    KernelSource,
+    OnDiskKernel,
+    as_kernel_matrix,
+    krr_predict_ooc,
+    krr_solve_ooc,
+    tiled_cholesky,
+)
 from .nets import MLP, ConvNet, DifferenceTrick, NTKConv2d, NTKLinear, TwoLayerNet
 from .regularizers import AuxiliaryVariables, RDIPenalty, with_indices
 from .noise import corrupt, empirical_transition, flip_binary, pairflip_transition, symmetric_transition

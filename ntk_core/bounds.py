@@ -26,11 +26,11 @@ What is here
 Kernel matrices on disk
 
 Every function here that takes a kernel matrix ``K`` takes it through
-:func:`ntk_core.krr_ooc.as_kernel_matrix`: an array or a tensor (a
-:class:`~ntk_core.kernel_matrix.DenseKernel`), or one kept on disk and never
+:func:`ntk_core.kernel_matrix.as_kernel_matrix`: an array or a tensor (a
+:class:`~ntk_core.kernel_matrix.dense.DenseKernel`), or one kept on disk and never
 loaded whole: a ``.npy`` path, a ``numpy.memmap`` (e.g. the Gram matrix that
 :func:`ntk_core.ntk.distributed.distributed_ntk` assembles) or a
-:class:`ntk_core.krr_ooc.OnDiskKernel`. Memory is one block of rows of K
+:class:`ntk_core.kernel_matrix.on_disk.OnDiskKernel`. Memory is one block of rows of K
 (``memory_budget``, default 256 MiB) plus vectors of length n. What each
 quantity costs, in passes over a K on disk:
 
@@ -38,12 +38,12 @@ quantity costs, in passes over a K on disk:
   :func:`ntk_core._checks.check_kernel_matrix`; one pass), which also reads its
   diagonal, so tr K costs nothing more;
 * yᵀ(K + λ²I)⁻¹y and yᵀK⁻¹y (λ = 0, K positive definite) come from
-  :func:`ntk_core.krr_ooc.krr_solve_ooc`: preconditioned conjugate gradients,
+  :func:`ntk_core.kernel_matrix.on_disk.krr_solve_ooc`: preconditioned conjugate gradients,
   one pass per iteration, relative residual 1e-12 by default; Theorem 5.3
   solves for its K outputs together (K columns per pass);
 * αᵀKα (:func:`rkhs_norm`) takes one pass, and :func:`krr_rkhs_norm` one more after its solve.
 
-Wrap K in an :class:`~ntk_core.krr_ooc.OnDiskKernel` to choose the block size,
+Wrap K in an :class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel` to choose the block size,
 tolerance or preconditioner rank, to validate it only once over several calls,
 and to read the passes afterwards (``.passes``). Only :func:`hsu_kakade_zhang_bound`
 needs its matrix whole (every singular value of A) and refuses one on disk.
@@ -82,8 +82,7 @@ from ._checks import (
     symmetry_rtol,
 )
 from ._typing import ArrayLike
-from .kernel_matrix import KernelMatrix
-from .krr_ooc import as_kernel_matrix, is_on_disk
+from .kernel_matrix import KernelMatrix, as_kernel_matrix, is_on_disk
 
 __all__ = [
     "AdditiveNoiseBound",
@@ -173,7 +172,7 @@ def _printed_scale(theorem: str, K: KernelMatrix) -> float:
 def _per_output_kernel(K: Any) -> Any:
     """Theorem 5.3's one kernel per output from a kernel of shape (n, n, O, O) (``empirical_ntk(...,
     output="full")``) when it has the form k ⊗ I that eq. (9) assumes; a kernel of another shape is returned
-    as it is (for :func:`~ntk_core.krr_ooc.as_kernel_matrix` to check)."""
+    as it is (for :func:`~ntk_core.kernel_matrix.as_kernel_matrix` to check)."""
     if is_on_disk(K) or np.ndim(K) != 4:
         return K
     A = np.asarray(K)
@@ -214,8 +213,8 @@ def complexity(K: ArrayLike | KernelMatrix, y: ArrayLike) -> float | np.ndarray:
         Kernel matrix k(X, X), symmetric positive definite. A path to a
         ``.npy`` file, a memory map (e.g. the Gram matrix assembled by
         :func:`ntk_core.ntk.distributed.distributed_ntk`) or an
-        :class:`~ntk_core.krr_ooc.OnDiskKernel` is solved out of core by
-        :func:`ntk_core.krr_ooc.ridge_quadratic_ooc` with λ = 0 (conjugate
+        :class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel` is solved out of core by
+        :func:`ntk_core.kernel_matrix.on_disk.ridge_quadratic_ooc` with λ = 0 (conjugate
         gradients over row blocks; K is never loaded whole; the passes over K
         are counted by an ``OnDiskKernel``).
     y : ArrayLike, shape (n,) or (n, K)
@@ -256,8 +255,8 @@ def ridge_complexity(K: ArrayLike | KernelMatrix, y: ArrayLike, lam: float) -> f
     ----------
     K : ArrayLike, str, os.PathLike, numpy.memmap or OnDiskKernel, shape (n, n)
         Kernel matrix k(X, X), symmetric positive definite; a ``.npy`` path, a
-        memory map or an :class:`~ntk_core.krr_ooc.OnDiskKernel` is solved out of
-        core (:func:`ntk_core.krr_ooc.ridge_quadratic_ooc`).
+        memory map or an :class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel` is solved out of
+        core (:func:`ntk_core.kernel_matrix.on_disk.ridge_quadratic_ooc`).
     y : ArrayLike, shape (n,)
         Labels.
     lam : float
@@ -298,7 +297,7 @@ def krr_rkhs_norm(K: ArrayLike | KernelMatrix, y_noisy: ArrayLike, lam: float) -
     """‖f*‖_H of the KRR solution f* = k(·, X)ᵀ(K + λ²I)⁻¹ỹ (eq. (8)) — the left side of Lemma C.2.
 
     For K on disk, α = (K + λ²I)⁻¹ỹ and Kα come from one out-of-core solve
-    (:func:`ntk_core.krr_ooc.krr_solve_ooc`) and ‖f*‖²_H = αᵀ(Kα).
+    (:func:`ntk_core.kernel_matrix.on_disk.krr_solve_ooc`) and ‖f*‖²_H = αᵀ(Kα).
 
     Parameters
     ----------

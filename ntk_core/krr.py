@@ -45,9 +45,8 @@ import numpy as np
 
 from ._checks import as_float64_array, check_choice, check_count, check_lam, check_positive, check_rows
 from ._typing import ArrayLike
-from .kernel_matrix import (
-    IllConditionedWarning,
-    KernelMatrix,
+from .kernel_matrix.base import IllConditionedWarning, KernelMatrix
+from .kernel_matrix.dense import (
     _dense_array,
     _check_psd_direct,
     _check_psd_eigenvalues,

@@ -217,7 +217,7 @@ def from_kernel(
     ----------
     K : ArrayLike, KernelMatrix or a ``.npy`` path, shape (n, n)
         The kernel k(X, X) (an empirical NTK, an infinite-width kernel). On disk: ``"residual"`` only, solved
-        out of core (:func:`ntk_core.krr_ooc.krr_solve_ooc`).
+        out of core (:func:`ntk_core.kernel_matrix.on_disk.krr_solve_ooc`).
     labels : ArrayLike, shape (n,)
         The given (noisy) labels: ±1, or classes 0..K−1.
     lam : float
@@ -231,8 +231,7 @@ def from_kernel(
     -------
     LabelIssues
     """
-    from .kernel_matrix import DenseKernel
-    from .krr_ooc import as_kernel_matrix
+    from .kernel_matrix import DenseKernel, as_kernel_matrix
 
     lam = check_lam(lam, "lam")
     if method not in ("leave-one-out", "residual"):

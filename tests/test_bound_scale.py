@@ -237,7 +237,7 @@ def test_the_complexity_ridge_term_is_one_forward_pass_at_lambda_zero_and_bounds
     """``ridge="complexity"`` (the units beyond the grid) reads yᵀK⁻¹y = ‖L⁻¹y‖² for the ridge quadratic: one
     forward pass at λ = 0 for the whole bound (Theorems 5.2 and 5.3), no factor at λ, equal to a float64 solve,
     and a total at least the exact one (the quadratic does not increase with λ)."""
-    from ntk_core.cholesky_ooc import FactoredKernel, TiledCholesky
+    from ntk_core.kernel_matrix.factored import FactoredKernel, TiledCholesky
 
     rng = np.random.default_rng(5)
     A = rng.standard_normal((40, 40))
@@ -273,10 +273,10 @@ def test_a_unit_beyond_the_grid_passes_over_its_factor_three_times(tmp_path, mon
     a ten-class unit (both noise models' Qᵀ and the one-hot labels of the conditioning) goes through one forward
     pass, and the error estimate adds a backward and a forward pass: three reads of the factor after it is made,
     the pivots and 1ᵀK1/n reading none."""
-    from ntk_core import cholesky_ooc
-    from ntk_core.cholesky_ooc import TiledCholesky
+    from ntk_core.kernel_matrix import factored
+    from ntk_core.kernel_matrix.factored import TiledCholesky
 
-    monkeypatch.setattr(cholesky_ooc, "DEFAULT_KEEP_MEMORY", 0)
+    monkeypatch.setattr(factored, "DEFAULT_KEEP_MEMORY", 0)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((600, 12))
     x /= np.linalg.norm(x, axis=1, keepdims=True)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ntk_core import bounds, symmetric_transition
-from ntk_core.krr_ooc import OnDiskKernel, is_on_disk
+from ntk_core.kernel_matrix import OnDiskKernel, is_on_disk
 
 N = 150
 LAM, SIGMA, DELTA = 0.5, 0.3, 0.05

@@ -28,7 +28,8 @@ import math
 import pytest
 
 from chapter import run_chapter
-from ntk_core import infinite, kernel_matrix, krr, synthetic
+from ntk_core import infinite, krr, synthetic
+from ntk_core.kernel_matrix import dense
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +42,8 @@ THEOREM_CHAPTERS = {
 
 
 def _ridge_lambda_not_squared(monkeypatch: pytest.MonkeyPatch) -> None:
-    cholesky, flt = kernel_matrix._cholesky_ridge, krr.KRRPath._filter
-    monkeypatch.setattr(kernel_matrix, "_cholesky_ridge", lambda K, lam: cholesky(K, math.sqrt(lam)))
+    cholesky, flt = dense._cholesky_ridge, krr.KRRPath._filter
+    monkeypatch.setattr(dense, "_cholesky_ridge", lambda K, lam: cholesky(K, math.sqrt(lam)))
     monkeypatch.setattr(krr.KRRPath, "_filter", lambda self, lam: flt(self, math.sqrt(float(lam))))
 
 

@@ -1,4 +1,4 @@
-"""The tiled out-of-core Cholesky (ntk_core.cholesky_ooc) against dense float64 LAPACK, and its persistence."""
+"""The tiled out-of-core Cholesky (ntk_core.kernel_matrix.factored) against dense float64 LAPACK, and its persistence."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from ntk_core import bounds, infinite
 from ntk_core._store import DamagedArtifactWarning
-from ntk_core.cholesky_ooc import (
+from ntk_core.kernel_matrix.factored import (
     FactoredKernel,
     KernelSource,
     NotPositiveDefiniteError,

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ntk_core import infinite, kernel_file
-from ntk_core.cholesky_ooc import KernelSource
-from ntk_core.kernel_file import write_kernel
+from ntk_core import infinite
+from ntk_core.kernel_matrix import KernelSource, write_kernel
+from ntk_core.kernel_matrix import file as kernel_file
 
 
 def _sphere(n: int, d: int = 6, seed: int = 0) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 import ntk_core as nc
 from ntk_core import bounds, krr
 from ntk_core.kernel_matrix import DenseKernel, KernelMatrix
-from ntk_core.krr_ooc import OnDiskKernel, as_kernel_matrix
+from ntk_core.kernel_matrix import OnDiskKernel, as_kernel_matrix
 
 
 def _psd(n: int, seed: int) -> np.ndarray:

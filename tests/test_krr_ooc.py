@@ -1,4 +1,4 @@
-"""Out-of-core kernel ridge regression (ntk_core.krr_ooc) against the in-memory solvers of ntk_core.krr."""
+"""Out-of-core kernel ridge regression (ntk_core.kernel_matrix.on_disk) against the in-memory solvers of ntk_core.krr."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from ntk_core import bounds
 from ntk_core.krr import krr_coefficients, krr_predict
-from ntk_core.krr_ooc import is_on_disk, krr_predict_ooc, krr_solve_ooc, ridge_quadratic_ooc
+from ntk_core.kernel_matrix import is_on_disk, krr_predict_ooc, krr_solve_ooc, ridge_quadratic_ooc
 
 
 def _rbf(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ on :func:`ntk_core.data.sphere_features`, so that tr K = n/2):
   network at ``width`` (first layer trained; its NTK is the difference trick's, Lemma A.1), to show how far a
   finite network's complexity term is from the infinite one's.
 
-Each unit is one (task, n, subset seed): K + λ²I is factored tile by tile (:mod:`ntk_core.cholesky_ooc`, K's tiles
+Each unit is one (task, n, subset seed): K + λ²I is factored tile by tile (:mod:`ntk_core.kernel_matrix.factored`, K's tiles
 computed from the inputs, never stored; a factor too large for memory kept under the cache folder while the unit
 runs, so that a killed unit resumes, the others made in memory), at λ = 0 for ``yᵀK⁻¹y`` and, where ``n ≤ grid_max_n``, at every λ of ``lams`` and at the λ*
 that minimises the bound's leading terms (:func:`ntk_core.bounds.leading_lambda`). Beyond ``grid_max_n`` (each
@@ -22,7 +22,7 @@ factorisation of n = 60,000 is about half an hour on 2 cores) only λ = 0 is fac
 its ridge term ``yᵀ(K + λ²I)⁻¹y`` replaced by the larger ``yᵀK⁻¹y`` (``ridge_exact`` False), an upper bound on it,
 while the leading terms' minimum is a lower bound at every λ, so the two bracket the bound. Every label matrix
 of a unit at λ = 0 (the labels, or both noise models' clean outputs ``q⁽ʰ⁾`` and the one-hot labels) goes through
-one forward pass over the factor (:meth:`ntk_core.cholesky_ooc.FactoredKernel.forwards`), and the conditioning's
+one forward pass over the factor (:meth:`ntk_core.kernel_matrix.factored.FactoredKernel.forwards`), and the conditioning's
 error estimate adds a backward and a forward pass: beyond ``grid_max_n``, three reads of a factor that n = 60,000
 makes 14.4 GB on disk. Its rows (one per noise
 model and λ) hold tr K, the complexity, the ridge term, every term of the theorem (rescaled as in its total), the
@@ -46,9 +46,8 @@ import numpy as np
 import pandas as pd
 
 from .. import bounds, data, noise
-from ..cholesky_ooc import FactoredKernel, KernelSource
+from ..kernel_matrix import FactoredKernel, KernelMatrix, KernelSource, symmetrise_in_place
 from ..infinite import setting1_kernel
-from ..kernel_matrix import KernelMatrix, symmetrise_in_place
 from .._checks import check_count, check_each_in, check_interval
 from ._runner import ExperimentConfig, RunContext, cache_dir
 

@@ -346,7 +346,7 @@ def add_bound(sub: Any) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="solve by a tiled Cholesky factorisation of K + λ²I kept in DIR (ntk_core.cholesky_ooc: resumable, "
+        help="solve by a tiled Cholesky factorisation of K + λ²I kept in DIR (ntk_core.kernel_matrix.factored: resumable, "
         "accurate at λ → 0 where conjugate gradients need many passes) instead of K's own route",
     )
     bound.add_argument(
@@ -412,10 +412,10 @@ INFINITE_KERNELS: dict[str, str] = {
 
 
 def infinite_source(name: str, inputs: Path) -> Any:
-    """The :class:`~ntk_core.cholesky_ooc.KernelSource` of the infinite-width kernel ``name``
+    """The :class:`~ntk_core.kernel_matrix.source.KernelSource` of the infinite-width kernel ``name``
     (:data:`INFINITE_KERNELS`) on the inputs saved in ``inputs`` (K never formed whole)."""
     from .. import infinite
-    from ..cholesky_ooc import KernelSource
+    from ..kernel_matrix import KernelSource
 
     x = load_array(inputs, "--inputs")
     x = np.asarray(x.numpy() if hasattr(x, "numpy") else x, dtype=np.float64)
@@ -429,7 +429,7 @@ def add_kernel(sub: Any) -> None:
         "kernel",
         help="an infinite-width kernel of saved inputs written to a .npy, tile by tile (N processes, resumable)",
         description="K = k(X, X) of an infinite-width kernel on saved inputs X, written into one .npy file tile by "
-        "tile (ntk_core.kernel_file.write_kernel): the lower tiles are evaluated and mirrored, shared among "
+        "tile (ntk_core.kernel_matrix.file.write_kernel): the lower tiles are evaluated and mirrored, shared among "
         "--processes worker processes; K grows in OUT.part with one marker per "
         "finished tile in OUT.tiles/, so that a killed run resumes, and becomes OUT only when whole. For the "
         "empirical NTK of a network, use `gram`; `bound --kernel OUT` reads the file in blocks.",
@@ -450,7 +450,7 @@ def add_kernel(sub: Any) -> None:
 
 def kernel(args: argparse.Namespace) -> int:
     """Run ``kernel``: 0 done, 2 bad input (said on stderr, no traceback)."""
-    from ..kernel_file import write_kernel
+    from ..kernel_matrix import write_kernel
 
     try:
         check_output_path(args.out, "--out", inputs={"--inputs": args.inputs}, overwrite=args.overwrite)
@@ -473,9 +473,9 @@ def kernel(args: argparse.Namespace) -> int:
 
 def _kernel_argument(args: argparse.Namespace) -> Any:
     """K as the bounds take it: a saved matrix (a ``.npy`` read in blocks), or with ``--factored`` a
-    :class:`~ntk_core.cholesky_ooc.FactoredKernel` of that matrix or of ``--infinite`` on ``--inputs``, its factors
+    :class:`~ntk_core.kernel_matrix.factored.FactoredKernel` of that matrix or of ``--infinite`` on ``--inputs``, its factors
     written to the ``--factored`` folder whatever their size (a second run finds them there)."""
-    from ..cholesky_ooc import FactoredKernel, KernelSource
+    from ..kernel_matrix import FactoredKernel, KernelSource
 
     if args.infinite is not None:
         if args.inputs is None or args.factored is None:
@@ -487,7 +487,7 @@ def _kernel_argument(args: argparse.Namespace) -> Any:
     if path.suffix.lower() == ".npy":
         if not path.is_file():
             raise ValueError(f"--kernel: no file {path}")
-        K: Any = str(path)  # read in blocks (ntk_core.krr_ooc)
+        K: Any = str(path)  # read in blocks (ntk_core.kernel_matrix.on_disk)
     else:
         K = np.asarray(load_array(path, "--kernel"), dtype=np.float64)
     if args.factored is None:
@@ -497,7 +497,7 @@ def _kernel_argument(args: argparse.Namespace) -> Any:
 
 def _leading(theorem: str, K: Any, labels: np.ndarray, args: argparse.Namespace, P: np.ndarray | None) -> float:
     from .. import bounds
-    from ..krr_ooc import as_kernel_matrix
+    from ..kernel_matrix import as_kernel_matrix
 
     k = as_kernel_matrix(K)
     n, trace = k.n, k.trace()

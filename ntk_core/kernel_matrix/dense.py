@@ -1,54 +1,26 @@
-r"""Kernel matrices k(X, X) as one type, in memory or on disk: what KRR and the bounds take.
-
-A :class:`KernelMatrix` has a size, a trace and a diagonal, products ``K V``, ridge solves
-``α = (K + λ² I)⁻¹ Y`` (the ridge λ² I of eq. (8)) and quadratic forms ``Yᵀ(K + λ² I)⁻¹ Y`` (λ = 0: the
-complexity yᵀK⁻¹y of eq. (10)). Two kinds implement it:
-
-* :class:`DenseKernel`: a validated float64 array in memory (symmetric within the rounding of its dtype,
-  finite), solved by Cholesky, positive semi-definiteness checked where a solve needs it (the checks below);
-* :class:`ntk_core.krr_ooc.OnDiskKernel`: a ``.npy`` file or a memory map read in row blocks, validated in
-  one pass, solved by preconditioned conjugate gradients.
-
-:func:`ntk_core.krr_ooc.as_kernel_matrix` turns what a user passes (an array, a tensor, a ``.npy`` path, a
-memory map, or either kind) into one of them: the only place that tells in memory from on disk.
+r"""A kernel matrix in memory (:class:`DenseKernel`): a validated float64 array, solved by Cholesky, with the
+checks that a solve needs (positive semi-definiteness, an estimate of the answer's error).
 """
 
 from __future__ import annotations
 
 import warnings
-from abc import ABC, abstractmethod
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from ._checks import check_count, check_kernel_matrix, check_lam
-from ._typing import ArrayLike
+from .._checks import check_count, check_kernel_matrix, check_lam
+from .._typing import ArrayLike
+from .base import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning, KernelMatrix
 
-__all__ = ["ACCURACY_RTOL", "PSD_RTOL", "DenseKernel", "IllConditionedWarning", "KernelMatrix", "symmetrise_in_place"]
-
-
-#: Positive semi-definiteness: an (n, n) kernel matrix is refused when it has an eigenvalue
-#: below ``-PSD_RTOL * n * max|K_ij|``. An entrywise rounding error of relative size ε moves
-#: the eigenvalues by at most ``n ε max|K_ij|``, so this admits float32 Gram matrices
-#: (ε ≈ 1.2e-7, with a margin of 8) and refuses a clearly negative eigenvalue.
-PSD_RTOL = 1e-6
+__all__ = ["DenseKernel", "symmetrise_in_place"]
 
 
 #: Up to this size the PSD check of the Cholesky solvers is an exact symmetric
 #: eigenvalue computation (negligible at this size); above it, Lanczos iterations
 #: on the Cholesky factor that the solve computes anyway (O(n²) each, no new O(n³)).
 _EXACT_PSD_CHECK_MAX_N = 256
-
-
-#: A direct KRR solve warns (:class:`IllConditionedWarning`) when its answer's estimated relative error
-#: is above this: float64 data are exact to 1e-16, an answer off by more than 1e-6 is not what it seems.
-ACCURACY_RTOL = 1e-6
-
-
-class IllConditionedWarning(UserWarning):
-    """A kernel ridge regression answer is much less accurate than float64: ``K + λ² I`` is ill-conditioned
-    (λ too small for the spread of K's eigenvalues), and rounding errors grow by its condition number."""
 
 
 # --------------------------------------------------------------------------- PSD checks and the dense solve
@@ -241,42 +213,6 @@ def _not_definite(K: np.ndarray, what: str) -> str:
     )
 
 
-# --------------------------------------------------------------------------- the type
-
-
-class KernelMatrix(ABC):
-    """A symmetric positive semi-definite kernel matrix k(X, X), shape (n, n), in memory or on disk."""
-
-    #: The number of rows (and columns) n.
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n, n)``."""
-        return (self.n, self.n)
-
-    @abstractmethod
-    def trace(self) -> float:
-        """tr K."""
-
-    @abstractmethod
-    def diagonal(self) -> np.ndarray:
-        """The diagonal k(x_i, x_i), shape (n,)."""
-
-    @abstractmethod
-    def matvec(self, V: ArrayLike) -> np.ndarray:
-        """K V for V of shape (n,) or (n, m)."""
-
-    @abstractmethod
-    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
-        """α = (K + λ² I)⁻¹ Y (eq. (8)); λ = 0 needs K positive definite. Y of shape (n,) or (n, m)."""
-
-    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        """Yᵀ(K + λ² I)⁻¹Y per column of Y (λ = 0: the complexity yᵀK⁻¹y of eq. (10)); a float for 1-D Y."""
-        vals = np.sum(Y * self.ridge_solve(Y, lam), axis=0)
-        return float(vals) if Y.ndim == 1 else vals
-
-
 class DenseKernel(KernelMatrix):
     """A kernel matrix in memory: a float64 copy of K, checked symmetric (within its dtype's rounding) and finite.
 
@@ -328,6 +264,6 @@ def _dense_array(K: ArrayLike | KernelMatrix, name: str) -> np.ndarray:
     if isinstance(K, KernelMatrix):
         raise TypeError(
             f"{name} is a kernel matrix on disk ({K!r}); this solver factorises K in memory. Use the out-of-core "
-            "solvers of ntk_core.krr_ooc (krr_solve_ooc, krr_predict_ooc), which read it in blocks"
+            "solvers of ntk_core.kernel_matrix.on_disk (krr_solve_ooc, krr_predict_ooc), which read it in blocks"
         )
     return check_kernel_matrix(K, name)

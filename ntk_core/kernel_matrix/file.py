@@ -2,9 +2,9 @@
 
 K = k(X, X) of n inputs takes 8n² bytes in float64 (28.8 GB at n = 60,000): more than the memory of many
 machines, not more than their disks. :func:`write_kernel` evaluates the lower tiles ``K[I, J]`` (``I ≥ J``) of a
-:class:`~ntk_core.cholesky_ooc.KernelSource` — a kernel function of the inputs, for example Setting 1's
+:class:`~ntk_core.kernel_matrix.source.KernelSource` — a kernel function of the inputs, for example Setting 1's
 infinite-width NTK — and writes each with its mirror ``K[J, I] = K[I, J]ᵀ`` into one ``.npy`` file, which
-:class:`~ntk_core.krr_ooc.OnDiskKernel`, the bounds (``python -m ntk_core bound --kernel K.npy``) and the
+:class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel`, the bounds (``python -m ntk_core bound --kernel K.npy``) and the
 out-of-core solvers read in blocks.
 
 Reliability (the rules of :mod:`ntk_core._store`): the matrix grows in ``<path>.part`` beside a folder
@@ -27,9 +27,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _store
-from ._checks import check_count
-from .cholesky_ooc import DEFAULT_CHOLESKY_MEMORY, KernelSource
+from .. import _store
+from .._checks import check_count
+from .source import DEFAULT_CHOLESKY_MEMORY, KernelSource
 
 __all__ = ["WrittenKernel", "write_kernel"]
 
@@ -135,8 +135,8 @@ def write_kernel(
     Parameters
     ----------
     source : KernelSource or matrix
-        Where K's tiles come from, usually :meth:`~ntk_core.cholesky_ooc.KernelSource.from_function` (a matrix is wrapped by
-        :meth:`~ntk_core.cholesky_ooc.KernelSource.from_matrix`).
+        Where K's tiles come from, usually :meth:`~ntk_core.kernel_matrix.source.KernelSource.from_function` (a matrix is wrapped by
+        :meth:`~ntk_core.kernel_matrix.source.KernelSource.from_matrix`).
     path : str or os.PathLike
         The ``.npy`` file to write (replaced if it exists, once the new one is whole).
     tile : int, optional
@@ -145,7 +145,7 @@ def write_kernel(
         Worker processes that share the tiles (``os.fork``; 1: this process). Each evaluates the kernel on its
         own thread(s): set ``OMP_NUM_THREADS`` so that processes × threads fits the cores.
     memory_budget : int, optional
-        Bytes of tiles each process holds at once (default :data:`~ntk_core.cholesky_ooc.DEFAULT_CHOLESKY_MEMORY`).
+        Bytes of tiles each process holds at once (default :data:`~ntk_core.kernel_matrix.source.DEFAULT_CHOLESKY_MEMORY`).
     progress : bool
         A progress bar over the tiles.
 
@@ -166,8 +166,8 @@ def write_kernel(
     --------
     >>> import numpy as np, tempfile, os
     >>> from ntk_core import infinite
-    >>> from ntk_core.cholesky_ooc import KernelSource
-    >>> from ntk_core.kernel_file import write_kernel
+    >>> from ntk_core.kernel_matrix.factored import KernelSource
+    >>> from ntk_core.kernel_matrix.file import write_kernel
     >>> x = np.random.default_rng(0).standard_normal((10, 3))
     >>> x *= np.sqrt(3) / np.linalg.norm(x, axis=1, keepdims=True)
     >>> source = KernelSource.from_function(infinite.setting1_kernel, x)

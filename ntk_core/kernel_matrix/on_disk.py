@@ -52,7 +52,7 @@ Contents
   vectors, and a running count of the passes over K; every function of
   :mod:`ntk_core.bounds` that takes a kernel matrix accepts it (and a bare path
   or memory map);
-* :func:`is_on_disk` — whether those functions take the out-of-core route.
+* :func:`~ntk_core.kernel_matrix.is_on_disk` — whether those functions take the out-of-core route.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _store
-from ._checks import (
+from .. import _store
+from .._checks import (
     as_float64_array,
     check_count,
     check_interval,
@@ -76,15 +76,14 @@ from ._checks import (
     check_symmetric,
     symmetry_rtol,
 )
-from ._typing import ArrayLike
-from .kernel_matrix import ACCURACY_RTOL, PSD_RTOL, DenseKernel, IllConditionedWarning, KernelMatrix
+from .._typing import ArrayLike
+from .base import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning, KernelMatrix
+from .dense import DenseKernel
 
 __all__ = [
     "DEFAULT_OOC_MEMORY",
     "OnDiskKernel",
     "OutOfCoreKRR",
-    "as_kernel_matrix",
-    "is_on_disk",
     "krr_predict_ooc",
     "krr_solve_ooc",
     "ridge_quadratic_ooc",
@@ -97,28 +96,6 @@ _MAX_RESTARTS = 5
 
 
 # --------------------------------------------------------------------------- the matrix on disk
-
-
-def is_on_disk(K: Any) -> bool:
-    """Whether ``K`` is a ``.npy`` path, a ``numpy.memmap`` or an :class:`OnDiskKernel` (the out-of-core route).
-
-    Parameters
-    ----------
-    K : object
-        A kernel matrix argument.
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ntk_core.krr_ooc import is_on_disk
-    >>> is_on_disk(np.eye(2)), is_on_disk("gram.npy")
-    (False, True)
-    """
-    return isinstance(K, (str, os.PathLike, np.memmap, OnDiskKernel))
 
 
 class _Blocks:
@@ -295,7 +272,7 @@ class OnDiskKernel(KernelMatrix):
     Examples
     --------
     >>> import numpy as np, tempfile, os
-    >>> from ntk_core.krr_ooc import OnDiskKernel
+    >>> from ntk_core.kernel_matrix.on_disk import OnDiskKernel
     >>> path = os.path.join(tempfile.mkdtemp(), "K.npy")
     >>> np.save(path, np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]]))
     >>> K = OnDiskKernel(path, block_rows=2)
@@ -407,46 +384,6 @@ class OnDiskKernel(KernelMatrix):
     def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         """α = (K + λ² I)⁻¹ Y by :func:`krr_solve_ooc`, with this object's solver options."""
         return krr_solve_ooc(self, Y, lam).alpha
-
-
-def as_kernel_matrix(K: Any, name: str = "K") -> KernelMatrix:
-    """K as the :class:`~ntk_core.kernel_matrix.KernelMatrix` that the bounds and solvers take.
-
-    The one place that tells a kernel matrix in memory from one on disk: a ``.npy`` path, a memory map or an
-    :class:`OnDiskKernel` becomes a validated :class:`OnDiskKernel` (one pass over K, once per object); an
-    array or a tensor becomes a :class:`~ntk_core.kernel_matrix.DenseKernel` (symmetric within its dtype's
-    rounding, finite); a ``KernelMatrix`` is returned as it is.
-
-    Parameters
-    ----------
-    K : ArrayLike, str, os.PathLike, numpy.memmap or KernelMatrix, shape (n, n)
-        The kernel matrix k(X, X).
-    name : str
-        How errors name it.
-
-    Returns
-    -------
-    KernelMatrix
-
-    Raises
-    ------
-    ValueError
-        K not square, not finite or not symmetric.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ntk_core.krr_ooc import as_kernel_matrix
-    >>> as_kernel_matrix(np.eye(3))
-    DenseKernel(n=3)
-    """
-    if isinstance(K, OnDiskKernel):
-        return K.check()
-    if isinstance(K, KernelMatrix):
-        return K
-    if is_on_disk(K):
-        return OnDiskKernel(K).check()
-    return DenseKernel(K, name)
 
 
 # --------------------------------------------------------------------------- preconditioner
@@ -664,7 +601,7 @@ def krr_solve_ooc(
     A kernel matrix on disk, memory-mapped, solved in row blocks of 2:
 
     >>> import numpy as np, tempfile, os
-    >>> from ntk_core.krr_ooc import krr_solve_ooc
+    >>> from ntk_core.kernel_matrix.on_disk import krr_solve_ooc
     >>> path = os.path.join(tempfile.mkdtemp(), "K.npy")
     >>> np.save(path, np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]]))
     >>> sol = krr_solve_ooc(np.load(path, mmap_mode="r"), np.array([1.0, 0.0, -1.0]), lam=1.0, block_rows=2)
@@ -886,7 +823,7 @@ def krr_predict_ooc(
     With K = I each prediction is ỹ / (1 + λ²):
 
     >>> import numpy as np
-    >>> from ntk_core.krr_ooc import krr_predict_ooc
+    >>> from ntk_core.kernel_matrix.on_disk import krr_predict_ooc
     >>> krr_predict_ooc(np.eye(3), np.array([1.0, -1.0, 1.0]), lam=1.0, block_rows=1)
     array([ 0.5, -0.5,  0.5])
     """
@@ -922,7 +859,7 @@ def ridge_quadratic_ooc(K: Any, y: ArrayLike, lam: float = 0.0, **options: Any) 
     Examples
     --------
     >>> import numpy as np
-    >>> from ntk_core.krr_ooc import ridge_quadratic_ooc
+    >>> from ntk_core.kernel_matrix.on_disk import ridge_quadratic_ooc
     >>> round(ridge_quadratic_ooc(np.diag([1.0, 4.0]), np.array([1.0, 2.0])), 10)
     2.0
     """
