@@ -307,11 +307,12 @@ def _each(callbacks: tuple[Callable[[int], None], ...]) -> Callable[[int], None]
 class RegimeTracker:
     """The NTK-regime columns (:data:`REGIME_COLUMNS`) of one training run, on a fixed probe set.
 
-    Made before training (it keeps a copy of the network at θ(0)), passed to the trainer as an ``on_epoch_end``
-    callback (alone or through :func:`train_protocol`), it measures the kernel drift on ``probe`` after a quarter
-    and after half of the ``epochs`` (steps, for full-batch GD); :meth:`columns` then adds the drift and the
-    parameter movement at the end (:func:`regime_measures`) and the agreement of the network's test predictions
-    with those of its linearisation. It only reads the network, so the run is the same with or without it.
+    Made before training (it keeps the network at θ(0)), passed to the trainer as an ``on_epoch_end`` callback
+    (alone or through :func:`train_protocol`), it measures the kernel drift on ``probe`` after a quarter and
+    after half of the ``epochs`` (steps, for full-batch GD); :meth:`columns` then adds the drift and the
+    parameter movement at the end (:func:`regime_measures`) and, given the linearised network's test outputs,
+    the agreement of the network's test predictions with them. It only reads the network, so the run is the
+    same with or without it.
 
     Parameters
     ----------
@@ -321,28 +322,38 @@ class RegimeTracker:
         The inputs on which the kernel drift is measured.
     epochs : int
         The number of epochs (or steps) of the run, at least 4.
+    measured_as : callable, optional
+        The fixed per-example function the kernel is measured on, made from the network at each measurement
+        (a copy; the network is not changed): for a BatchNorm network,
+        ``lambda m: with_batch_statistics(m, x_train, batch)`` (:func:`ntk_core.regime.with_batch_statistics`),
+        so that the drift counts what training changed, the weights and the statistics they give. Default: the
+        network itself.
     """
 
-    def __init__(self, model: Any, probe: Any, epochs: int) -> None:
+    def __init__(self, model: Any, probe: Any, epochs: int, *, measured_as: Callable[[Any], Any] | None = None):
         if epochs < 4:
             raise ValueError(
                 f"the kernel drift is measured after a quarter of the run: it needs ≥ 4 epochs, got {epochs}"
             )
         self.model = model
-        self.initial = copy.deepcopy(model)
+        self.measured_as = measured_as
+        self.initial = copy.deepcopy(model) if measured_as is None else measured_as(model)
         self.probe = probe
         self.at = {epochs // 4: "kernel_drift_quarter", epochs // 2: "kernel_drift_half"}
         self.along: dict[str, float] = {}
+
+    def _measured(self) -> Any:
+        return self.model if self.measured_as is None else self.measured_as(self.model)
 
     def __call__(self, epoch: int) -> None:
         from ..regime import kernel_drift
 
         if epoch in self.at:
-            self.along[self.at[epoch]] = kernel_drift(self.model, self.initial, self.probe)
+            self.along[self.at[epoch]] = kernel_drift(self._measured(), self.initial, self.probe)
 
-    def columns(self, x_test: Any, y_test: Any, lin_test: Any) -> dict[str, float]:
-        """The regime columns of the trained network: ``kernel_drift`` (at the end, a quarter and half way),
-        ``movement``, and, with ``lin_test`` the linearised network's outputs on ``x_test``, ``lin_agreement``
+    def columns(self, x_test: Any = None, y_test: Any = None, lin_test: Any = None) -> dict[str, float]:
+        """The regime columns of the trained network: ``kernel_drift`` (at the end, a quarter and half way) and
+        ``movement``; with ``lin_test``, the linearised network's outputs on ``x_test``, also ``lin_agreement``
         (the fraction of ``x_test`` on which both predict the same label) and ``lin_test_error`` (the
         linearisation's error against ``y_test``)."""
         import torch
@@ -353,10 +364,12 @@ class RegimeTracker:
         missing = sorted(set(self.at.values()) - set(self.along))
         if missing:
             raise RuntimeError(f"the run never reached the epochs of {missing}: was the tracker passed to the trainer?")
+        out = {**regime_measures(self._measured(), self.initial, self.probe), **self.along}
+        if lin_test is None:
+            return out
         test_out = predict(self.model, x_test).reshape(-1).double().cpu().numpy()
         return {
-            **regime_measures(self.model, self.initial, self.probe),
-            **self.along,
+            **out,
             "lin_agreement": agreement(test_out, lin_test),
             "lin_test_error": classification_error(torch.as_tensor(lin_test), y_test.cpu()),
         }

@@ -88,7 +88,7 @@ import torch
 from torch import nn
 
 from .. import data
-from ..regime import kernel_drift, parameter_movement, with_batch_statistics
+from ..regime import with_batch_statistics
 from ..resnet import CifarResNet, RandomCropFlip
 from .._checks import check_choice, check_count, check_each_in, check_interval
 from ..train import TrainConfig
@@ -96,6 +96,7 @@ from ._runner import ExperimentConfig, RunContext
 from ._shared import (
     PROTOCOL_GROUPS,
     REGIME_COLUMNS,
+    RegimeTracker,
     Splits,
     bracket,
     check_one_row_per_seed,
@@ -340,34 +341,6 @@ def _train_config(config: Config, loss: str, lam: float | None, seed: int) -> Tr
     )
 
 
-class _Regime:
-    """The NTK-regime columns of one run of a BatchNorm network (an ``on_epoch_end`` callback for the trainer).
-
-    The empirical NTK needs one fixed per-example function, so both networks are measured in evaluation mode,
-    each with the BatchNorm statistics of the training images at its own weights
-    (:func:`ntk_core.regime.with_batch_statistics`): the drift counts what training changed — the weights and
-    the statistics they give — and neither the default statistics of θ(0) nor the lag of the running averages.
-    ``kernel_drift_quarter``, ``kernel_drift_half`` and ``kernel_drift`` are measured after a quarter, half and
-    all of the ``epochs`` on ``probe``; :meth:`columns` adds ``movement``. It only reads the network (the
-    statistics are computed on copies), so the run is the same with or without it.
-    """
-
-    def __init__(self, model: nn.Module, x_train: torch.Tensor, probe: torch.Tensor, epochs: int, batch: int):
-        self.model, self.x_train, self.probe, self.batch = model, x_train, probe, batch
-        self.initial = with_batch_statistics(model, x_train, batch)
-        self.at = {epochs // 4: "kernel_drift_quarter", epochs // 2: "kernel_drift_half", epochs: "kernel_drift"}
-        self.measured: dict[str, float] = {}
-
-    def __call__(self, epoch: int) -> None:
-        if epoch in self.at:
-            now = with_batch_statistics(self.model, self.x_train, self.batch)
-            self.measured[self.at[epoch]] = kernel_drift(now, self.initial, self.probe)
-
-    def columns(self) -> dict[str, float]:
-        start = {name: p.detach() for name, p in self.initial.named_parameters() if p.requires_grad}
-        return {**self.measured, "movement": parameter_movement(self.model, start)["all"]}
-
-
 def _run(
     config: Config,
     split: Splits,
@@ -379,7 +352,14 @@ def _run(
     progress: bool,
 ) -> list[dict]:
     model = network(config, seed).to(config.device)
-    regime = _Regime(model, split.x_train, split.x_test[: config.n_probe], config.epochs, config.batch_size)
+    # BatchNorm: the kernel is measured in evaluation mode, each network with the BatchNorm statistics of the
+    # training images at its own weights (neither θ(0)'s default statistics nor the running averages' lag)
+    regime = RegimeTracker(
+        model,
+        split.x_test[: config.n_probe],
+        config.epochs,
+        measured_as=lambda m: with_batch_statistics(m, split.x_train, config.batch_size),
+    )
     cfg = _train_config(config, loss, lam, seed)
     aux = lam is not None
     name = _LOSS_NAMES[loss] + ("+AUX" if aux else "")
@@ -431,6 +411,7 @@ def _run(
         }
 
     measures = regime.columns()
+    measures = {column: measures[column] for column in REGIME_COLUMNS[:4]}  # the table's order
     # the last epoch: normal training has nothing to choose there; AUX's λ is chosen across runs (compute)
     last = {**at(h.iloc[-1], f"{name} (last)" if aux else f"Normal {name} (last)", not aux, not aux), **measures}
     rows.append(last)
