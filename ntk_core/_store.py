@@ -76,6 +76,7 @@ __all__ = [
     "load",
     "set_aside",
     "file_lock",
+    "TileStore",
 ]
 
 #: Version of the file layout written by :func:`save`; a file of another version is "not mine".
@@ -635,6 +636,62 @@ def load(
     except Exception as err:  # any other failure to parse is damage too
         set_aside(path, f"unreadable ({type(err).__name__}: {err})")
         return None
+
+
+class TileStore:
+    """The finished tiles (i, j) of one tiled computation, one :func:`save` file each, in a folder named by the
+    hash of everything that determines them (``identity``): the store behind the empirical NTK's checkpointed
+    tiles and the tiled Cholesky factor's.
+
+    A killed computation resumes from the tiles on disk; a tile of another identity is never read (its folder
+    is another), and a damaged one is set aside with a :class:`DamagedArtifactWarning` and reported missing, so
+    that the caller computes it again. Every file carries the identity and its tile index.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The folder under which the store's own folder is made.
+    identity : mapping
+        What determines the tiles (through :func:`fingerprint`).
+    name : str
+        The file name of tile (i, j), a format string of ``i`` and ``j``.
+    meta : mapping, optional
+        Written once to ``meta.json`` for people browsing the folder (never read back).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        identity: Mapping[str, Any],
+        *,
+        name: str = "tile_{i:05d}_{j:05d}.npz",
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.identity = dict(identity)
+        self.dir = Path(root) / fingerprint(self.identity)[:32]
+        self._name = name
+        if meta is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            meta_path = self.dir / "meta.json"
+            if not meta_path.exists():
+                atomic_write_bytes(meta_path, json.dumps(meta, indent=1, default=str).encode())
+
+    def path(self, i: int, j: int) -> Path:
+        """The file of tile (i, j)."""
+        return self.dir / self._name.format(i=i, j=j)
+
+    def has(self, i: int, j: int) -> bool:
+        """Whether tile (i, j) has a file (not yet verified: :meth:`load` does that)."""
+        return self.path(i, j).exists()
+
+    def load(self, i: int, j: int, expect: Mapping[str, tuple[tuple[int | None, ...] | None, Any]]) -> Stored | None:
+        """Tile (i, j), verified (:func:`load`, with ``expect``), or None: missing or damaged (set aside)."""
+        return load(self.path(i, j), {**self.identity, "tile": [i, j]}, expect=expect)
+
+    def save(self, i: int, j: int, arrays: Mapping[str, np.ndarray]) -> None:
+        """Write tile (i, j) (:func:`save`: atomically, with the identity and the tile index)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        save(self.path(i, j), {**self.identity, "tile": [i, j]}, arrays=dict(arrays))
 
 
 def set_aside(path: str | os.PathLike[str], reason: str) -> Path | None:

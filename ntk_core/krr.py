@@ -47,10 +47,10 @@ from ._checks import as_float64_array, check_choice, check_count, check_lam, che
 from ._typing import ArrayLike
 from .kernel_matrix.base import IllConditionedWarning, KernelMatrix
 from .kernel_matrix.dense import (
-    _dense_array,
-    _check_psd_direct,
-    _check_psd_eigenvalues,
-    _solve_ridge,
+    dense_array,
+    check_psd_direct,
+    check_psd_eigenvalues,
+    solve_ridge,
 )
 
 __all__ = [
@@ -129,8 +129,8 @@ def krr_coefficients(K_train: ArrayLike | KernelMatrix, y: ArrayLike, lam: float
     >>> krr_coefficients(np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0]), lam=1.0)
     array([ 0.5, -0.5])
     """
-    K = _dense_array(K_train, "K_train")
-    return _solve_ridge(K, check_rows(y, K.shape[0], "y"), check_lam(lam))
+    K = dense_array(K_train, "K_train")
+    return solve_ridge(K, check_rows(y, K.shape[0], "y"), check_lam(lam))
 
 
 def krr_predict(
@@ -186,11 +186,11 @@ def krr_predict(
     >>> krr_predict(K, np.array([1.0, -1.0]), lam=1.0, K_test_train=K_test)
     array([0.5, 0.5])
     """
-    K = _dense_array(K_train, "K_train")
+    K = dense_array(K_train, "K_train")
     yy = check_rows(y, K.shape[0], "y")
     lam = check_lam(lam)
     Kt = K if K_test_train is None else _check_cross_kernel(K_test_train, K.shape[0])
-    return Kt @ _solve_ridge(K, yy, lam, K_out=Kt)
+    return Kt @ solve_ridge(K, yy, lam, K_out=Kt)
 
 
 # --------------------------------------------------------------------------- λ path
@@ -251,10 +251,10 @@ class KRRPath:
     """
 
     def __init__(self, K_train: ArrayLike | KernelMatrix, K_test_train: ArrayLike | None = None) -> None:
-        K = _dense_array(K_train, "K_train")
+        K = dense_array(K_train, "K_train")
         self.n: int = K.shape[0]
         self.eigenvalues, self.eigenvectors = np.linalg.eigh(K)
-        _check_psd_eigenvalues(self.eigenvalues, K, "K_train")
+        check_psd_eigenvalues(self.eigenvalues, K, "K_train")
         top = max(float(np.max(np.abs(self.eigenvalues))), np.finfo(np.float64).tiny)
         self._tol = self.n * np.finfo(np.float64).eps * top
         self._test_basis: np.ndarray | None = None
@@ -390,7 +390,7 @@ def learning_rate_bound(K: ArrayLike | KernelMatrix, lam: float) -> float:
     >>> round(learning_rate_bound(np.array([[2.0, 1.0], [1.0, 2.0]]), lam=1.0), 12)   # ‖K‖ = 3
     0.25
     """
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     lam = check_lam(lam)
     return 1.0 / (float(np.linalg.norm(Km, 2)) + lam**2)
 
@@ -419,7 +419,7 @@ def linear_rate(K: ArrayLike | KernelMatrix, lam: float, eta: float) -> float:
     float
         ρ; the iterates converge when ρ < 1.
     """
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     lam = check_lam(lam)
     eta = check_positive(eta, "eta")
     top = float(np.linalg.norm(Km, 2)) + lam**2
@@ -658,12 +658,12 @@ class KernelGDTrajectory:
 def _kernel_gd_setup(
     K: ArrayLike | KernelMatrix, y: ArrayLike, eta: float, steps: int, K_test_train: ArrayLike | None, record_every: int
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None, np.ndarray]:
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     steps = check_count(steps, "steps", 0)
     rec = check_count(record_every, "record_every")
-    _check_psd_direct(Km, "K")
+    check_psd_direct(Km, "K")
     Kt = None if K_test_train is None else _check_cross_kernel(K_test_train, Km.shape[0])
     return Km, yy, eta, Kt, _record_times(steps, rec)
 
@@ -865,13 +865,13 @@ def gd_kernel_closed_form(
     numpy.ndarray, shape (n,) or (n, K); (m,) or (m, K) with ``K_test_train``
         The outputs at step t.
     """
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     t = check_count(t, "t", 0)
     lam = check_lam(lam)
     s, U = np.linalg.eigh(Km)
-    _check_psd_eigenvalues(s, Km, "K")
+    check_psd_eigenvalues(s, Km, "K")
     h = s + lam**2
     x = eta * h
     g = np.full_like(h, eta * t)  # the limit for h = 0
@@ -943,7 +943,7 @@ def sgd_kernel_outputs(
         The change of the network's outputs on the training inputs, Kα (n,), and on the test inputs, k(x, X)ᵀα
         (m,) (``None`` without ``K_test_train``); AUX's λb is not part of the network's outputs.
     """
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     n = Km.shape[0]
     r = check_rows(residual, n, "residual")
     if r.ndim != 1:
@@ -1012,13 +1012,13 @@ def gd_steps_to_fit(
     >>> t, bool(0.99 ** (2 * t) / 4 <= 1e-4 < 0.99 ** (2 * (t - 1)) / 4)
     (390, True)
     """
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     yy = check_rows(y, Km.shape[0], "y")
     eta = check_positive(eta, "eta")
     tol = check_positive(tol, "tol")
     max_steps = check_count(max_steps, "max_steps", 0)
     s, U = np.linalg.eigh(Km)
-    _check_psd_eigenvalues(s, Km, "K")
+    check_psd_eigenvalues(s, Km, "K")
     top = float(max(s.max(), 0.0))
     if top > 0 and eta * top >= 2.0:
         raise ValueError(f"eta must be below 2/‖K‖ = {2.0 / top:.6g} for gradient descent to converge, got {eta!r}")
@@ -1086,7 +1086,7 @@ def sgd_step_factors(
     numpy.ndarray, shape (number of batches,)
         η λ_max(H_B) per batch, in the order given.
     """
-    Km = _dense_array(K, "K")
+    Km = dense_array(K, "K")
     n = Km.shape[0]
     lr = check_positive(lr, "lr")
     lam = check_lam(lam)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import threading
@@ -353,3 +354,26 @@ def test_a_full_disk_names_the_folder_and_the_bytes(tmp_path, monkeypatch):
         _store.atomic_write_bytes(tmp_path / "K.npy", b"12345")
     assert err.value.errno == errno.ENOSPC and (tmp_path / "K.npy").read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["K.npy"]  # no temporary file left
+
+
+def test_a_tile_store_keeps_each_identity_apart_and_sets_a_damaged_tile_aside(tmp_path):
+    from ntk_core._store import DamagedArtifactWarning, TileStore
+
+    store = TileStore(tmp_path, {"kernel": "a", "n": 4}, name="T_{i}_{j}.npz", meta={"what": "a test"})
+    assert json.loads((store.dir / "meta.json").read_text()) == {"what": "a test"}
+    tile = np.arange(6.0).reshape(2, 3)
+    assert not store.has(1, 0) and store.load(1, 0, expect={"t": ((2, 3), np.float64)}) is None
+    store.save(1, 0, {"t": tile})
+    assert store.has(1, 0) and store.path(1, 0).name == "T_1_0.npz"
+    np.testing.assert_array_equal(store.load(1, 0, expect={"t": ((2, 3), np.float64)}).arrays["t"], tile)
+    other = TileStore(tmp_path, {"kernel": "b", "n": 4}, name="T_{i}_{j}.npz")
+    assert other.dir != store.dir and not other.has(1, 0)  # another identity never sees these tiles
+    # a tile file copied under another index is refused (the index is part of what each file carries)
+    store.path(0, 0).write_bytes(store.path(1, 0).read_bytes())
+    assert store.load(0, 0, expect={"t": ((2, 3), np.float64)}) is None
+    data = bytearray(store.path(1, 0).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    store.path(1, 0).write_bytes(bytes(data))
+    with pytest.warns(DamagedArtifactWarning):
+        assert store.load(1, 0, expect={"t": ((2, 3), np.float64)}) is None
+    assert not store.has(1, 0) and list(store.dir.glob("T_1_0.npz.damaged-*"))

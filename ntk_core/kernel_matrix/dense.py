@@ -14,7 +14,14 @@ from .._checks import check_count, check_kernel_matrix, check_lam
 from .._typing import ArrayLike
 from .base import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning, KernelMatrix
 
-__all__ = ["DenseKernel", "symmetrise_in_place"]
+__all__ = [
+    "DenseKernel",
+    "check_psd_direct",
+    "check_psd_eigenvalues",
+    "dense_array",
+    "solve_ridge",
+    "symmetrise_in_place",
+]
 
 
 #: Up to this size the PSD check of the Cholesky solvers is an exact symmetric
@@ -83,16 +90,18 @@ def _refuse_not_psd(name: str, smallest: float, tol: float, how: str) -> None:
     )
 
 
-def _check_psd_eigenvalues(eigenvalues: np.ndarray, K: np.ndarray, name: str) -> None:
-    """PSD check from eigenvalues already computed (no extra cost)."""
+def check_psd_eigenvalues(eigenvalues: np.ndarray, K: np.ndarray, name: str) -> None:
+    """Refuse ``K`` (named ``name`` in the error) unless it is positive semi-definite, from its ``eigenvalues``
+    already computed (no extra cost): ``ValueError`` when the smallest is below ``-PSD_RTOL · n · max|K|``."""
     tol = _psd_tolerance(K)
     smallest = float(np.min(eigenvalues))
     if smallest < -tol:
         _refuse_not_psd(name, smallest, tol, "of")
 
 
-def _check_psd_direct(K: np.ndarray, name: str) -> None:
-    """PSD check for solvers that factorise nothing: one Cholesky of ``K + tol I`` (fails iff λ_min < -tol)."""
+def check_psd_direct(K: np.ndarray, name: str) -> None:
+    """Refuse ``K`` (named ``name`` in the error) unless it is positive semi-definite, for solvers that factorise
+    nothing: one Cholesky of ``K + tol I`` (it fails exactly when λ_min < −tol, tol = ``PSD_RTOL · n · max|K|``)."""
     tol = _psd_tolerance(K)
     try:
         scipy.linalg.cho_factor(K + tol * np.eye(K.shape[0]), lower=True, check_finite=False)
@@ -112,7 +121,7 @@ def _check_psd_with_factor(K: np.ndarray, factor: tuple[np.ndarray, bool], lam: 
     """
     n = K.shape[0]
     if n <= _EXACT_PSD_CHECK_MAX_N:
-        _check_psd_eigenvalues(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0]), K, name)
+        check_psd_eigenvalues(scipy.linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0]), K, name)
         return
     op = scipy.sparse.linalg.LinearOperator(
         (n, n), matvec=lambda v: scipy.linalg.cho_solve(factor, v, check_finite=False), dtype=np.float64
@@ -142,11 +151,13 @@ def _cholesky_ridge(K: np.ndarray, lam: float) -> tuple[np.ndarray, bool]:
         ) from exc
 
 
-def _solve_ridge(
+def solve_ridge(
     K: np.ndarray, y: np.ndarray, lam: float, name: str = "K_train", K_out: np.ndarray | None = None
 ) -> np.ndarray:
-    """α = (K + λ² I)⁻¹ y by Cholesky, warning when the answer (``K_out @ α``; α itself if ``None``) is
-    inaccurate (:func:`_relative_error`)."""
+    """α = (K + λ² I)⁻¹ y by Cholesky (eq. (8)'s ridge), K checked positive semi-definite for λ > 0 (Lanczos on
+    the factor), with an :class:`~ntk_core.kernel_matrix.base.IllConditionedWarning` when the answer
+    (``K_out @ α``; α itself if ``K_out`` is None) is inaccurate beyond ``ACCURACY_RTOL``, its error estimated by
+    one step of iterative refinement."""
     factor = _cholesky_ridge(K, lam)
     if lam > 0.0:  # with λ = 0 the factorisation itself proved K positive definite
         _check_psd_with_factor(K, factor, lam, name)
@@ -253,12 +264,13 @@ class DenseKernel(KernelMatrix):
         lam = check_lam(lam)
         if lam == 0.0:
             return scipy.linalg.cho_solve(_cholesky_pd(self.array, "K⁻¹y"), Y, check_finite=False)
-        return _solve_ridge(self.array, Y, lam, self.name)
+        return solve_ridge(self.array, Y, lam, self.name)
 
 
-def _dense_array(K: ArrayLike | KernelMatrix, name: str) -> np.ndarray:
+def dense_array(K: ArrayLike | KernelMatrix, name: str) -> np.ndarray:
     """K in memory as a validated float64 array: a :class:`DenseKernel`'s own array (checked when it was made),
-    else :func:`~ntk_core._checks.check_kernel_matrix`; a kernel matrix on disk is refused, naming its route."""
+    else checked as a kernel matrix (square, finite, symmetric within its dtype's rounding); a kernel matrix on
+    disk is refused with a ``TypeError`` that names the out-of-core route."""
     if isinstance(K, DenseKernel):
         return K.array
     if isinstance(K, KernelMatrix):

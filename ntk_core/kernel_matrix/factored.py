@@ -122,7 +122,8 @@ class TiledCholesky:
         self.n = source.n
         self.bounds = [slice(s, min(s + tile, self.n)) for s in range(0, self.n, tile)]
         self.identity = {"factor": "cholesky", "source": source.identity, "lam": lam, "tile": tile}
-        self.folder = Path(root) / _store.fingerprint(self.identity)[:32]
+        self._files = _store.TileStore(root, self.identity, name="L_{i:04d}_{j:04d}.npz")
+        self.folder = self._files.dir
         self.computed = 0  # tiles computed by this object (not found in the folder)
         # the tiles kept in memory once computed or read (``keep``; see :meth:`keep`), else None
         self._kept: dict[tuple[int, int], np.ndarray] | None = {} if keep or not persist else None
@@ -144,18 +145,13 @@ class TiledCholesky:
         return f"TiledCholesky(n={self.n}, lam={self.lam:g}, tile={self.tile}, tiles={len(self.bounds)})"
 
     # ---------------------------------------------------------------- tiles
-    def _path(self, i: int, j: int) -> Path:
-        return self.folder / f"L_{i:04d}_{j:04d}.npz"
-
     def _shape(self, i: int, j: int) -> tuple[int, int]:
         return (len(range(*self.bounds[i].indices(self.n))), len(range(*self.bounds[j].indices(self.n))))
 
     def _load(self, i: int, j: int) -> _store.Stored | None:
         if not self.persist:
             return None
-        return _store.load(
-            self._path(i, j), {**self.identity, "tile": [i, j]}, expect={"L": (self._shape(i, j), np.float64)}
-        )
+        return self._files.load(i, j, expect={"L": (self._shape(i, j), np.float64)})
 
     def get(self, i: int, j: int) -> np.ndarray:
         """Tile ``L_ij`` (i ≥ j): kept in memory, else loaded (verified) or, if missing or damaged, computed and
@@ -234,7 +230,7 @@ class TiledCholesky:
         L = np.ascontiguousarray(L)
         arrays["L"] = L
         if self.persist:
-            _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays=arrays)
+            self._files.save(i, j, arrays)
         self._note(i, j, arrays)
         self.computed += 1
         return self._keep_tile(i, j, L)
@@ -265,7 +261,7 @@ class TiledCholesky:
     def _has(self, i: int, j: int) -> bool:
         """Whether tile ``(i, j)`` is made: in the folder, or (not persisted) in memory."""
         if self.persist:
-            return self._path(i, j).exists()
+            return self._files.has(i, j)
         return self._kept is not None and (i, j) in self._kept
 
     # ---------------------------------------------------------------- what the factor gives

@@ -7,11 +7,9 @@ inputs, method, dtypes, geometry) and is verified when loaded (:mod:`ntk_core._s
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,33 +90,23 @@ def _identity(prob: _Problem, method: str, tile: int, out_dtype: torch.dtype) ->
 
 
 class _TileStore:
-    """Finished tiles, one :mod:`ntk_core._store` file each, under a folder named by the identity's hash.
-
-    Every tile file carries the full identity (plus its index) and the checksum,
-    shape, dtype and finiteness of its numbers, all verified when it is loaded:
-    a tile of another identity is recomputed (never mixed in); a damaged tile
-    (truncated, altered bytes, NaN, wrong shape or dtype) is named in a
+    """The finished tiles of an empirical NTK as tensors, in a :class:`ntk_core._store.TileStore` (one verified
+    file each, under a folder named by the identity's hash): a tile of another identity is recomputed (never
+    mixed in); a damaged tile (truncated, altered bytes, NaN, wrong shape or dtype) is named in a
     :class:`~ntk_core._store.DamagedArtifactWarning`, moved aside and recomputed.
     """
 
     def __init__(self, root: str | os.PathLike[str], identity: dict[str, Any], meta: dict[str, Any]) -> None:
-        self.identity = identity
-        self.dir = Path(root) / _store.fingerprint(identity)[:32]
-        self.dir.mkdir(parents=True, exist_ok=True)
-        meta_path = self.dir / "meta.json"
-        if not meta_path.exists():  # for people browsing the folder; never read back
-            _store.atomic_write_bytes(meta_path, json.dumps(meta, indent=1).encode())
-
-    def _path(self, i: int, j: int) -> Path:
-        return self.dir / f"tile_{i:05d}_{j:05d}.npz"
+        self.store = _store.TileStore(root, identity, meta=meta)
+        self.dir = self.store.dir
 
     def load(self, i: int, j: int, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor | None:
         np_dtype = torch.empty((), dtype=dtype).numpy().dtype
-        found = _store.load(self._path(i, j), {**self.identity, "tile": [i, j]}, expect={"tile": (shape, np_dtype)})
+        found = self.store.load(i, j, expect={"tile": (shape, np_dtype)})
         return None if found is None else torch.from_numpy(found.arrays["tile"].copy())
 
     def save(self, i: int, j: int, tile: Tensor) -> None:
-        _store.save(self._path(i, j), {**self.identity, "tile": [i, j]}, arrays={"tile": tile.cpu().numpy()})
+        self.store.save(i, j, {"tile": tile.cpu().numpy()})
 
 
 def _place(result: Tensor, rows: slice, cols: slice, tile: Tensor, mirror: bool) -> None:
