@@ -29,7 +29,7 @@ import scipy.linalg
 from ._checks import as_float64_array, check_lam, check_rate, check_transition_matrix
 from ._typing import ArrayLike
 
-__all__ = ["LabelIssues", "from_aux", "from_kernel", "expected_wrong"]
+__all__ = ["LabelIssues", "from_aux", "from_kernel", "expected_wrong", "label_targets"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,39 @@ def _class_labels(labels: np.ndarray, classes: int) -> np.ndarray:
 
 def _binary(labels: np.ndarray) -> bool:
     return bool(np.all(np.isin(labels, (-1.0, 1.0))))
+
+
+def label_targets(labels: ArrayLike) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The regression targets kernel ridge regression fits to the given labels (eq. (9): one column per output).
+
+    Parameters
+    ----------
+    labels : ArrayLike, shape (n,)
+        ±1 labels, or class indices 0..K−1.
+
+    Returns
+    -------
+    targets : numpy.ndarray, shape (n, 1) or (n, K)
+        ±1 labels as one float64 column; classes as one-hot rows of K = the largest class + 1 columns.
+    classes : numpy.ndarray, shape (n,)
+        Each example's class index (±1 labels: 1 for +1, 0 for −1).
+    binary : bool
+        Whether the labels are ±1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Y, classes, binary = label_targets(np.array([2, 0, 1]))
+    >>> Y.tolist(), classes.tolist(), binary
+    ([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [2, 0, 1], False)
+    >>> label_targets(np.array([1, -1]))[0].ravel().tolist()
+    [1.0, -1.0]
+    """
+    y = as_float64_array(labels, "labels", ndim=1)
+    if _binary(y):
+        return y[:, None].copy(), (y > 0).astype(np.int64), True
+    classes = _class_labels(y, int(y.max()) + 1)
+    return np.eye(int(classes.max()) + 1)[classes], classes, False
 
 
 def _issues(
@@ -241,11 +274,7 @@ def from_kernel(
     Km = as_kernel_matrix(K)
     if Km.n != len(y):
         raise ValueError(f"labels has {len(y)} entries, K is {Km.n} x {Km.n}: one label per row of K")
-    if _binary(y):
-        Y = y[:, None]
-    else:
-        classes = _class_labels(y, int(y.max()) + 1)
-        Y = np.eye(int(classes.max()) + 1)[classes]
+    Y, classes, _ = label_targets(y)
     if method == "residual":
         fit = Y - lam**2 * np.asarray(Km.ridge_solve(Y, lam)).reshape(Y.shape)
         prediction = fit

@@ -75,15 +75,6 @@ def lam_by_leave_one_out(K: np.ndarray, labels: np.ndarray, grid: tuple[float, .
     return lams[best], best in (0, len(lams) - 1)
 
 
-def _one_hot(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(targets of shape (n, outputs), class indices 0..K−1, whether the labels are ±1)."""
-    binary = bool(np.all(np.isin(labels, (-1, 1))))
-    if binary:
-        return labels[:, None].astype(np.float64), (labels > 0).astype(np.int64), True
-    classes = labels.astype(np.int64)
-    return np.eye(int(classes.max()) + 1)[classes], classes, False
-
-
 def cleanlab_scores(
     K: np.ndarray, labels: np.ndarray, lam: float, *, folds: int = 5, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +94,7 @@ def cleanlab_scores(
         from cleanlab.filter import find_label_issues
         from cleanlab.rank import get_label_quality_scores
 
-    Y, classes, binary = _one_hot(np.asarray(labels))
+    Y, classes, binary = label_errors.label_targets(labels)
     n = len(classes)
     out = np.zeros_like(Y)
     for held in np.array_split(np.random.default_rng(seed).permutation(n), folds):
@@ -259,7 +250,7 @@ def _mistakes(
     unless given."""
     if lam is None:
         lam, _ = lam_by_leave_one_out(K, labels)
-    Y, _, binary = _one_hot(labels)
+    Y, _, binary = label_errors.label_targets(labels)
     out = krr_predict(K, Y, lam, K_test).reshape(len(K_test), -1)
     predicted = np.where(out[:, 0] >= 0, 1, -1) if binary else out.argmax(axis=1)
     return np.asarray(predicted != clean_test)
