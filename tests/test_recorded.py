@@ -6,8 +6,8 @@ with the session by ``tests/support/replay_plan.py``, so that they run beside th
 its recorded rows, and checks that every record's ``table.csv`` is what its units give. Which units: one of
 **every** unit class of every record (``unit_class``: units of one class run the same code with other numbers),
 drawn within the class with a seed that is printed and can be fixed with ``NTK_REPLAY_SEED``, so that a record that
-does not reproduce fails every run. Units of Settings 2 and 3 (per-epoch rows) are replayed as prefixes, their first
-epochs compared bit for bit (``_record.Prefix``), units of ``bound_scale`` by their rows at the leading λ
+does not reproduce fails every run. Units of Settings 2 and 3 (per-epoch rows) are replayed cut to their first
+epochs compared bit for bit (``_record.EpochCut``), units of ``bound_scale`` by their rows at the leading λ
 (``_record.RowCut``: the λ grid's factorisations left out), the others whole to 1e-6; ``make replay``
 (``NTK_REPLAY_WHOLE=1``) replays whole units. Each record's **canary** (``_canary``: its configuration shrunk to
 seconds, recorded with it) is computed whole and compared byte for byte: a late epoch, a learning-rate decay, the
@@ -41,7 +41,7 @@ from ntk_core.experiments._record import (
     ReplayTooCostly,
     choose_across,
     choose_units,
-    prefix_of_record,
+    cut_of_record,
     record_dir,
     recorded,
     replay,
@@ -81,11 +81,11 @@ def test_recorded_result_replays(name, replays):
     units = json.loads((record_dir(name, "medium") / "units.json").read_text())
     classes = {unit_class(u["key"]) for u in units}
     replayed = {unit_class(key) for key, _ in plan if isinstance(key, dict)}
-    prefix = None if REPLAY_WHOLE else prefix_of_record(name, "medium")
+    cut = None if REPLAY_WHOLE else cut_of_record(name, "medium")
     print(
         f"replaying {name} with NTK_REPLAY_SEED={replay_seed()}, NTK_REPLAY_MAX_S={REPLAY_MAX_S:g}: {len(replayed)} of "
         f"{len(classes)} unit classes ({'; '.join(sorted(replayed)) or 'none: its table only'}), "
-        + ("whole" if prefix is None else prefix.describe())
+        + ("whole" if cut is None else cut.describe())
     )
     if REPLAY_MAX_S == float("inf"):
         assert replayed == classes
@@ -102,7 +102,7 @@ def test_recorded_result_replays(name, replays):
             continue
         (check,) = result["checks"]
         assert check["key"] == key
-        assert check["epochs"] in (None, None if prefix is None else prefix.epochs)  # None: whole (no per-epoch rows)
+        assert check["epochs"] in (None, None if cut is None else cut.epochs)  # None: whole (no per-epoch rows)
         assert not check["problems"], (
             f"{name} unit {key} (NTK_REPLAY_SEED={replay_seed()}; this CPU: {_record._cpu_model()}, arithmetic "
             f"{_arithmetic.describe(result['arithmetic'])}): {check['problems']}"
@@ -578,16 +578,16 @@ SETTING3_TINY = {
 }
 
 
-def test_a_prefix_replay_trains_the_first_epochs_and_compares_them_bit_for_bit(data_env, monkeypatch):
+def test_an_epoch_cut_trains_the_first_epochs_and_compares_them_bit_for_bit(data_env, monkeypatch):
     from ntk_core.experiments import setting3
 
     root = data_env / "records"
     experiments.record("setting3", "quick", root=root, **SETTING3_TINY)
-    prefix = prefix_of_record("setting3", "quick", root)
-    assert (prefix.parts, prefix.epochs, prefix.of) == (("curves",), _record.PREFIX_EPOCHS, 8)
-    cut = prefix.config(experiments.make_config("setting3", "quick", **SETTING3_TINY))
-    assert (cut.epochs, cut.lr_milestones) == (4, ())  # the milestone after the prefix is left out
-    checks = replay("setting3", "quick", root=root, per_class=True, prefix=True)
+    cut = cut_of_record("setting3", "quick", root)
+    assert (cut.parts, cut.epochs, cut.of) == (("curves",), _record.CUT_EPOCHS, 8)
+    short = cut.config(experiments.make_config("setting3", "quick", **SETTING3_TINY))
+    assert (short.epochs, short.lr_milestones) == (4, ())  # the milestone after the cut is left out
+    checks = replay("setting3", "quick", root=root, per_class=True, partial=True)
     assert len(checks) == 2 and all(not c.problems and c.epochs == 4 for c in checks), [c.problems for c in checks]
     for c in checks:  # the per-epoch rows of epochs 1-4, nothing else
         assert [r["epoch"] for r in c.replayed] == [1, 2, 3, 4] and {r["part"] for r in c.replayed} == {"curves"}
@@ -598,13 +598,13 @@ def test_a_prefix_replay_trains_the_first_epochs_and_compares_them_bit_for_bit(d
         monkeypatch.setattr(setting3, "_train_config", lambda *a: dataclasses.replace(train_config(*a), **change))
 
     # the learning rate 2^-20 (relative; the network is float32) off from the first step: the exact comparison finds it
-    with_change(lr=train_config(cut, "ce", None, 0).lr * (1 + 2**-20))
-    found = replay("setting3", "quick", root=root, per_class=True, prefix=True)
-    assert all(c.problems for c in found), "a last-bit change of every step passed the prefix replay"
-    # a change that only the later epochs run (the decay after epoch 6) is not seen by the prefix, only by a whole
-    # replay: what the prefix leaves out
+    with_change(lr=train_config(short, "ce", None, 0).lr * (1 + 2**-20))
+    found = replay("setting3", "quick", root=root, per_class=True, partial=True)
+    assert all(c.problems for c in found), "a last-bit change of every step passed the cut replay"
+    # a change that only the later epochs run (the decay after epoch 6) is not seen by the cut, only by a whole
+    # replay: what the cut leaves out
     with_change(lr_gamma=0.5)
-    assert all(not c.problems for c in replay("setting3", "quick", root=root, per_class=True, prefix=True))
+    assert all(not c.problems for c in replay("setting3", "quick", root=root, per_class=True, partial=True))
     assert all(c.problems for c in replay("setting3", "quick", root=root, per_class=True))
 
 
@@ -617,13 +617,13 @@ def test_a_row_cut_replays_the_rows_at_the_leading_lambda_without_the_grid(data_
 
     root = data_env / "records"
     experiments.record("bound_scale", "quick", root=root, **{**EXPERIMENT_TINY["bound_scale"], "grid_max_n": 100})
-    cut = prefix_of_record("bound_scale", "quick", root)
+    cut = cut_of_record("bound_scale", "quick", root)
     grid = experiments.make_config("bound_scale", "quick").lams
     assert (
         isinstance(cut, _record.RowCut) and cut.config(experiments.make_config("bound_scale", "quick")).lams == grid[:1]
     )
     assert cut.describe() == "their rows with lam_kind in ['leading'] (the λ grid cut to its first λ)"
-    checks = replay("bound_scale", "quick", root=root, per_class=True, prefix=True)
+    checks = replay("bound_scale", "quick", root=root, per_class=True, partial=True)
     assert len(checks) == 5 and all(not c.problems and c.epochs is None for c in checks), [c.problems for c in checks]
     assert all(c.replayed and {r["lam_kind"] for r in c.replayed} == {"leading"} for c in checks)
     rows = {
@@ -637,19 +637,19 @@ def test_a_row_cut_replays_the_rows_at_the_leading_lambda_without_the_grid(data_
         return [(lam * (1 + 1e-3) if kind == "grid" else lam, kind, r) for lam, kind, r in lambdas(config, n, lam_star)]
 
     monkeypatch.setattr(bound_scale, "_lambdas", grid_moved)
-    assert all(not c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, prefix=True))
+    assert all(not c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, partial=True))
     assert any(c.problems for c in replay("bound_scale", "quick", root=root, per_class=True))
     monkeypatch.setattr(bound_scale, "_lambdas", lambdas)
     leading = bound_scale.bounds.leading_lambda
     monkeypatch.setattr(bound_scale.bounds, "leading_lambda", lambda *a: leading(*a) * (1 + 1e-3))
-    assert all(c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, prefix=True))
+    assert all(c.problems for c in replay("bound_scale", "quick", root=root, per_class=True, partial=True))
 
 
 def test_an_experiment_without_per_epoch_rows_is_replayed_whole(data_env):
     root = data_env / "records"
     _record_tiny(root)
-    assert prefix_of_record("setting1", "quick", root) is None
-    checks = replay("setting1", "quick", root=root, per_class=True, prefix=True)
+    assert cut_of_record("setting1", "quick", root) is None
+    checks = replay("setting1", "quick", root=root, per_class=True, partial=True)
     assert checks and all(c.epochs is None and not c.problems for c in checks)
 
 

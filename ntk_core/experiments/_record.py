@@ -76,10 +76,10 @@ __all__ = [
     "add_canary",
     "compute_fresh",
     "choose_units",
-    "Prefix",
-    "PREFIX_EPOCHS",
-    "prefix_for",
-    "prefix_of_record",
+    "EpochCut",
+    "CUT_EPOCHS",
+    "cut_for",
+    "cut_of_record",
     "RowCut",
     "choose_across",
     "unit_class",
@@ -654,7 +654,7 @@ class UnitCheck:
     recorded: list[dict[str, Any]]
     replayed: list[dict[str, Any]]
     problems: list[str]
-    #: a prefix replay: the epochs trained (its per-epoch rows up to them compared); None: the whole unit
+    #: an epoch cut: the epochs trained (its per-epoch rows up to them compared); None: no epochs cut
     epochs: int | None = None
 
 
@@ -706,13 +706,13 @@ class _ReplayDone(BaseException):
     pass
 
 
-#: the fewest epochs a prefix replay trains (the configs of Settings 2 and 3 need at least 4)
-PREFIX_EPOCHS = 4
+#: the fewest epochs an epoch cut trains (the configs of Settings 2 and 3 need at least 4)
+CUT_EPOCHS = 4
 
 
 @dataclass(frozen=True)
-class Prefix:
-    """A prefix replay: train a unit for its first ``epochs`` epochs only and compare its per-epoch rows (those of
+class EpochCut:
+    """A partial replay of a training unit: train it for its first ``epochs`` epochs only and compare its per-epoch rows (those of
     the table ``parts`` an experiment names in its module's ``EPOCH_PARTS``) up to that epoch, **bit for bit**.
 
     The first epochs of a run are the same computation whatever its length: the learning-rate schedule, the
@@ -720,9 +720,9 @@ class Prefix:
     way only read the network. So a config with ``epochs`` cut (and the learning-rate milestones after the cut
     left out) trains exactly the first epochs of the recorded run. Differences of arithmetic have not been
     amplified by training yet after a few epochs, so the comparison is exact, not within a tolerance: a last-bit
-    difference of the weights shows in the losses and distances of the rows. What a prefix replay does not check
+    difference of the weights shows in the losses and distances of the rows. What an epoch cut does not check
     is what only the later epochs run (the end of the run, the measures at its quarter, half and end, the
-    selection among epochs): a whole replay (:func:`replay` without ``prefix``) and the canary do.
+    selection among epochs): a whole replay (:func:`replay` without ``partial``) and the canary do.
     """
 
     parts: tuple[str, ...]
@@ -734,7 +734,7 @@ class Prefix:
         return [r for r in rows if r.get("part") in self.parts and int(r.get("epoch", self.epochs + 1)) <= self.epochs]
 
     def costs(self, units_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``units.json``'s entries with the recorded compute time of each cut to the prefix's share of the run."""
+        """``units.json``'s entries with the recorded compute time of each cut to the cut's share of the run."""
         share = self.epochs / self.of
         return [{**u, "seconds": None if u["seconds"] is None else u["seconds"] * share} for u in units_list]
 
@@ -761,7 +761,7 @@ class RowCut:
     config, and those rows are compared (within the replay's tolerance, as a whole unit's: BLAS may split a
     factorisation otherwise on another thread count). An experiment declares it in its module as a dict
     ``REPLAY_ROWS = {"column": ..., "keep": (...), "cut": function of the config, "what": what the cut leaves}``. What it does not check is what
-    only the left-out rows run: a whole replay (:func:`replay` without ``prefix``) and the canary do.
+    only the left-out rows run: a whole replay (:func:`replay` without ``partial``) and the canary do.
     """
 
     column: str
@@ -797,8 +797,8 @@ class RowCut:
         return f"their rows with {self.column} in {list(self.keep)} ({self.what})"
 
 
-def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Prefix | RowCut | None:
-    """The :class:`Prefix` of a record: its first evaluated epoch from :data:`PREFIX_EPOCHS` on; for an experiment
+def cut_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> EpochCut | RowCut | None:
+    """The :class:`EpochCut` of a record: its first evaluated epoch from :data:`CUT_EPOCHS` on; for an experiment
     that declares ``REPLAY_ROWS`` its :class:`RowCut`; None when the experiment records no per-epoch rows (its
     module has no ``EPOCH_PARTS``) or that epoch ends the run."""
     from . import get
@@ -811,8 +811,8 @@ def prefix_for(name: str, config: Any, units_list: list[dict[str, Any]]) -> Pref
     if not parts or not isinstance(total, int):
         return None
     evaluated = {int(r["epoch"]) for u in units_list for r in u["rows"] if r.get("part") in parts and "epoch" in r}
-    later = sorted(e for e in evaluated if PREFIX_EPOCHS <= e < total)
-    return Prefix(parts, later[0], total) if later else None
+    later = sorted(e for e in evaluated if CUT_EPOCHS <= e < total)
+    return EpochCut(parts, later[0], total) if later else None
 
 
 @dataclass
@@ -823,7 +823,7 @@ class _ReplayContext(RunContext):
     checks: list[UnitCheck] = dataclasses.field(default_factory=list)
     done: set[str] = dataclasses.field(default_factory=set)
     tol: float = 1e-6
-    prefix: Prefix | RowCut | None = None
+    cut: EpochCut | RowCut | None = None
 
     def add_data(self, description: str, fingerprint: str) -> None:
         super().add_data(description, fingerprint)
@@ -846,12 +846,12 @@ class _ReplayContext(RunContext):
             fresh_rows = json.loads(
                 json.dumps(fresh if isinstance(fresh, list) else [fresh], default=_cell_default, allow_nan=True)
             )
-            prefix = self.prefix
-            kept = [] if prefix is None else prefix.rows(rows)
-            if prefix is not None and kept:  # a training unit for the prefix's epochs, or the rows a cut keeps
-                fresh_kept = prefix.rows(fresh_rows)
+            cut = self.cut
+            kept = [] if cut is None else cut.rows(rows)
+            if cut is not None and kept:  # a training unit for the cut's epochs, or the rows a row cut keeps
+                fresh_kept = cut.rows(fresh_rows)
                 problems = compare_rows(kept, fresh_kept, self.tol)
-                check = UnitCheck(json.loads(canon), kept, fresh_kept, problems, prefix.epochs)
+                check = UnitCheck(json.loads(canon), kept, fresh_kept, problems, cut.epochs)
             else:  # whole (a unit without per-epoch rows, e.g. Setting 2's spectrum, is the same under the cut config)
                 check = UnitCheck(json.loads(canon), rows, fresh_rows, compare_rows(rows, fresh_rows, self.tol))
             self.checks.append(check)
@@ -866,15 +866,15 @@ def _cell_default(value: Any) -> Any:
     raise TypeError(f"cannot compare a {type(value).__name__}: {value!r:.80}")
 
 
-def prefix_of_record(
+def cut_of_record(
     name: str, profile: str = "medium", root: str | os.PathLike[str] | None = None
-) -> Prefix | RowCut | None:
-    """The :class:`Prefix` (or :class:`RowCut`) that a prefix replay of the record of ``name`` computes
-    (:func:`prefix_for`)."""
+) -> EpochCut | RowCut | None:
+    """The :class:`EpochCut` (or :class:`RowCut`) that a partial replay of the record of ``name`` computes
+    (:func:`cut_for`)."""
     folder = record_dir(name, profile, root)
     provenance = _provenance(folder, name, profile)
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
-    return prefix_for(name, _config_from(name, provenance), units_list)
+    return cut_for(name, _config_from(name, provenance), units_list)
 
 
 def replay(
@@ -889,15 +889,15 @@ def replay(
     keys: list[dict[str, Any]] | None = None,
     max_seconds: float | None = None,
     per_class: bool = False,
-    prefix: bool = False,
+    partial: bool = False,
 ) -> list[UnitCheck]:
     """Re-run ``units`` units of the record of ``name`` (chosen at random with ``seed`` among the ``cheapest``
     fraction by recorded compute time, or exactly ``keys``) and compare them with the recorded rows.
 
-    ``prefix=True``: where the experiment records per-epoch rows, train each chosen unit for its first epochs only
-    and compare those rows bit for bit (:class:`Prefix`; ``tol`` is then 0, and a unit without per-epoch rows,
+    ``partial=True``: where the experiment records per-epoch rows, train each chosen unit for its first epochs only
+    and compare those rows bit for bit (:class:`EpochCut`; ``tol`` is then 0, and a unit without per-epoch rows,
     such as Setting 2's spectrum, is compared whole, bit for bit, under the cut config); an experiment without
-    per-epoch rows is replayed whole. ``max_seconds`` then counts a prefix's share of the unit's recorded time.
+    per-epoch rows is replayed whole. ``max_seconds`` then counts a cut's share of the unit's recorded time.
 
     The other units are not computed: their recorded rows are handed back, and the run stops as soon as every
     chosen unit is replayed. The torch thread count is set to the recorded one while replaying (float sums in
@@ -919,7 +919,7 @@ def replay(
     units_list = json.loads(_read_verified(folder, "units.json", provenance))
     recorded_units = {_canon(u["key"]): u["rows"] for u in units_list}
     config = _config_from(name, provenance)
-    cut = prefix_for(name, config, units_list) if prefix else None
+    cut = cut_for(name, config, units_list) if partial else None
     if cut is not None:
         config, units_list = cut.config(config), cut.costs(units_list)
         tol = 0.0 if cut.exact else tol
@@ -943,7 +943,7 @@ def replay(
         chosen=chosen,
         expected_data=list(provenance.get("data_fingerprints", [])),
         tol=tol,
-        prefix=cut,
+        cut=cut,
     )
     try:
         _compute_as_recorded(name, provenance, config, ctx)

@@ -247,7 +247,7 @@ def _replay_parser(sub: Any) -> None:
     replay.add_argument("--overwrite", action="store_true", help="replace --json if it exists")
     what = replay.add_mutually_exclusive_group()
     what.add_argument(
-        "--prefix",
+        "--cut",
         action="store_true",
         help="train each unit of an experiment with per-epoch rows for its first epochs only and compare those "
         "rows bit for bit; of bound_scale, compute the rows at the leading λ only (much cheaper; what only the "
@@ -358,7 +358,7 @@ def _replay(args: argparse.Namespace, reexec: bool, argv: list[str] | None) -> i
                 keys=args.keys,
                 max_seconds=args.max_seconds,
                 per_class=True,
-                prefix=args.prefix,
+                partial=args.cut,
             )
     except ReplayTooCostly as err:
         print(f"error: --max-seconds {args.max_seconds:g}: {err}", file=sys.stderr)

@@ -134,8 +134,8 @@ __all__ = [
 ]
 
 #: the parts of the table with one row per evaluated epoch of a training run (the learning curves and the
-#: per-layer norms): a prefix replay of a unit trains its first epochs only and compares these rows
-#: (``experiments._record.Prefix``)
+#: per-layer norms): a partial replay of a unit trains its first epochs only and compares these rows
+#: (``experiments._record.EpochCut``)
 EPOCH_PARTS = ("curves", "layers")
 
 _LABELS = {"early_stopping": "SGD", "aux": "SGD+AUX", "rdi": "SGD+RDI"}

@@ -125,8 +125,8 @@ __all__ = [
     "table1",
 ]
 
-#: the parts of the table with one row per evaluated epoch of a training run (the learning curves): a prefix
-#: replay of a unit trains its first epochs only and compares these rows (``experiments._record.Prefix``)
+#: the parts of the table with one row per evaluated epoch of a training run (the learning curves): a partial
+#: replay of a unit trains its first epochs only and compares these rows (``experiments._record.EpochCut``)
 EPOCH_PARTS = ("curves",)
 
 _LOSS_NAMES = {"ce": "CCE", "mse": "MSE"}

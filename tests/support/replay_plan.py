@@ -5,11 +5,11 @@ Which units: one of **every** unit class of every record (``unit_class``: units 
 other numbers), so that a record that does not reproduce fails every run, not the runs that happen to draw its
 class; the unit of each class is drawn among its cheapest half with the seed ``NTK_REPLAY_SEED`` (drawn and printed
 by ``conftest.py`` unless given). A unit of an experiment with per-epoch rows (Settings 2 and 3) is replayed as a
-**prefix**: its first epochs only, compared bit for bit (``experiments._record.Prefix``), and a unit of
+**cut**: its first epochs only, compared bit for bit (``experiments._record.EpochCut``), and a unit of
 ``bound_scale`` by its rows at the leading λ (``experiments._record.RowCut``: two or three factorisations of
 K + λ²I instead of one per λ of the grid), which is what makes every class affordable in ``make test``;
 ``NTK_REPLAY_WHOLE=1`` (``make replay``) replays whole units instead. ``NTK_REPLAY_MAX_S`` (seconds of recorded
-compute over all records, a prefix counted by its share of the run) replays a sample of the classes within that
+compute over all records, a cut counted by its share of the run) replays a sample of the classes within that
 budget instead of all of them. Each unit is replayed by ``python -m ntk_core replay`` in a process of its own, one
 thread each, two at a time, longest first; each record's ``table.csv`` is checked too, and each record's
 **canary** (its configuration shrunk to seconds: every code path, late epochs and rows computed beside the units
@@ -30,7 +30,7 @@ import pytest
 #: the replay budget of this run (``NTK_REPLAY_MAX_S``, seconds of recorded compute over all records; unset: one
 #: unit of every class of every record)
 REPLAY_MAX_S = float(os.environ.get("NTK_REPLAY_MAX_S", "inf"))
-#: whole units (``NTK_REPLAY_WHOLE=1``, ``make replay``) instead of the prefixes of the units with per-epoch rows
+#: whole units (``NTK_REPLAY_WHOLE=1``, ``make replay``) instead of the units with per-epoch rows cut to their first epochs
 REPLAY_WHOLE = os.environ.get("NTK_REPLAY_WHOLE", "0") == "1"
 #: the test that reads the replays (``tests/test_recorded.py``)
 REPLAY_TEST = "test_recorded_result_replays"
@@ -51,7 +51,7 @@ def _replay_cli(name: str, key: dict | str | None, out: str, env: dict[str, str]
     if key is None or key == CANARY:
         which = ["--table" if key is None else "--canary"]
     else:
-        which = ["--key", json.dumps(key), *([] if REPLAY_WHOLE else ["--prefix"])]
+        which = ["--key", json.dumps(key), *([] if REPLAY_WHOLE else ["--cut"])]
     done = subprocess.run(
         [sys.executable, "-m", "ntk_core", "replay", name, *which, "--json", out],
         env=env,
@@ -68,7 +68,7 @@ def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     """The chosen units of every record, replayed two at a time, longest first: {name: [(key, future)]} (or a
     reason), each record's table check (key ``None``) and canary (key :data:`CANARY`) included."""
     from ntk_core import experiments
-    from ntk_core.experiments._record import RecordMissing, choose_across, prefix_of_record, record_dir, recorded
+    from ntk_core.experiments._record import RecordMissing, choose_across, cut_of_record, record_dir, recorded
 
     env = {**os.environ, "NTK_CORE_DATA": str(shared_data), "OMP_NUM_THREADS": "1"}
     env.pop("NTK_CORE_CACHE", None)
@@ -82,8 +82,8 @@ def replays(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
             plans[name] = f"no recorded medium result of {name} yet: {missing}"
             continue
         units = json.loads((record_dir(name, "medium") / "units.json").read_text())
-        prefix = None if REPLAY_WHOLE else prefix_of_record(name, "medium")
-        units_by_record[name] = units if prefix is None else prefix.costs(units)  # a prefix's share of the time
+        cut = None if REPLAY_WHOLE else cut_of_record(name, "medium")
+        units_by_record[name] = units if cut is None else cut.costs(units)  # a cut's share of the time
     chosen = choose_across(units_by_record, seed=replay_seed(), max_seconds=REPLAY_MAX_S)
     jobs = []
     for name, units in chosen.items():
