@@ -64,7 +64,7 @@ __all__ = [
 
 
 def is_on_disk(K: Any) -> bool:
-    """Whether ``K`` is a ``.npy`` path, a ``numpy.memmap`` or an :class:`OnDiskKernel` (the out-of-core route).
+    """Whether ``K`` is a ``.npy`` path, a ``numpy.memmap`` or an :class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel` (the out-of-core route).
 
     Parameters
     ----------
@@ -89,7 +89,7 @@ def as_kernel_matrix(K: Any, name: str = "K") -> KernelMatrix:
     """K as the :class:`~ntk_core.kernel_matrix.base.KernelMatrix` that the bounds and solvers take.
 
     The one place that tells a kernel matrix in memory from one on disk: a ``.npy`` path, a memory map or an
-    :class:`OnDiskKernel` becomes a validated :class:`OnDiskKernel` (one pass over K, once per object); an
+    :class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel` becomes a validated one (one pass over K, once per object); an
     array or a tensor becomes a :class:`~ntk_core.kernel_matrix.dense.DenseKernel` (symmetric within its dtype's
     rounding, finite); a ``KernelMatrix`` is returned as it is.
 

@@ -15,7 +15,7 @@ training image) the float64 K alone is 28.8 GB. This module factors
 with ``A = K + λ²I`` cut into b × b tiles, column of tiles by column of tiles (the left-looking order), so
 that a finished tile of L is final:
 
-* **The tiles of K come from a** :class:`KernelSource`: a matrix (an array, a memory map, a ``.npy`` path,
+* **The tiles of K come from a** :class:`~ntk_core.kernel_matrix.source.KernelSource`: a matrix (an array, a memory map, a ``.npy`` path,
   a :class:`~ntk_core.kernel_matrix.dense.DenseKernel` or :class:`~ntk_core.kernel_matrix.on_disk.OnDiskKernel`) read by blocks,
   or a kernel function ``k(X_I, X_J)`` evaluated tile by tile, so that K itself is never stored. Only the
   lower triangle of tiles is used, the diagonal tiles symmetrised, as LAPACK's ``potrf`` reads one triangle.
@@ -402,7 +402,7 @@ def tiled_cholesky(
     Parameters
     ----------
     source : KernelSource or matrix
-        Where K's tiles come from (a matrix is wrapped by :meth:`KernelSource.from_matrix`).
+        Where K's tiles come from (a matrix is wrapped by :meth:`~ntk_core.kernel_matrix.source.KernelSource.from_matrix`).
     folder : str or os.PathLike
         Where the factors go: each in a sub-folder named by its identity (source, λ, tile), so that one folder
         holds the factors of several λ and several matrices, and a run resumes from the tiles found there.
@@ -411,7 +411,7 @@ def tiled_cholesky(
     tile : int, optional
         The side b of a tile (default: the largest that ``memory_budget`` allows, at least 256).
     memory_budget : int, optional
-        Bytes of tiles held at once (default :data:`DEFAULT_CHOLESKY_MEMORY`): about ``(n·b + 4b²) × 8``.
+        Bytes of tiles held at once (default :data:`~ntk_core.kernel_matrix.source.DEFAULT_CHOLESKY_MEMORY`): about ``(n·b + 4b²) × 8``.
     progress : bool
         A progress bar over the tiles.
     keep : bool
