@@ -22,7 +22,7 @@ __all__ = ["DEFAULT_TESTS", "MUTANTS", "Mutant"]
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "ntk_core/bounds.py": ("tests/test_bounds.py",),
     "ntk_core/krr.py": ("tests/test_krr.py",),
-    "ntk_core/kernel_matrix.py": ("tests/test_krr.py",),
+    "ntk_core/kernel_matrix/dense.py": ("tests/test_krr.py",),
     "ntk_core/noise.py": ("tests/test_noise.py",),
     "ntk_core/infinite.py": ("tests/test_infinite.py",),
     "ntk_core/ntk/problem.py": ("tests/test_ntk.py",),
@@ -61,7 +61,7 @@ class Mutant:
 B, KRR, NOISE, INF, TRAIN, REG = (
     f"ntk_core/{m}.py" for m in ("bounds", "krr", "noise", "infinite", "train", "regularizers")
 )
-KERNEL_MATRIX = "ntk_core/kernel_matrix.py"
+KERNEL_MATRIX = "ntk_core/kernel_matrix/dense.py"
 NTK_PROBLEM, NTK_TILES, NTK_STRUCTURED = (f"ntk_core/ntk/{m}.py" for m in ("problem", "tiles", "structured"))
 S1, S3, DIST = (f"ntk_core/experiments/{m}.py" for m in ("setting1", "setting3", "distance"))
 CLAIMS, LEDGER, SAMPLING = (f"ntk_core/bookkit/{m}.py" for m in ("claims", "ledger", "sampling"))
