@@ -48,20 +48,20 @@ class _SeparatePasses(FactoredKernel):
         super().__init__(*args, **{**kwargs, "persist": True})  # type: ignore[arg-type]
         self._kept: dict[tuple, float | np.ndarray] = {}
 
-    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+    def _ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
         """yᵀK⁻¹y by a solve (two passes) once per labels, not from the forward pass; other λ as before."""
         if lam != 0.0:
-            return super().ridge_quadratic(Y, lam)
+            return super()._ridge_quadratic(Y, lam)
         key = array_key(np.asarray(Y))
         if key not in self._kept:
-            self._kept[key] = KernelMatrix.ridge_quadratic(self, np.asarray(Y), lam)
+            self._kept[key] = KernelMatrix._ridge_quadratic(self, np.asarray(Y), lam)
         value = self._kept[key]
         return value.copy() if isinstance(value, np.ndarray) else value
 
-    def forwards(self, Ys, lam):  # type: ignore[no-untyped-def]
-        return [super(_SeparatePasses, self).forwards([Y], lam)[0] for Y in Ys]
+    def _forwards_of(self, Ys, lam):  # type: ignore[no-untyped-def]
+        return [super(_SeparatePasses, self)._forwards_of([Y], lam)[0] for Y in Ys]
 
-    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+    def _ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         return self.factor(lam).solve(Y)
 
     def checked_quadratic(self, Y: np.ndarray, lam: float):  # type: ignore[no-untyped-def]

@@ -104,3 +104,36 @@ def test_symmetrise_in_place_refuses_what_it_cannot_overwrite():
     K.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
         symmetrise_in_place(K)
+
+
+def test_a_new_kind_implements_its_solve_and_gets_lambda_checked_and_the_bounds():
+    """The operator interface: a kind implements trace, diagonal, matvec and ``_ridge_solve`` (trusting λ); the
+    public ``ridge_solve`` / ``ridge_quadratic`` check λ once, and the bounds take the new kind."""
+
+    class Diagonal(KernelMatrix):
+        def __init__(self, d: list[float]) -> None:
+            self.d = np.asarray(d, dtype=np.float64)
+            self.n = len(self.d)
+
+        def trace(self) -> float:
+            return float(self.d.sum())
+
+        def diagonal(self) -> np.ndarray:
+            return self.d.copy()
+
+        def matvec(self, V):
+            V = np.asarray(V, dtype=np.float64)
+            return self.d[:, None] * V if V.ndim == 2 else self.d * V
+
+        def _ridge_solve(self, Y, lam):
+            seen.append(lam)
+            return Y / (self.d + lam**2) if Y.ndim == 1 else Y / (self.d + lam**2)[:, None]
+
+    seen: list[float] = []
+    K, y = Diagonal([1.0, 4.0]), np.array([1.0, -2.0])
+    assert K.ridge_quadratic(y, 1.0) == pytest.approx(1 / 2 + 4 / 5) and seen == [1.0]
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="lam must be"):
+            K.ridge_solve(y, bad)
+    assert seen == [1.0]  # a bad λ never reached the kind's own solve
+    assert bounds.complexity(K, y) == pytest.approx(1 + 1)  # yᵀK⁻¹y = 1/1 + 4/4

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .._checks import check_lam
 from .._typing import ArrayLike
 
 __all__ = ["ACCURACY_RTOL", "PSD_RTOL", "IllConditionedWarning", "KernelMatrix"]
@@ -56,11 +57,25 @@ class KernelMatrix(ABC):
     def matvec(self, V: ArrayLike) -> np.ndarray:
         """K V for V of shape (n,) or (n, m)."""
 
-    @abstractmethod
     def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
-        """α = (K + λ² I)⁻¹ Y (eq. (8)); λ = 0 needs K positive definite. Y of shape (n,) or (n, m)."""
+        """α = (K + λ² I)⁻¹ Y (eq. (8)); λ ≥ 0, and λ = 0 needs K positive definite. Y of shape (n,) or (n, m).
+
+        λ is checked here, once; a kind of kernel matrix implements :meth:`_ridge_solve`, which trusts it.
+        """
+        return self._ridge_solve(Y, check_lam(lam))
 
     def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
-        """Yᵀ(K + λ² I)⁻¹Y per column of Y (λ = 0: the complexity yᵀK⁻¹y of eq. (10)); a float for 1-D Y."""
-        vals = np.sum(Y * self.ridge_solve(Y, lam), axis=0)
+        """Yᵀ(K + λ² I)⁻¹Y per column of Y (λ = 0: the complexity yᵀK⁻¹y of eq. (10)); a float for 1-D Y.
+
+        λ is checked here, once; a kind may implement :meth:`_ridge_quadratic` (default: from its ridge solve).
+        """
+        return self._ridge_quadratic(Y, check_lam(lam))
+
+    @abstractmethod
+    def _ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+        """:meth:`ridge_solve` for a λ already checked (finite, ≥ 0)."""
+
+    def _ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+        """:meth:`ridge_quadratic` for a λ already checked."""
+        vals = np.sum(Y * self._ridge_solve(Y, lam), axis=0)
         return float(vals) if Y.ndim == 1 else vals

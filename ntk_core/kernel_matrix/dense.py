@@ -10,7 +10,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from .._checks import check_count, check_kernel_matrix, check_lam
+from .._checks import check_count, check_kernel_matrix
 from .._typing import ArrayLike
 from .base import ACCURACY_RTOL, PSD_RTOL, IllConditionedWarning, KernelMatrix
 
@@ -259,9 +259,8 @@ class DenseKernel(KernelMatrix):
     def matvec(self, V: ArrayLike) -> np.ndarray:
         return self.array @ np.asarray(V, dtype=np.float64)
 
-    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+    def _ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         """Cholesky of K + λ² I, with the PSD check of K for λ > 0 and a warning when ill-conditioned."""
-        lam = check_lam(lam)
         if lam == 0.0:
             return scipy.linalg.cho_solve(_cholesky_pd(self.array, "K⁻¹y"), Y, check_finite=False)
         return solve_ridge(self.array, Y, lam, self.name)

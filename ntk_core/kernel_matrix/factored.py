@@ -537,7 +537,9 @@ class FactoredKernel(KernelMatrix):
 
     def factor(self, lam: float) -> TiledCholesky:
         """The factor of K + λ²I (computed, or resumed from the folder, the first time)."""
-        lam = check_lam(lam)
+        return self._factor(check_lam(lam))
+
+    def _factor(self, lam: float) -> TiledCholesky:
         if self._fits and lam != 0.0 and self._other != lam:  # keep λ = 0's and this one's; drop the previous
             if self._other in self._factors:
                 self._factors[self._other].keep(False)
@@ -604,7 +606,9 @@ class FactoredKernel(KernelMatrix):
         list of numpy.ndarray
             ``L⁻¹Y`` for each, the shape of ``Y`` (new arrays).
         """
-        lam = check_lam(lam)
+        return self._forwards_of(Ys, check_lam(lam))
+
+    def _forwards_of(self, Ys: Sequence[ArrayLike], lam: float) -> list[np.ndarray]:
         arrays = [np.asarray(Y) for Y in Ys]
         keys = [(lam, *array_key(Y)) for Y in arrays]
         missing: dict[tuple, np.ndarray] = {}
@@ -612,7 +616,7 @@ class FactoredKernel(KernelMatrix):
             if key not in self._forwards and key not in missing:
                 missing[key] = _label_columns(Y, self.n)
         if missing:  # only then is the factor needed (asking for it makes it the one kept in memory)
-            Z = self.factor(lam).forward(np.hstack(list(missing.values())))
+            Z = self._factor(lam).forward(np.hstack(list(missing.values())))
             start = 0
             for key, Y in missing.items():
                 part = Z[:, start : start + Y.shape[1]]
@@ -622,19 +626,20 @@ class FactoredKernel(KernelMatrix):
                 self._forwards[key] = part
         return [self._forwards[key].copy() for key in keys]
 
-    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+    def _ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         """``(K + λ²I)⁻¹Y = L⁻ᵀ(L⁻¹Y)``: one pass over the factor where :meth:`forwards` has ``L⁻¹Y``, else two."""
-        return self.factor(lam).backward(self.forwards([Y], lam)[0])
+        return self._factor(lam).backward(self._forwards_of([Y], lam)[0])
 
-    def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
+    def _ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
         """``Yᵀ(K + λ²I)⁻¹Y = ‖L⁻¹Y‖²`` per column, from :meth:`forwards` (a pass over a factor that may be far
         larger than memory, once per (λ, Y): a bound asks for the same ones again, yᵀK⁻¹y and the ridge term at
         each λ)."""
-        Z = self.forwards([Y], lam)[0]
+        Z = self._forwards_of([Y], lam)[0]
         values = np.sum(Z * Z, axis=0)
         return float(values) if Z.ndim == 1 else values
 
     def checked_quadratic(self, Y: np.ndarray, lam: float) -> tuple[float | np.ndarray, float | np.ndarray]:
         """:meth:`TiledCholesky.checked_quadratic` of the factor of K + λ²I, from the ``L⁻¹Y`` that
         :meth:`forwards` keeps (two passes over the factor and a half pass over K beyond it)."""
-        return self.factor(lam).checked_quadratic(Y, forward=self.forwards([Y], lam)[0])
+        lam = check_lam(lam)
+        return self._factor(lam).checked_quadratic(Y, forward=self._forwards_of([Y], lam)[0])

@@ -381,7 +381,7 @@ class OnDiskKernel(KernelMatrix):
         W = check_rows(V, self.n, "V")
         return _matvec(self._blocks, W.reshape(self.n, -1), self._rows, scan.asym > 0.0).reshape(W.shape)
 
-    def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
+    def _ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         """α = (K + λ² I)⁻¹ Y by :func:`krr_solve_ooc`, with this object's solver options."""
         return krr_solve_ooc(self, Y, lam).alpha
 
