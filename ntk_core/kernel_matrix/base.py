@@ -60,14 +60,14 @@ class KernelMatrix(ABC):
     def ridge_solve(self, Y: np.ndarray, lam: float) -> np.ndarray:
         """α = (K + λ² I)⁻¹ Y (eq. (8)); λ ≥ 0, and λ = 0 needs K positive definite. Y of shape (n,) or (n, m).
 
-        λ is checked here, once; a kind of kernel matrix implements :meth:`_ridge_solve`, which trusts it.
+        λ is checked here, once; a kind of kernel matrix implements ``_ridge_solve``, which trusts it.
         """
         return self._ridge_solve(Y, check_lam(lam))
 
     def ridge_quadratic(self, Y: np.ndarray, lam: float) -> float | np.ndarray:
         """Yᵀ(K + λ² I)⁻¹Y per column of Y (λ = 0: the complexity yᵀK⁻¹y of eq. (10)); a float for 1-D Y.
 
-        λ is checked here, once; a kind may implement :meth:`_ridge_quadratic` (default: from its ridge solve).
+        λ is checked here, once; a kind may implement ``_ridge_quadratic`` (default: from its ridge solve).
         """
         return self._ridge_quadratic(Y, check_lam(lam))
 
