@@ -19,7 +19,8 @@ complexity yᵀK⁻¹y of eq. (10)). The kinds, one module each:
 
 :func:`as_kernel_matrix` turns what a user passes (an array, a tensor, a ``.npy`` path, a memory map, or any
 kind) into one of them: the only place that tells in memory from on disk (here, where every kind is importable).
-:mod:`ntk_core._store` keeps the tiles of the factored kind and of the kernel file, as it keeps the empirical NTK's.
+The factored kind keeps its tiles in one ``_store.TileStore``, as the empirical NTK keeps its checkpointed tiles;
+the kernel file writes its tiles into the ``.npy`` itself, with one marker per tile whose rows are synced.
 """
 
 from __future__ import annotations
